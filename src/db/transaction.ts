@@ -1,0 +1,136 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sql, type Kysely, type Transaction } from 'kysely';
+import { AppError, ErrorCode, tryAgain } from '../graphql/errors.js';
+import { PoolExhaustedError, withTransactionScope } from './pool.js';
+import type { DB } from './schema.js';
+import { isConnectionFailure, isRetryableContention, sqlStateOf, SqlState } from './sqlstate.js';
+
+export interface TransactionSettings {
+  lockTimeoutMs: number;
+  statementTimeoutMs: number;
+  idleInTransactionTimeoutMs: number;
+  maxAttempts: number;
+  /** Full-jitter backoff: attempt n sleeps random(0, min(maxDelayMs, baseDelayMs * 2^n)). */
+  baseDelayMs: number;
+  maxDelayMs: number;
+}
+
+export const defaultBackoff = { baseDelayMs: 5, maxDelayMs: 250 } as const;
+
+export type Isolation = 'read committed' | 'serializable';
+
+export interface RunOptions {
+  /** Epoch milliseconds after which no attempt starts and no statement may run. */
+  deadline: number;
+  isolation?: Isolation;
+  /** Told of every retry, for logs and metrics. */
+  onRetry?: (sqlState: string, attempt: number) => void;
+}
+
+export interface RunResult<T> {
+  value: T;
+  attempts: number;
+}
+
+export type UnitOfWork<T> = (trx: Transaction<DB>) => Promise<T>;
+
+/**
+ * The one way a mutation touches the database: the whole unit of work in one transaction, retried
+ * as a whole (never a statement inside it) on serialization failures, deadlocks and lock timeouts,
+ * within both an attempt budget and the request's deadline.
+ *
+ * Guarantees: the work commits at most once; a thrown error rolls back everything it wrote;
+ * timeouts are transaction-scoped (`set_config(..., true)`), so a pooler in transaction mode is
+ * safe; while the work runs, any use of the root pool from the same async context throws
+ * PoolReentryError instead of waiting for a second connection.
+ */
+export async function runInTransaction<T>(
+  db: Kysely<DB>,
+  settings: TransactionSettings,
+  options: RunOptions,
+  work: UnitOfWork<T>,
+): Promise<RunResult<T>> {
+  for (let attempt = 1; ; attempt++) {
+    const remainingMs = options.deadline - Date.now();
+    if (remainingMs <= 0) throw deadlineError(attempt - 1);
+    try {
+      const value = await attemptOnce(db, settings, options.isolation ?? 'read committed', remainingMs, work);
+      return { value, attempts: attempt };
+    } catch (error) {
+      if (!isRetryableContention(error)) throw translate(error, attempt);
+      const state = sqlStateOf(error) ?? 'unknown';
+      if (attempt >= settings.maxAttempts) {
+        throw tryAgain('The request met too much contention; resend it', { attempts: attempt, reason: state });
+      }
+      options.onRetry?.(state, attempt);
+      const delayMs = fullJitter(settings, attempt);
+      if (Date.now() + delayMs >= options.deadline) throw deadlineError(attempt);
+      await sleep(delayMs);
+    }
+  }
+}
+
+async function attemptOnce<T>(
+  db: Kysely<DB>,
+  settings: TransactionSettings,
+  isolation: Isolation,
+  remainingMs: number,
+  work: UnitOfWork<T>,
+): Promise<T> {
+  return withTransactionScope((hold) =>
+    db
+      .transaction()
+      .setIsolationLevel(isolation)
+      .execute(async (trx) => {
+        hold(true);
+        try {
+          await applyTimeouts(trx, settings, remainingMs);
+          return await work(trx);
+        } finally {
+          // Commit or rollback happens after this callback, on the same connection; no query of
+          // ours runs in between, so the mark can drop here.
+          hold(false);
+        }
+      }),
+  );
+}
+
+/** Transaction-scoped timeouts, each capped by what is left of the request's deadline. */
+async function applyTimeouts(trx: Transaction<DB>, settings: TransactionSettings, remainingMs: number) {
+  const cap = (ms: number) => String(Math.max(1, Math.min(ms, remainingMs)));
+  await sql`select
+      set_config('lock_timeout', ${cap(settings.lockTimeoutMs)}, true),
+      set_config('statement_timeout', ${cap(settings.statementTimeoutMs)}, true),
+      set_config('idle_in_transaction_session_timeout', ${cap(settings.idleInTransactionTimeoutMs)}, true)`.execute(trx);
+}
+
+export function fullJitter(settings: Pick<TransactionSettings, 'baseDelayMs' | 'maxDelayMs'>, attempt: number) {
+  const ceiling = Math.min(settings.maxDelayMs, settings.baseDelayMs * 2 ** attempt);
+  return Math.random() * ceiling;
+}
+
+function deadlineError(attempts: number) {
+  return tryAgain('The request ran out of time; resend it', { attempts, reason: 'deadline' });
+}
+
+/** Maps infrastructure failures to TRY_AGAIN; business errors and bugs pass through unchanged. */
+function translate(error: unknown, attempt: number): unknown {
+  if (error instanceof AppError) return error;
+  if (error instanceof PoolExhaustedError) {
+    return tryAgain('The server is busy; resend the request', { attempts: attempt, reason: 'pool' });
+  }
+  if (sqlStateOf(error) === SqlState.queryCanceled) {
+    return tryAgain('The request ran out of time; resend it', { attempts: attempt, reason: SqlState.queryCanceled });
+  }
+  if (isConnectionFailure(error)) {
+    return tryAgain('The database connection was lost; resend the request with the same Idempotency-Key', {
+      attempts: attempt,
+      reason: sqlStateOf(error) ?? 'connection',
+    });
+  }
+  return error;
+}
+
+export function isTryAgain(error: unknown): boolean {
+  return error instanceof AppError && error.code === ErrorCode.tryAgain;
+}

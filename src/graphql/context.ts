@@ -1,0 +1,28 @@
+import type { Kysely } from 'kysely';
+import type { AppConfig } from '../config.js';
+import type { Clock } from '../clock.js';
+import type { DB } from '../db/schema.js';
+import type { TransactionSettings } from '../db/transaction.js';
+import type { Logger } from '../logger.js';
+import type { Session } from '../http/session.js';
+
+/** Process-wide parts, built once in main and shared by every request. */
+export interface AppServices {
+  config: AppConfig;
+  db: Kysely<DB>;
+  log: Logger;
+  clock: Clock;
+  transactions: TransactionSettings;
+}
+
+/** One per GraphQL request. */
+export interface Context {
+  services: AppServices;
+  /** The root Kysely instance: reads outside a transaction. Inside a mutation, use the runner's trx. */
+  db: Kysely<DB>;
+  session: Session | null;
+  requestId: string;
+  /** Epoch ms after which the request gives up (REQUEST_DEADLINE_MS after it arrived). */
+  deadline: number;
+  log: Logger;
+}

@@ -1,0 +1,28 @@
+import { badInput } from './errors.js';
+
+/**
+ * Input checks that run before any SQL, so a client reads which field is wrong. The database
+ * repeats the important ones as CHECK constraints.
+ */
+export function requireText(value: string, field: string, maxLength: number): string {
+  const trimmed = value.trim();
+  if (trimmed.length === 0) throw badInput(`${field} must not be empty`, field);
+  if (trimmed.length > maxLength) throw badInput(`${field} must be at most ${maxLength} characters`, field);
+  return trimmed;
+}
+
+const IDENTIFIER = /^[A-Za-z0-9_-]{1,64}$/;
+
+export function requireIdentifier(value: string, field: string): string {
+  if (!IDENTIFIER.test(value)) {
+    throw badInput(`${field} must be 1 to 64 letters, digits, "_" or "-"`, field);
+  }
+  return value;
+}
+
+/** Whole yen, positive, and small enough that sums stay exact in PostgreSQL integer columns. */
+export function requireYen(value: number, field: string, max = 1_000_000_000): number {
+  if (!Number.isInteger(value) || value <= 0) throw badInput(`${field} must be a positive whole number of yen`, field);
+  if (value > max) throw badInput(`${field} must be at most ${max} yen`, field);
+  return value;
+}

@@ -1,0 +1,141 @@
+import {
+  getNamedType,
+  isLeafType,
+  isNonNullType,
+  isObjectType,
+  type GraphQLField,
+  type GraphQLObjectType,
+  type GraphQLSchema,
+} from 'graphql';
+import type { YogaServerInstance } from 'graphql-yoga';
+import type { AppServices, Context } from '../graphql/context.js';
+import { actionStatusOf, ErrorCode, isErrorCode } from '../graphql/errors.js';
+import { currentRequestScope } from './request-scope.js';
+import { isDevMode } from '../config.js';
+import { secretMatches } from './session.js';
+import type { ServerContext } from './app.js';
+
+/** Nested objects deeper than this are left out of an action's answer (Hasura selects from it). */
+const MAX_SELECTION_DEPTH = 4;
+
+/**
+ * The full selection of an object type: every field without required arguments, recursing into
+ * objects, but never into a type already on the path (no cycles) nor deeper than the limit.
+ */
+export function fullSelection(type: GraphQLObjectType, depth = 0, path: ReadonlySet<string> = new Set()): string {
+  const inner = new Set(path).add(type.name);
+  const fields = Object.values(type.getFields())
+    .filter((field) => field.args.every((arg) => !isNonNullType(arg.type) || arg.defaultValue !== undefined))
+    .flatMap((field) => {
+      const named = getNamedType(field.type);
+      if (isLeafType(named)) return [field.name];
+      if (isObjectType(named) && depth < MAX_SELECTION_DEPTH && !inner.has(named.name)) {
+        return [`${field.name} ${fullSelection(named, depth + 1, inner)}`];
+      }
+      return [];
+    });
+  return `{ ${fields.join(' ')} }`;
+}
+
+/** The GraphQL document an action runs: the mutation with every argument as a variable. */
+export function actionDocument(field: GraphQLField<unknown, unknown>): string {
+  const variables = field.args.map((arg) => `$${arg.name}: ${arg.type.toString()}`).join(', ');
+  const args = field.args.map((arg) => `${arg.name}: $${arg.name}`).join(', ');
+  const returned = getNamedType(field.type);
+  const selection = isObjectType(returned) ? ` ${fullSelection(returned)}` : '';
+  return `mutation ${field.name}${variables ? `(${variables})` : ''} { ${field.name}${args ? `(${args})` : ''}${selection} }`;
+}
+
+function actionError(status: number, code: string, message: string): Response {
+  const requestId = currentRequestScope()?.requestId;
+  return Response.json({ message, extensions: { code, ...(requestId ? { requestId } : {}) } }, { status });
+}
+
+interface ActionBody {
+  name: string;
+  input: Record<string, unknown>;
+  sessionVariables: Record<string, unknown>;
+}
+
+function parseActionBody(raw: string): ActionBody | string {
+  let body: unknown;
+  try {
+    body = JSON.parse(raw);
+  } catch {
+    return 'The body is not JSON';
+  }
+  if (typeof body !== 'object' || body === null) return 'The body must be a JSON object';
+  const { action, input, session_variables: sessionVariables } = body as Record<string, unknown>;
+  const name = typeof action === 'object' && action !== null ? (action as Record<string, unknown>)['name'] : undefined;
+  if (typeof name !== 'string' || name === '') return 'action.name must be a string';
+  if (input !== undefined && input !== null && (typeof input !== 'object' || Array.isArray(input))) {
+    return 'input must be an object of the action arguments';
+  }
+  if (typeof sessionVariables !== 'object' || sessionVariables === null || Array.isArray(sessionVariables)) {
+    return 'session_variables must be an object';
+  }
+  return {
+    name,
+    input: (input ?? {}) as Record<string, unknown>,
+    sessionVariables: sessionVariables as Record<string, unknown>,
+  };
+}
+
+/**
+ * Hasura Actions at POST /actions: `{action: {name}, input, session_variables, request_query?}`.
+ * The action name is a mutation of this schema and `input` its arguments. It runs through the same
+ * Yoga pipeline as /graphql, and answers the payload object itself with 200, or an error as a 4xx
+ * `{message, extensions: {code}}` (Hasura drops the message of a 5xx).
+ */
+export function createActionsHandler(
+  yoga: YogaServerInstance<ServerContext, Context>,
+  schema: GraphQLSchema,
+  services: AppServices,
+): (request: Request) => Promise<Response> {
+  const mutations = schema.getMutationType()?.getFields() ?? {};
+  const documents = new Map(Object.values(mutations).map((field) => [field.name, actionDocument(field)]));
+
+  return async (request) => {
+    if (request.method !== 'POST') return actionError(405, ErrorCode.badUserInput, 'Actions are POST requests');
+    const { actionSecret } = services.config;
+    if (actionSecret !== null) {
+      if (!secretMatches(request.headers.get('x-action-secret'), actionSecret)) {
+        return actionError(401, ErrorCode.unauthenticated, 'Missing or invalid x-action-secret');
+      }
+    } else if (!isDevMode(services.config)) {
+      return actionError(401, ErrorCode.unauthenticated, '/actions needs ACTION_SECRET to be configured');
+    }
+
+    const parsed = parseActionBody(await request.text());
+    if (typeof parsed === 'string') return actionError(400, ErrorCode.badUserInput, parsed);
+    const query = documents.get(parsed.name);
+    if (query === undefined) return actionError(404, ErrorCode.notFound, `Unknown action "${parsed.name}"`);
+
+    const headers = new Headers({ 'content-type': 'application/json', accept: 'application/json' });
+    for (const name of ['x-request-id', 'idempotency-key']) {
+      const value = request.headers.get(name);
+      if (value !== null) headers.set(name, value);
+    }
+    const graphqlRequest = new Request(new URL('/graphql', request.url), {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ query, variables: parsed.input, operationName: parsed.name }),
+    });
+    const response = await yoga.fetch(graphqlRequest, { actionSessionVariables: parsed.sessionVariables });
+    const result = (await response.json()) as {
+      data?: Record<string, unknown> | null;
+      errors?: { message: string; extensions?: Record<string, unknown> }[];
+    };
+    const first = result.errors?.[0];
+    if (first) {
+      const code = isErrorCode(first.extensions?.['code']) ? first.extensions['code'] : ErrorCode.internal;
+      return Response.json({ message: first.message, extensions: first.extensions ?? { code } }, { status: actionStatusOf[code] });
+    }
+    const answer = Response.json(result.data?.[parsed.name] ?? null);
+    for (const name of ['idempotent-replayed']) {
+      const value = response.headers.get(name);
+      if (value !== null) answer.headers.set(name, value);
+    }
+    return answer;
+  };
+}

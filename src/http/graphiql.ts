@@ -1,0 +1,35 @@
+import { isDevMode, type AppConfig } from '../config.js';
+
+/** The demo member of db/seed, so a first visit to GraphiQL can run a mutation at once. */
+export const DEMO_HEADERS = {
+  'x-hasura-role': 'user',
+  'x-hasura-tenant-id': 'acme',
+  'x-hasura-user-id': 'member-1',
+} as const;
+
+const DEFAULT_QUERY = `# Headers (below) act as the demo member of tenant "acme".
+# 1. Run ListContracts and copy a contract id.
+# 2. Run CreateDocument with it: the tenant's next document number comes back.
+
+query ListContracts {
+  viewer { role tenantId userId }
+  contracts(first: 5) { id title documents { docNumber } }
+}
+
+mutation CreateDocument($contractId: UUID!) {
+  createContractDocument(input: { contractId: $contractId }) {
+    document { id contractId docNumber createdAt }
+  }
+}
+`;
+
+export function graphiqlOptions(config: AppConfig) {
+  if (config.nodeEnv === 'production') return false;
+  return {
+    title: 'Mutation backend',
+    defaultQuery: DEFAULT_QUERY,
+    // Only dev mode trusts these headers; with a secret or JWT configured the caller brings their own.
+    headers: isDevMode(config) ? JSON.stringify(DEMO_HEADERS, null, 2) : undefined,
+    shouldPersistHeaders: false,
+  };
+}

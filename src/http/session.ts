@@ -1,0 +1,104 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { errors as joseErrors, jwtVerify } from 'jose';
+import { isDevMode, type AppConfig, type JwtConfig } from '../config.js';
+import { forbidden, unauthenticated } from '../graphql/errors.js';
+
+export type Role = 'user' | 'admin';
+
+/**
+ * Hasura session variables, trusted only after one of the checks below. `tenantId` null with
+ * role admin is the platform operator.
+ */
+export interface Session {
+  role: Role;
+  userId: string | null;
+  tenantId: string | null;
+}
+
+const ROLES: readonly string[] = ['user', 'admin'];
+const TENANT_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const USER_ID = /^[\x21-\x7e]{1,128}$/;
+
+/** Constant-time comparison of a presented secret; hashing first makes the lengths equal too. */
+export function secretMatches(presented: string | null, expected: string): boolean {
+  if (presented === null) return false;
+  const digest = (value: string) => createHash('sha256').update(value).digest();
+  return timingSafeEqual(digest(presented), digest(expected));
+}
+
+/** Builds a session from Hasura-style variables (names case-insensitive, values strings). */
+export function sessionFromVariables(variables: Record<string, unknown>): Session | null {
+  const lower = new Map(Object.entries(variables).map(([name, value]) => [name.toLowerCase(), value]));
+  const text = (name: string) => {
+    const value = lower.get(name);
+    if (value === undefined || value === null || value === '') return null;
+    if (typeof value !== 'string') throw unauthenticated(`Session variable ${name} must be a string`);
+    return value;
+  };
+  const role = text('x-hasura-role');
+  if (role === null) return null;
+  if (!ROLES.includes(role)) throw forbidden(`Role "${role}" has no access to this service`);
+  const tenantId = text('x-hasura-tenant-id');
+  const userId = text('x-hasura-user-id');
+  if (tenantId !== null && !TENANT_ID.test(tenantId)) throw unauthenticated('Malformed x-hasura-tenant-id');
+  if (userId !== null && !USER_ID.test(userId)) throw unauthenticated('Malformed x-hasura-user-id');
+  return { role: role as Role, tenantId, userId };
+}
+
+function hasuraHeaders(headers: Headers): Record<string, string> {
+  const variables: Record<string, string> = {};
+  headers.forEach((value, name) => {
+    if (name.toLowerCase().startsWith('x-hasura-')) variables[name.toLowerCase()] = value;
+  });
+  return variables;
+}
+
+async function sessionFromJwt(token: string, jwt: JwtConfig, requestedRole: string | null): Promise<Session> {
+  let payload: Record<string, unknown>;
+  try {
+    ({ payload } = await jwtVerify(token, new TextEncoder().encode(jwt.key), { algorithms: [jwt.type] }));
+  } catch (error) {
+    if (error instanceof joseErrors.JWTExpired) throw unauthenticated('The JWT has expired');
+    throw unauthenticated('The JWT is invalid');
+  }
+  const claims = payload[jwt.claimsNamespace];
+  if (typeof claims !== 'object' || claims === null) throw unauthenticated(`The JWT has no "${jwt.claimsNamespace}" claims`);
+  const record = claims as Record<string, unknown>;
+  const allowed = record['x-hasura-allowed-roles'];
+  const fallback = record['x-hasura-default-role'];
+  if (!Array.isArray(allowed) || typeof fallback !== 'string') {
+    throw unauthenticated('The JWT claims need x-hasura-allowed-roles and x-hasura-default-role');
+  }
+  // As Hasura does: the x-hasura-role header may pick any allowed role, and nothing else.
+  const role = requestedRole ?? fallback;
+  if (!allowed.includes(role)) throw forbidden(`Role "${role}" is not among the token's allowed roles`);
+  const session = sessionFromVariables({ ...record, 'x-hasura-role': role });
+  if (session === null) throw unauthenticated('The JWT names no role');
+  return session;
+}
+
+/**
+ * Decides who is calling, from exactly one trusted source (DESIGN §6). Returns null for an
+ * anonymous caller (introspection still works); throws for credentials that are presented and
+ * wrong, so a forged header never degrades into anonymous access.
+ */
+export async function resolveSession(headers: Headers, config: AppConfig): Promise<Session | null> {
+  const authorization = headers.get('authorization');
+  const forwarded = hasuraHeaders(headers);
+  if (authorization !== null && /^bearer\s/i.test(authorization)) {
+    if (config.jwt === null) throw unauthenticated('Bearer tokens are not accepted: JWT_SECRET is not configured');
+    return sessionFromJwt(authorization.replace(/^bearer\s+/i, ''), config.jwt, forwarded['x-hasura-role'] ?? null);
+  }
+  const presentedSecret = headers.get('x-action-secret');
+  if (presentedSecret !== null) {
+    if (config.actionSecret === null || !secretMatches(presentedSecret, config.actionSecret)) {
+      throw unauthenticated('Invalid x-action-secret');
+    }
+    return sessionFromVariables(forwarded);
+  }
+  if (isDevMode(config)) return sessionFromVariables(forwarded);
+  if (Object.keys(forwarded).length > 0) {
+    throw unauthenticated('x-hasura-* headers are trusted only with the action secret or inside a JWT');
+  }
+  return null;
+}

@@ -1,0 +1,100 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { AppConfig } from './config.js';
+import { systemClock, type Clock } from './clock.js';
+import { createDatabase, type Database } from './db/database.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js';
+import { migrate } from './db/migrate.js';
+import { seedIfEmpty } from './db/seed.js';
+import { defaultBackoff } from './db/transaction.js';
+import type { AppServices } from './graphql/context.js';
+import { createApp, type App } from './http/app.js';
+import { listen, type RunningServer } from './http/node-server.js';
+import type { Logger } from './logger.js';
+
+export const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
+export const DEFAULT_DATA_DIR = path.join(PROJECT_ROOT, '.data', 'postgres');
+
+export interface BackendOptions {
+  config: AppConfig;
+  log: Logger;
+  clock?: Clock;
+  /** Where the embedded cluster lives when DATABASE_URL is not set. */
+  dataDir?: string;
+  /** Load the demo data into an empty embedded database. */
+  seed?: boolean;
+  /** fsync off for a throwaway embedded cluster (load tests). */
+  ephemeral?: boolean;
+  host?: string;
+}
+
+export interface Backend {
+  url: string;
+  app: App;
+  services: AppServices;
+  database: Database;
+  embedded: EmbeddedPostgres | null;
+  http: RunningServer;
+  /** Stops accepting, drains requests in flight, closes the pool, stops the embedded server. */
+  stop(): Promise<void>;
+}
+
+export function buildServices(config: AppConfig, database: Database, log: Logger, clock: Clock = systemClock): AppServices {
+  return {
+    config,
+    db: database.db,
+    log,
+    clock,
+    transactions: {
+      lockTimeoutMs: config.lockTimeoutMs,
+      statementTimeoutMs: config.statementTimeoutMs,
+      idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs,
+      maxAttempts: config.transactionMaxAttempts,
+      ...defaultBackoff,
+    },
+  };
+}
+
+export async function startBackend(options: BackendOptions): Promise<Backend> {
+  const { config, log } = options;
+  const embedded =
+    config.databaseUrl === null
+      ? await startEmbeddedPostgres({
+          dataDir: options.dataDir ?? DEFAULT_DATA_DIR,
+          port: config.embeddedPostgresPort,
+          log,
+          ephemeral: options.ephemeral ?? false,
+        })
+      : null;
+  const connectionString = config.databaseUrl ?? embedded!.connectionString();
+  const database = createDatabase(
+    { connectionString, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName: 'mutation-backend' },
+    log,
+  );
+  try {
+    const applied = await migrate(database.db);
+    log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
+    if (embedded && options.seed !== false && (await seedIfEmpty(database.db))) log.info('demo data loaded');
+    const services = buildServices(config, database, log, options.clock);
+    const app = createApp(services);
+    const http = await listen(app.fetch, config.port, log, options.host);
+    const url = `http://localhost:${http.port}/graphql`;
+    return {
+      url,
+      app,
+      services,
+      database,
+      embedded,
+      http,
+      async stop() {
+        await http.close();
+        await database.close();
+        await embedded?.stop();
+      },
+    };
+  } catch (error) {
+    await database.close();
+    await embedded?.stop();
+    throw error;
+  }
+}

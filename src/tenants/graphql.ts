@@ -1,0 +1,57 @@
+import { builder } from '../graphql/builder.js';
+import { requireOperator, requireTenantActor } from '../graphql/auth.js';
+import { badInput } from '../graphql/errors.js';
+import { runMutation } from '../graphql/mutation.js';
+import { requireIdentifier, requireText, requireYen } from '../graphql/validate.js';
+import { DEFAULT_MONTHLY_CAP_YEN, findTenant, insertTenant, type Tenant } from './service.js';
+
+export const TenantType = builder.objectRef<Tenant>('Tenant').implement({
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    name: t.exposeString('name'),
+    monthlyCapYen: t.exposeInt('monthlyCapYen', { description: "A member's coupon total per calendar month, in yen." }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+  }),
+});
+
+const CreateTenantInput = builder.inputType('CreateTenantInput', {
+  fields: (t) => ({
+    id: t.id({ description: '1 to 64 letters, digits, "_" or "-"; the x-hasura-tenant-id of its sessions.' }),
+    name: t.string(),
+    monthlyCapYen: t.int({ required: false, defaultValue: DEFAULT_MONTHLY_CAP_YEN }),
+  }),
+});
+
+const CreateTenantPayload = builder.objectRef<{ tenant: Tenant }>('CreateTenantPayload').implement({
+  fields: (t) => ({ tenant: t.expose('tenant', { type: TenantType }) }),
+});
+
+builder.mutationField('createTenant', (t) =>
+  t.field({
+    type: CreateTenantPayload,
+    description: 'Creates a tenant. Platform operator only (role admin without a tenant id).',
+    args: { input: t.arg({ type: CreateTenantInput }) },
+    resolve: async (_root, { input }, ctx) => {
+      requireOperator(ctx);
+      const values = {
+        id: requireIdentifier(input.id, 'id'),
+        name: requireText(input.name, 'name', 200),
+        monthlyCapYen: requireYen(input.monthlyCapYen ?? DEFAULT_MONTHLY_CAP_YEN, 'monthlyCapYen'),
+      };
+      return runMutation(ctx, async (trx) => {
+        const tenant = await insertTenant(trx, values);
+        if (tenant === null) throw badInput(`A tenant with id "${values.id}" already exists`, 'id');
+        return { tenant };
+      });
+    },
+  }),
+);
+
+builder.queryField('tenant', (t) =>
+  t.field({
+    type: TenantType,
+    nullable: true,
+    description: "The session's tenant.",
+    resolve: (_root, _args, ctx) => findTenant(ctx.db, requireTenantActor(ctx).tenantId),
+  }),
+);
