@@ -15,6 +15,8 @@ export interface AppConfig {
   port: number;
   databaseUrl: string | null;
   embeddedPostgresPort: number;
+  /** Null: .data/postgres in the project. */
+  embeddedDataDir: string | null;
   dbPoolMax: number;
   dbPoolAcquireTimeoutMs: number;
   lockTimeoutMs: number;
@@ -137,6 +139,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     port: readInt(env, 'PORT', 4000, 0, 65_535),
     databaseUrl: readDatabaseUrl(env),
     embeddedPostgresPort: readInt(env, 'EMBEDDED_PG_PORT', 54_329, 1024, 65_535),
+    embeddedDataDir: readString(env, 'EMBEDDED_PG_DATA_DIR'),
     dbPoolMax: readInt(env, 'DB_POOL_MAX', 10, 1, 1000),
     dbPoolAcquireTimeoutMs: readInt(env, 'DB_POOL_ACQUIRE_TIMEOUT_MS', 3_000, 1, 600_000),
     lockTimeoutMs: readInt(env, 'LOCK_TIMEOUT_MS', 2_000, 1, 600_000),

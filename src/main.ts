@@ -26,6 +26,8 @@ async function main() {
   Hasura Actions:       POST http://localhost:${backend.http.port}/actions
 ${isDevMode(config) ? `  Headers for GraphiQL (dev mode):\n  ${JSON.stringify(DEMO_HEADERS)}\n` : ''}`);
 
+  // pino writes asynchronously: exiting at once would drop the last lines.
+  const exitAfterFlush = (code: number) => log.flush(() => process.exit(code));
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;
@@ -35,11 +37,11 @@ ${isDevMode(config) ? `  Headers for GraphiQL (dev mode):\n  ${JSON.stringify(DE
       .stop()
       .then(() => {
         log.info('stopped');
-        process.exit(0);
+        exitAfterFlush(0);
       })
       .catch((error: unknown) => {
         log.error({ err: error }, 'shutdown failed');
-        process.exit(1);
+        exitAfterFlush(1);
       });
   };
   process.on('SIGINT', () => shutdown('SIGINT'));

@@ -60,7 +60,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   const embedded =
     config.databaseUrl === null
       ? await startEmbeddedPostgres({
-          dataDir: options.dataDir ?? DEFAULT_DATA_DIR,
+          dataDir: options.dataDir ?? config.embeddedDataDir ?? DEFAULT_DATA_DIR,
           port: config.embeddedPostgresPort,
           log,
           ephemeral: options.ephemeral ?? false,

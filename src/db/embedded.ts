@@ -215,9 +215,11 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     const running = child;
     if (!running || running.exitCode !== null || running.signalCode !== null) return;
     const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
+    // The child is unref'd so it never keeps Node alive by itself; while we wait for it, it must.
+    running.ref();
     // SIGINT is PostgreSQL's "fast" shutdown: roll back open transactions, checkpoint, exit.
     running.kill('SIGINT');
-    const timedOut = await Promise.race([exited.then(() => false), sleep(STOP_TIMEOUT_MS).then(() => true)]);
+    const timedOut = await Promise.race([exited.then(() => false), sleep(STOP_TIMEOUT_MS, true, { ref: false })]);
     if (timedOut) {
       running.kill('SIGKILL');
       await exited;

@@ -3,7 +3,7 @@ import { GraphQLError, type DocumentNode, type ExecutionResult, type GraphQLSche
 import { createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import { sql } from 'kysely';
 import type { AppServices, Context } from '../graphql/context.js';
-import { ErrorCode } from '../graphql/errors.js';
+import { ErrorCode, isErrorCode } from '../graphql/errors.js';
 import { schema as appSchema } from '../graphql/schema.js';
 import { createActionsHandler } from './actions.js';
 import { readLimitedBody, BodyTooLargeError } from './body.js';
@@ -36,18 +36,24 @@ function isOriginalGraphQLError(error: unknown): error is GraphQLError {
 }
 
 /**
- * Every error a client reads has a code and the request id; parse, validation and variable
- * coercion errors (the client's mistakes, which graphql-js leaves without a code) are
- * BAD_USER_INPUT.
+ * Every error a client reads has one of the codes of DESIGN §7 and the request id. Parse,
+ * validation and variable coercion errors are the client's mistakes: BAD_USER_INPUT.
  */
 function withErrorContract(error: GraphQLError, requestId: string): GraphQLError {
-  const code = typeof error.extensions['code'] === 'string' ? error.extensions['code'] : ErrorCode.badUserInput;
+  const original = error.extensions['code'];
+  const code = isErrorCode(original) ? original : ErrorCode.badUserInput;
   return new GraphQLError(error.message, {
     nodes: error.nodes ?? null,
     source: error.source ?? null,
     positions: error.positions ?? null,
     path: error.path ?? null,
-    extensions: { ...error.extensions, code, requestId },
+    extensions: {
+      ...error.extensions,
+      code,
+      // Yoga's GRAPHQL_PARSE_FAILED / GRAPHQL_VALIDATION_FAILED stay visible as the reason.
+      ...(typeof original === 'string' && original !== code ? { reason: original } : {}),
+      requestId,
+    },
   });
 }
 

@@ -70,9 +70,11 @@ export async function listen(handler: FetchHandler, port: number, log: Logger, h
     close(graceMs = 10_000) {
       return new Promise<void>((resolve) => {
         const force = setTimeout(() => server.closeAllConnections(), graceMs);
-        force.unref();
+        // A keep-alive socket turns idle when its last response is sent; close it then, not at its timeout.
+        const sweep = setInterval(() => server.closeIdleConnections(), 50);
         server.close(() => {
           clearTimeout(force);
+          clearInterval(sweep);
           resolve();
         });
         server.closeIdleConnections();

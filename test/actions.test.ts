@@ -1,0 +1,79 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ContractDocument } from './generated/graphql.js';
+import { asUser, createContractRow, createTenant, createTestBackend, gqlOk, type TestBackend } from './support/harness.js';
+
+const SECRET = 'action-secret-for-tests-0123456789';
+
+describe('Hasura Actions at POST /actions', () => {
+  let backend: TestBackend;
+  let contractId: string;
+  const documents = async () =>
+    (await backend.sql.query<{ n: number }>("select count(*)::int as n from contract_documents where tenant_id = 'act'")).rows[0]!.n;
+
+  const action = (body: unknown, headers: Record<string, string> = { 'x-action-secret': SECRET }) =>
+    backend.app.fetch(
+      new Request('http://test.local/actions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: typeof body === 'string' ? body : JSON.stringify(body),
+      }),
+    );
+  const documentAction = (contract: unknown, sessionVariables: Record<string, unknown> = asUser('act')) => ({
+    action: { name: 'createContractDocument' },
+    input: { input: { contractId: contract } },
+    session_variables: sessionVariables,
+    request_query: 'mutation { createContractDocument(input: $input) { document { docNumber } } }',
+  });
+
+  beforeAll(async () => {
+    backend = await createTestBackend({ env: { ACTION_SECRET: SECRET } });
+    await createTenant(backend, 'act');
+    await createTenant(backend, 'other');
+    contractId = await createContractRow(backend, 'act');
+  });
+  afterAll(() => backend.close());
+
+  it('answers the payload object that /graphql returns for the same mutation', async () => {
+    const response = await action(documentAction(contractId));
+    expect(response.status).toBe(200);
+    const answer = (await response.json()) as { document: Record<string, unknown> };
+    expect(Object.keys(answer.document).sort()).toEqual(['contractId', 'createdAt', 'docNumber', 'id']);
+    const read = await gqlOk(backend.app.fetch, ContractDocument, { id: contractId }, { ...asUser('act'), 'x-action-secret': SECRET });
+    const stored = read.contract?.documents.find((d) => d.id === answer.document['id']);
+    expect(stored).toEqual({ id: answer.document['id'], contractId, docNumber: answer.document['docNumber'] });
+  });
+
+  it('takes session variables in any case, with request_query absent or null', async () => {
+    for (const requestQuery of [undefined, null]) {
+      const body = { ...documentAction(contractId, { 'X-Hasura-Role': 'user', 'X-HASURA-TENANT-ID': 'act', 'x-hasura-User-Id': 'm1' }) };
+      const response = await action({ ...body, request_query: requestQuery });
+      expect(response.status).toBe(200);
+    }
+  });
+
+  it('refuses a missing or wrong secret with 401 and writes nothing', async () => {
+    const before = await documents();
+    expect((await action(documentAction(contractId), {})).status).toBe(401);
+    expect((await action(documentAction(contractId), { 'x-action-secret': 'not-the-secret-at-all' })).status).toBe(401);
+    expect(await documents()).toBe(before);
+  });
+
+  it.each([
+    ['an unknown action', { action: { name: 'dropEverything' }, input: {}, session_variables: {} }, 404, 'NOT_FOUND'],
+    ['a body that is not JSON', '{"action":', 400, 'BAD_USER_INPUT'],
+    ['a body without an action name', { input: {}, session_variables: {} }, 400, 'BAD_USER_INPUT'],
+    ['a body without session variables', { action: { name: 'createContractDocument' }, input: {} }, 400, 'BAD_USER_INPUT'],
+    ['an input of the wrong type', { ...documentAction(12345) }, 400, 'BAD_USER_INPUT'],
+    ['an input missing its field', { action: { name: 'createContractDocument' }, input: { input: {} }, session_variables: asUser('act') }, 400, 'BAD_USER_INPUT'],
+    ['a contract of another tenant', { ...documentAction('00000000-0000-4000-8000-000000000000', asUser('other')) }, 404, 'NOT_FOUND'],
+    ['a session without a tenant', { ...documentAction('00000000-0000-4000-8000-000000000000', { 'x-hasura-role': 'user' }) }, 403, 'FORBIDDEN'],
+  ])('answers %s with a 4xx, a message and a code, and writes nothing', async (_name, body, status, code) => {
+    const before = await documents();
+    const response = await action(body);
+    expect(response.status).toBe(status);
+    const payload = (await response.json()) as { message: unknown; extensions: { code: unknown } };
+    expect(typeof payload.message).toBe('string');
+    expect(payload.extensions.code).toBe(code);
+    expect(await documents()).toBe(before);
+  });
+});

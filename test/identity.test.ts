@@ -1,0 +1,125 @@
+import { SignJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { CreateContractDocument as CreateContract, ViewerDocument } from './generated/graphql.js';
+import { asUser, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
+
+const SECRET = 'action-secret-for-tests-0123456789';
+const JWT_KEY = 'jwt-key-for-tests-0123456789abcdef0123456789';
+const JWT_SECRET = JSON.stringify({ type: 'HS256', key: JWT_KEY });
+
+async function token(claims: Record<string, unknown>, options: { key?: string; expiresIn?: string } = {}) {
+  return new SignJWT({ 'https://hasura.io/jwt/claims': claims })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setIssuedAt()
+    .setExpirationTime(options.expiresIn ?? '5m')
+    .sign(new TextEncoder().encode(options.key ?? JWT_KEY));
+}
+
+const memberClaims = {
+  'x-hasura-allowed-roles': ['user', 'admin'],
+  'x-hasura-default-role': 'user',
+  'x-hasura-user-id': 'member-7',
+  'x-hasura-tenant-id': 'id-tenant',
+};
+
+describe('identity', () => {
+  let backend: TestBackend;
+  const contracts = async () =>
+    (await backend.sql.query<{ n: number }>("select count(*)::int as n from contracts where tenant_id = 'id-tenant'")).rows[0]!.n;
+  const create = (headers: Record<string, string>) =>
+    gql(backend.app.fetch, CreateContract, { input: { title: 'From identity test' } }, headers);
+
+  beforeAll(async () => {
+    backend = await createTestBackend({ env: { ACTION_SECRET: SECRET, JWT_SECRET } });
+    await createTenant(backend, 'id-tenant');
+  });
+  afterAll(() => backend.close());
+
+  it('refuses forged x-hasura-* headers without the secret, and writes nothing', async () => {
+    const before = await contracts();
+    expect(errorCodes(await create(asUser('id-tenant')))).toEqual(['UNAUTHENTICATED']);
+    expect(errorCodes(await create({ ...asUser('id-tenant'), 'x-action-secret': 'wrong-secret-wrong-secret' }))).toEqual([
+      'UNAUTHENTICATED',
+    ]);
+    expect(await contracts()).toBe(before);
+  });
+
+  it('trusts x-hasura-* headers that come with the secret (Hasura as a Remote Schema)', async () => {
+    const response = await create({ ...asUser('id-tenant'), 'x-action-secret': SECRET });
+    expect(response.body.errors).toBeUndefined();
+  });
+
+  it('answers an anonymous caller with null viewer and refuses it a mutation', async () => {
+    const viewer = await gql(backend.app.fetch, ViewerDocument, {});
+    expect(viewer.body.data?.viewer).toBeNull();
+    expect(errorCodes(await create({}))).toEqual(['UNAUTHENTICATED']);
+  });
+
+  it('accepts a Hasura JWT and takes the default role', async () => {
+    const response = await gql(backend.app.fetch, ViewerDocument, {}, { authorization: `Bearer ${await token(memberClaims)}` });
+    expect(response.body.data?.viewer).toEqual({ role: 'user', tenantId: 'id-tenant', userId: 'member-7' });
+  });
+
+  it('lets x-hasura-role pick an allowed role and refuses any other', async () => {
+    const bearer = `Bearer ${await token(memberClaims)}`;
+    const admin = await gql(backend.app.fetch, ViewerDocument, {}, { authorization: bearer, 'x-hasura-role': 'admin' });
+    expect(admin.body.data?.viewer?.role).toBe('admin');
+    const refused = await gql(backend.app.fetch, ViewerDocument, {}, { authorization: bearer, 'x-hasura-role': 'superuser' });
+    expect(errorCodes(refused)).toEqual(['FORBIDDEN']);
+  });
+
+  it('refuses a JWT with a bad signature, an expired one, and one without Hasura claims', async () => {
+    const badSignature = await token(memberClaims, { key: 'another-key-another-key-another-key-1234' });
+    const expired = await token(memberClaims, { expiresIn: '-1m' });
+    const noClaims = await new SignJWT({ sub: 'x' }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(JWT_KEY));
+    for (const jwt of [badSignature, expired, noClaims, 'not-a-jwt']) {
+      const before = await contracts();
+      expect(errorCodes(await create({ authorization: `Bearer ${jwt}` }))).toEqual(['UNAUTHENTICATED']);
+      expect(await contracts()).toBe(before);
+    }
+  });
+
+  it('does not let a JWT session be widened by x-hasura-* headers', async () => {
+    const response = await gql(
+      backend.app.fetch,
+      ViewerDocument,
+      {},
+      { authorization: `Bearer ${await token(memberClaims)}`, 'x-hasura-tenant-id': 'other', 'x-hasura-user-id': 'someone' },
+    );
+    expect(response.body.data?.viewer).toEqual({ role: 'user', tenantId: 'id-tenant', userId: 'member-7' });
+  });
+});
+
+describe('configuration', () => {
+  it('has sensible defaults', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({ port: 4000, dbPoolMax: 10, businessTimeZone: 'Asia/Tokyo', databaseUrl: null, jwt: null });
+  });
+
+  it.each([
+    ['PORT', 'eighty'],
+    ['PORT', '70000'],
+    ['DB_POOL_MAX', '0'],
+    ['DB_POOL_ACQUIRE_TIMEOUT_MS', '-5'],
+    ['LOCK_TIMEOUT_MS', '1.5'],
+    ['STATEMENT_TIMEOUT_MS', 'soon'],
+    ['REQUEST_DEADLINE_MS', '60000'],
+    ['DATABASE_URL', 'mysql://localhost/db'],
+    ['DATABASE_URL', 'not a url'],
+    ['JWT_SECRET', '{"type":"HS256","key":"short"}'],
+    ['JWT_SECRET', '{"type":"RS256","key":"0123456789abcdef0123456789abcdef"}'],
+    ['JWT_SECRET', 'plain text'],
+    ['BUSINESS_TIME_ZONE', 'Mars/Olympus'],
+    ['NODE_ENV', 'staging'],
+    ['ACTION_SECRET', 'short'],
+  ])('stops on %s=%s with a message naming the variable', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
+  });
+
+  it('refuses dev mode (no secret, no JWT key) in production', () => {
+    expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(/ACTION_SECRET/);
+    expect(loadConfig({ NODE_ENV: 'production', ACTION_SECRET: SECRET }).actionSecret).toBe(SECRET);
+  });
+});

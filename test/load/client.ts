@@ -1,0 +1,101 @@
+import http from 'node:http';
+
+export interface GraphQLReply {
+  status: number;
+  body: { data?: Record<string, unknown> | null; errors?: { message: string; extensions?: Record<string, unknown> }[] };
+  latencyMs: number;
+  headers: http.IncomingHttpHeaders;
+}
+
+/**
+ * A keep-alive HTTP client for concurrency tests and the load tool. `open()` makes every socket
+ * before the first measured request, so a barrier release puts all requests on the wire together
+ * instead of queueing them behind TCP handshakes.
+ */
+export class LoadClient {
+  private readonly agent: http.Agent;
+  private readonly url: URL;
+
+  constructor(graphqlUrl: string, readonly connections: number) {
+    this.url = new URL(graphqlUrl);
+    this.agent = new http.Agent({ keepAlive: true, maxSockets: connections, maxFreeSockets: connections });
+  }
+
+  async open(): Promise<void> {
+    const health = new URL('/health', this.url);
+    await Promise.all(Array.from({ length: this.connections }, () => this.request('GET', health, undefined, {})));
+  }
+
+  graphql(query: string, variables: Record<string, unknown>, headers: Record<string, string>): Promise<GraphQLReply> {
+    return this.request('POST', this.url, JSON.stringify({ query, variables }), headers);
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+
+  private request(method: string, url: URL, body: string | undefined, headers: Record<string, string>): Promise<GraphQLReply> {
+    const started = performance.now();
+    return new Promise((resolve, reject) => {
+      const req = http.request(
+        url,
+        {
+          method,
+          agent: this.agent,
+          headers: {
+            ...(body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }),
+            accept: 'application/json',
+            ...headers,
+          },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            let parsed: GraphQLReply['body'];
+            try {
+              parsed = JSON.parse(text) as GraphQLReply['body'];
+            } catch {
+              parsed = { errors: [{ message: text.slice(0, 200), extensions: { code: `HTTP_${res.statusCode}` } }] };
+            }
+            resolve({ status: res.statusCode ?? 0, body: parsed, latencyMs: performance.now() - started, headers: res.headers });
+          });
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject);
+      if (body !== undefined) req.write(body);
+      req.end();
+    });
+  }
+}
+
+/** A gate that many tasks wait on and one call opens, so they start in the same instant. */
+export function barrier(): { wait: Promise<void>; release: () => void } {
+  let release!: () => void;
+  const wait = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  return { wait, release };
+}
+
+/** Runs `tasks` with at most `concurrency` in flight, all released together after `ready`. */
+export async function runReleasedTogether<T>(
+  tasks: (() => Promise<T>)[],
+  concurrency: number,
+): Promise<T[]> {
+  const gate = barrier();
+  const results = new Array<T>(tasks.length);
+  let next = 0;
+  const lanes = Array.from({ length: Math.min(concurrency, tasks.length) }, async () => {
+    await gate.wait;
+    while (next < tasks.length) {
+      const index = next++;
+      results[index] = await tasks[index]!();
+    }
+  });
+  gate.release();
+  await Promise.all(lanes);
+  return results;
+}

@@ -1,0 +1,91 @@
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { createDatabase } from '../../src/db/database.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
+import { migrate } from '../../src/db/migrate.js';
+import { createLogger } from '../../src/logger.js';
+
+/**
+ * One PostgreSQL per test run: the embedded one in a temporary folder, or the server DATABASE_URL
+ * names. A migrated template database is made once; every test file clones its own from it.
+ */
+export const TEMPLATE_DATABASE = 'app_test_template';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** Connection string of the server's maintenance database; tests create their own databases. */
+    adminUrl: string;
+    templateDatabase: string;
+    embeddedDataDir: string | null;
+  }
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export function databaseUrl(adminUrl: string, database: string): string {
+  const url = new URL(adminUrl);
+  url.pathname = `/${database}`;
+  return url.toString();
+}
+
+async function buildTemplate(adminUrl: string) {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`drop database if exists ${TEMPLATE_DATABASE} with (force)`);
+    await admin.query(`create database ${TEMPLATE_DATABASE}`);
+  } finally {
+    await admin.end();
+  }
+  const log = createLogger('silent');
+  const database = createDatabase(
+    { connectionString: databaseUrl(adminUrl, TEMPLATE_DATABASE), max: 1, acquireTimeoutMs: 10_000, applicationName: 'test-template' },
+    log,
+  );
+  try {
+    await migrate(database.db);
+  } finally {
+    await database.close();
+  }
+}
+
+export default async function setup(project: TestProject) {
+  let embedded: EmbeddedPostgres | null = null;
+  let tempRoot: string | null = null;
+  let adminUrl = process.env['DATABASE_URL'];
+  if (!adminUrl) {
+    // A folder the postgres user can enter even when the project sits under /root.
+    tempRoot = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-test-'));
+    await chmod(tempRoot, 0o755);
+    embedded = await startEmbeddedPostgres({
+      dataDir: path.join(tempRoot, 'data'),
+      port: await freePort(),
+      log: createLogger(process.env['PG_LOG_LEVEL'] ?? 'warn'),
+      ephemeral: true,
+      maxConnections: 400,
+    });
+    adminUrl = embedded.connectionString('postgres');
+  }
+  await buildTemplate(adminUrl);
+  project.provide('adminUrl', adminUrl);
+  project.provide('templateDatabase', TEMPLATE_DATABASE);
+  project.provide('embeddedDataDir', embedded?.dataDir ?? null);
+
+  return async () => {
+    await embedded?.stop();
+    if (tempRoot) await rm(tempRoot, { recursive: true, force: true });
+  };
+}

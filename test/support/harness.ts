@@ -1,0 +1,154 @@
+import { randomBytes } from 'node:crypto';
+import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
+import { print } from 'graphql';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { loadConfig, type AppConfig } from '../../src/config.js';
+import type { Clock } from '../../src/clock.js';
+import { createDatabase, type Database } from '../../src/db/database.js';
+import type { AppServices } from '../../src/graphql/context.js';
+import { createApp, type App } from '../../src/http/app.js';
+import { listen, type RunningServer } from '../../src/http/node-server.js';
+import { createLogger, type Logger } from '../../src/logger.js';
+import { buildServices } from '../../src/server.js';
+
+export function databaseUrl(database: string): string {
+  const url = new URL(inject('adminUrl'));
+  url.pathname = `/${database}`;
+  return url.toString();
+}
+
+/** A fresh database cloned from the migrated template; each test file gets its own. */
+export async function createTestDatabaseUrl(): Promise<string> {
+  const name = `t_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: inject('adminUrl') });
+  await admin.connect();
+  try {
+    await admin.query(`create database ${name} template ${inject('templateDatabase')}`);
+  } finally {
+    await admin.end();
+  }
+  return databaseUrl(name);
+}
+
+export interface TestBackend {
+  app: App;
+  config: AppConfig;
+  services: AppServices;
+  database: Database;
+  databaseUrl: string;
+  /** A separate pool for the test's own SQL: counting rows, planting data. */
+  sql: pg.Pool;
+  log: Logger;
+  close(): Promise<void>;
+}
+
+export interface TestBackendOptions {
+  /** Environment variables as a user would set them (strings). */
+  env?: Record<string, string>;
+  clock?: Clock;
+  log?: Logger;
+  /** Reuse a database instead of cloning a new one. */
+  databaseUrl?: string;
+}
+
+export async function createTestBackend(options: TestBackendOptions = {}): Promise<TestBackend> {
+  const url = options.databaseUrl ?? (await createTestDatabaseUrl());
+  const config = loadConfig({ NODE_ENV: 'test', DATABASE_URL: url, ...options.env });
+  const log = options.log ?? createLogger(process.env['TEST_LOG_LEVEL'] ?? 'silent');
+  const database = createDatabase(
+    { connectionString: url, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName: 'test-app' },
+    log,
+  );
+  const services = buildServices(config, database, log, options.clock);
+  const app = createApp(services);
+  const sql = new pg.Pool({ connectionString: url, max: 4 });
+  sql.on('error', () => {});
+  return {
+    app,
+    config,
+    services,
+    database,
+    databaseUrl: url,
+    sql,
+    log,
+    async close() {
+      await database.close();
+      await sql.end();
+    },
+  };
+}
+
+export type Headers = Record<string, string>;
+
+export const asUser = (tenantId: string, userId = 'member-1'): Headers => ({
+  'x-hasura-role': 'user',
+  'x-hasura-tenant-id': tenantId,
+  'x-hasura-user-id': userId,
+});
+export const asTenantAdmin = (tenantId: string): Headers => ({ 'x-hasura-role': 'admin', 'x-hasura-tenant-id': tenantId });
+export const asOperator = (): Headers => ({ 'x-hasura-role': 'admin' });
+
+export interface GraphQLResponse<T> {
+  status: number;
+  headers: globalThis.Headers;
+  body: { data?: T | null; errors?: { message: string; path?: string[]; extensions?: Record<string, unknown> }[] };
+  text: string;
+}
+
+type Fetcher = (request: Request) => Promise<Response>;
+
+/** Sends one GraphQL request through the full HTTP pipeline (in process, or over a socket). */
+export async function gql<T, V>(
+  target: Fetcher | string,
+  document: TypedDocumentNode<T, V> | string,
+  variables?: V,
+  headers: Headers = {},
+): Promise<GraphQLResponse<T>> {
+  const query = typeof document === 'string' ? document : print(document);
+  const init: RequestInit = {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', ...headers },
+    body: JSON.stringify({ query, variables }),
+  };
+  const response =
+    typeof target === 'string' ? await fetch(target, init) : await target(new Request('http://test.local/graphql', init));
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, body: JSON.parse(text), text };
+}
+
+/** The data of a request that must succeed; fails the test with the errors otherwise. */
+export async function gqlOk<T, V>(
+  target: Fetcher | string,
+  document: TypedDocumentNode<T, V> | string,
+  variables?: V,
+  headers: Headers = {},
+): Promise<T> {
+  const response = await gql(target, document, variables, headers);
+  if (response.body.errors?.length || !response.body.data) {
+    throw new Error(`GraphQL request failed: ${JSON.stringify(response.body.errors ?? response.body)}`);
+  }
+  return response.body.data;
+}
+
+export function errorCodes(response: GraphQLResponse<unknown>): unknown[] {
+  return (response.body.errors ?? []).map((e) => e.extensions?.['code']);
+}
+
+/** A real socket in front of the app, for tests that need HTTP as a client sees it. */
+export async function serveOverHttp(backend: TestBackend): Promise<{ url: string; server: RunningServer }> {
+  const server = await listen(backend.app.fetch, 0, backend.log, '127.0.0.1');
+  return { url: `http://127.0.0.1:${server.port}/graphql`, server };
+}
+
+export async function createTenant(backend: TestBackend, id: string, monthlyCapYen = 2000) {
+  await backend.sql.query('insert into tenants (id, name, monthly_cap_yen) values ($1, $2, $3)', [id, `Tenant ${id}`, monthlyCapYen]);
+}
+
+export async function createContractRow(backend: TestBackend, tenantId: string, title = 'Contract'): Promise<string> {
+  const { rows } = await backend.sql.query<{ id: string }>(
+    'insert into contracts (tenant_id, title) values ($1, $2) returning id',
+    [tenantId, title],
+  );
+  return rows[0]!.id;
+}

@@ -1,0 +1,18 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  resolve: {
+    // Node resolves `graphql` (no "exports" map) to its CommonJS build, so libraries loaded by Node
+    // get that copy; Vite would pick index.mjs for our files. Two copies of graphql refuse to mix.
+    alias: [{ find: /^graphql$/, replacement: 'graphql/index.js' }],
+  },
+  test: {
+    include: ['test/**/*.test.ts'],
+    globalSetup: ['test/support/global-setup.ts'],
+    // Concurrency suites run hundreds of requests against a real PostgreSQL on a shared 2-core machine.
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
+    pool: 'forks',
+    maxWorkers: 2,
+  },
+});
