@@ -29,6 +29,20 @@ export interface AppConfig {
   businessTimeZone: string;
   maxBodyBytes: number;
   logLevel: string;
+  /** Run the outbox relay and the other background loops inside this process. */
+  runWorkers: boolean;
+  outbox: OutboxConfig;
+}
+
+export interface OutboxConfig {
+  webhookUrl: string | null;
+  webhookTimeoutMs: number;
+  batchSize: number;
+  pollIntervalMs: number;
+  leaseMs: number;
+  maxAttempts: number;
+  retryBaseDelayMs: number;
+  retryMaxDelayMs: number;
 }
 
 export class ConfigError extends Error {
@@ -55,6 +69,40 @@ function readInt(env: Env, name: string, fallback: number, min: number, max: num
     throw new ConfigError(name, `expected a number from ${min} to ${max}, got ${value}`);
   }
   return value;
+}
+
+function readBoolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = readString(env, name);
+  if (raw === null) return fallback;
+  if (/^(true|1|yes|on)$/i.test(raw)) return true;
+  if (/^(false|0|no|off)$/i.test(raw)) return false;
+  throw new ConfigError(name, `expected true or false, got "${raw}"`);
+}
+
+function readHttpUrl(env: Env, name: string): string | null {
+  const raw = readString(env, name);
+  if (raw === null) return null;
+  try {
+    const url = new URL(raw);
+    if (url.protocol === 'http:' || url.protocol === 'https:') return raw;
+  } catch {
+    // fall through to the error below
+  }
+  throw new ConfigError(name, `expected an http:// or https:// URL, got "${raw}"`);
+}
+
+function readOutbox(env: Env): OutboxConfig {
+  const retryBaseDelayMs = readInt(env, 'OUTBOX_RETRY_BASE_MS', 1_000, 1, 3_600_000);
+  return {
+    webhookUrl: readHttpUrl(env, 'NOTIFY_WEBHOOK_URL'),
+    webhookTimeoutMs: readInt(env, 'NOTIFY_WEBHOOK_TIMEOUT_MS', 5_000, 100, 120_000),
+    batchSize: readInt(env, 'OUTBOX_BATCH_SIZE', 100, 1, 10_000),
+    pollIntervalMs: readInt(env, 'OUTBOX_POLL_INTERVAL_MS', 500, 10, 600_000),
+    leaseMs: readInt(env, 'OUTBOX_LEASE_MS', 30_000, 100, 3_600_000),
+    maxAttempts: readInt(env, 'OUTBOX_MAX_ATTEMPTS', 10, 1, 1_000),
+    retryBaseDelayMs,
+    retryMaxDelayMs: readInt(env, 'OUTBOX_RETRY_MAX_MS', 300_000, retryBaseDelayMs, 86_400_000),
+  };
 }
 
 function readNodeEnv(env: Env): AppConfig['nodeEnv'] {
@@ -152,6 +200,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
     businessTimeZone: readTimeZone(env),
     maxBodyBytes: readInt(env, 'MAX_BODY_BYTES', 100_000, 1_000, 10_000_000),
     logLevel: readString(env, 'LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info'),
+    runWorkers: readBoolean(env, 'RUN_WORKERS', true),
+    outbox: readOutbox(env),
   };
 }
 

@@ -11,6 +11,7 @@ import type { AppServices } from './graphql/context.js';
 import { createApp, type App } from './http/app.js';
 import { listen, type RunningServer } from './http/node-server.js';
 import type { Logger } from './logger.js';
+import { startWorkers } from './worker/index.js';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const DEFAULT_DATA_DIR = path.join(PROJECT_ROOT, '.data', 'postgres');
@@ -55,7 +56,21 @@ export function buildServices(config: AppConfig, database: Database, log: Logger
   };
 }
 
-export async function startBackend(options: BackendOptions): Promise<Backend> {
+export interface OpenedDatabase {
+  database: Database;
+  embedded: EmbeddedPostgres | null;
+  /** Closes the pool, then stops the embedded server if this process started it. */
+  close(): Promise<void>;
+}
+
+/**
+ * DATABASE_URL, or the embedded server (started, or attached to when `npm start` already runs
+ * it), with every migration applied.
+ */
+export async function openDatabase(
+  options: Pick<BackendOptions, 'config' | 'log' | 'dataDir' | 'ephemeral' | 'seed'>,
+  applicationName: string,
+): Promise<OpenedDatabase> {
   const { config, log } = options;
   const embedded =
     config.databaseUrl === null
@@ -68,19 +83,35 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       : null;
   const connectionString = config.databaseUrl ?? embedded!.connectionString();
   const database = createDatabase(
-    { connectionString, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName: 'mutation-backend' },
+    { connectionString, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName },
     log,
   );
+  const close = async () => {
+    await database.close();
+    await embedded?.stop();
+  };
   try {
     const applied = await migrate(database.db);
     log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
-    if (embedded && options.seed !== false && (await seedIfEmpty(database.db))) log.info('demo data loaded');
+    if (embedded && options.seed && (await seedIfEmpty(database.db))) log.info('demo data loaded');
+    return { database, embedded, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+export async function startBackend(options: BackendOptions): Promise<Backend> {
+  const { config, log } = options;
+  const opened = await openDatabase({ ...options, seed: options.seed ?? true }, 'mutation-backend');
+  const { database, embedded } = opened;
+  try {
     const services = buildServices(config, database, log, options.clock);
     const app = createApp(services);
     const http = await listen(app.fetch, config.port, log, options.host);
-    const url = `http://localhost:${http.port}/graphql`;
+    const workers = config.runWorkers ? startWorkers(services) : null;
     return {
-      url,
+      url: `http://localhost:${http.port}/graphql`,
       app,
       services,
       database,
@@ -88,13 +119,12 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       http,
       async stop() {
         await http.close();
-        await database.close();
-        await embedded?.stop();
+        await workers?.stop();
+        await opened.close();
       },
     };
   } catch (error) {
-    await database.close();
-    await embedded?.stop();
+    await opened.close();
     throw error;
   }
 }

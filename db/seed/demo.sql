@@ -12,3 +12,12 @@ INSERT INTO contracts (tenant_id, id, title) VALUES
   ('acme', '11111111-1111-4111-8111-111111111113', 'Consignment agreement'),
   ('globex', '22222222-2222-4222-8222-222222222221', 'Wholesale agreement'),
   ('globex', '22222222-2222-4222-8222-222222222222', 'Auction listing agreement');
+
+-- acme's demo campaigns: the member's monthly cap (2000 yen) fits both coupons.
+INSERT INTO campaigns (tenant_id, id, name, discount_yen, budget_yen) VALUES
+  ('acme', 'welcome', 'Welcome coupon', 500, 100000),
+  ('acme', 'autumn-sale', 'Autumn sale', 1000, 300000);
+
+INSERT INTO campaign_budget_slots (tenant_id, campaign_id, slot, budget_yen) VALUES
+  ('acme', 'welcome', 0, 100000),
+  ('acme', 'autumn-sale', 0, 300000);

@@ -99,16 +99,43 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** A server left behind by a killed parent still holds the data folder: stop it first. */
-async function stopLeftoverServer(dataDir: string, log: Logger) {
-  let pid: number;
+interface RunningServer {
+  pid: number;
+  port: number;
+}
+
+/** The postmaster that holds the data folder now, if any (postmaster.pid: pid first, port fourth). */
+async function runningServer(dataDir: string): Promise<RunningServer | null> {
+  let lines: string[];
   try {
-    pid = Number((await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+    lines = (await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8')).split('\n');
   } catch {
-    return;
+    return null;
   }
-  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return;
-  log.warn({ pid }, 'stopping a PostgreSQL server left running on this data folder');
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return null;
+  return { pid, port };
+}
+
+/**
+ * Whether another live Node process (a running `npm start`, say) started this server. A server
+ * whose parent died is re-parented to init: nobody will stop it, so the next start takes it over.
+ */
+async function ownedByLiveProcess(pid: number): Promise<boolean> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (ppid <= 1) return false;
+    const cmdline = await readFile(`/proc/${ppid}/cmdline`, 'utf8');
+    return /node/.test(cmdline);
+  } catch {
+    // No /proc (not Linux): never stop a server we cannot prove abandoned.
+    return true;
+  }
+}
+
+async function stopServer(pid: number) {
   process.kill(pid, 'SIGINT');
   for (const deadline = Date.now() + STOP_TIMEOUT_MS; isAlive(pid) && Date.now() < deadline; ) await sleep(100);
 }
@@ -168,13 +195,44 @@ async function waitUntilReady(url: string, child: ChildProcess, stderrTail: () =
   }
 }
 
+/**
+ * Starts the cluster in `dataDir`, or attaches to it when another live process (a running
+ * `npm start`) already serves it: then stop() leaves it running for its owner. A server left
+ * behind by a killed process is stopped and started again under this one.
+ */
+function connectionStringFor(port: number, password: string) {
+  return (database = 'postgres') => `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
+}
+
+function attached(dataDir: string, port: number, password: string): EmbeddedPostgres {
+  return {
+    port,
+    dataDir,
+    connectionString: connectionStringFor(port, password),
+    stop: async () => {},
+    restart: async () => {
+      throw new Error('cannot restart an embedded PostgreSQL that another process owns');
+    },
+  };
+}
+
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
-  const { dataDir, port, log } = options;
+  const { dataDir, log } = options;
   const binaries = await loadBinaries();
   const runAs = postgresUser();
   await mkdir(path.dirname(dataDir), { recursive: true, mode: 0o755 });
   await assertReachable(dataDir, runAs);
-  await stopLeftoverServer(dataDir, log);
+  const running = await runningServer(dataDir);
+  if (running) {
+    const password = await readPassword(dataDir);
+    if (password !== null && (await ownedByLiveProcess(running.pid))) {
+      log.info({ port: running.port, dataDir }, 'attached to the embedded PostgreSQL another process runs');
+      return attached(dataDir, running.port, password);
+    }
+    log.warn({ pid: running.pid }, 'stopping a PostgreSQL server left running on this data folder');
+    await stopServer(running.pid);
+  }
+  const port = options.port;
   const password = (await readPassword(dataDir)) ?? (await initialise(binaries, dataDir, runAs, log));
   if (runAs) await chmod(dataDir, 0o700);
 
@@ -186,8 +244,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     '-c', `max_connections=${options.maxConnections ?? 200}`,
     ...(options.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
   ];
-  const connectionString = (database = 'postgres') =>
-    `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
+  const connectionString = connectionStringFor(port, password);
 
   let child: ChildProcess | null = null;
   const killOnExit = () => child?.kill('SIGINT');

@@ -31,6 +31,57 @@ export interface ContractDocumentsTable {
   created_at: Defaulted<Date>;
 }
 
+export interface CampaignsTable {
+  tenant_id: string;
+  id: string;
+  name: string;
+  discount_yen: number;
+  budget_yen: number;
+  budget_slots: Defaulted<number>;
+  created_at: Defaulted<Date>;
+}
+
+export interface CampaignBudgetSlotsTable {
+  tenant_id: string;
+  campaign_id: string;
+  slot: number;
+  budget_yen: number;
+  issued_yen: Defaulted<number>;
+}
+
+export interface CouponsTable {
+  tenant_id: string;
+  id: Generated<string>;
+  campaign_id: string;
+  member_id: string;
+  month: string;
+  amount_yen: number;
+  issued_at: Date;
+}
+
+export interface MemberMonthlyUsageTable {
+  tenant_id: string;
+  member_id: string;
+  month: string;
+  used_yen: number;
+}
+
+export type OutboxStatus = 'pending' | 'sent' | 'dead';
+
+export interface OutboxEventsTable {
+  tenant_id: string;
+  id: Generated<string>;
+  topic: string;
+  payload: ColumnType<unknown, string, string>;
+  created_at: Defaulted<Date>;
+  status: Defaulted<OutboxStatus>;
+  attempts: Defaulted<number>;
+  next_attempt_at: Defaulted<Date>;
+  claim_id: string | null;
+  last_error: string | null;
+  sent_at: Date | null;
+}
+
 export interface SchemaMigrationsTable {
   version: string;
   applied_at: Defaulted<Date>;
@@ -41,9 +92,17 @@ export interface DB {
   contracts: ContractsTable;
   document_sequences: DocumentSequencesTable;
   contract_documents: ContractDocumentsTable;
+  campaigns: CampaignsTable;
+  campaign_budget_slots: CampaignBudgetSlotsTable;
+  coupons: CouponsTable;
+  member_monthly_usage: MemberMonthlyUsageTable;
+  outbox_events: OutboxEventsTable;
   schema_migrations: SchemaMigrationsTable;
 }
 
 export type TenantRow = Selectable<TenantsTable>;
 export type ContractRow = Selectable<ContractsTable>;
 export type ContractDocumentRow = Selectable<ContractDocumentsTable>;
+export type CampaignRow = Selectable<CampaignsTable>;
+export type CouponRow = Selectable<CouponsTable>;
+export type OutboxEventRow = Selectable<OutboxEventsTable>;

@@ -30,6 +30,20 @@ export interface RunOptions {
 export interface RunResult<T> {
   value: T;
   attempts: number;
+  /** True when the work ended with RollbackAndReturn: its value is the answer, nothing was kept. */
+  rolledBack: boolean;
+}
+
+/**
+ * Thrown by a unit of work to undo everything it wrote and still answer with a value: a business
+ * refusal (budget spent, cap reached) is data for the client, yet must leave no half-made state.
+ * Returning from the callback would commit, so refusing is a throw.
+ */
+export class RollbackAndReturn<T> extends Error {
+  constructor(readonly value: T) {
+    super('rolled back on purpose');
+    this.name = 'RollbackAndReturn';
+  }
 }
 
 export type UnitOfWork<T> = (trx: Transaction<DB>) => Promise<T>;
@@ -55,8 +69,9 @@ export async function runInTransaction<T>(
     if (remainingMs <= 0) throw deadlineError(attempt - 1);
     try {
       const value = await attemptOnce(db, settings, options.isolation ?? 'read committed', remainingMs, work);
-      return { value, attempts: attempt };
+      return { value, attempts: attempt, rolledBack: false };
     } catch (error) {
+      if (error instanceof RollbackAndReturn) return { value: error.value as T, attempts: attempt, rolledBack: true };
       if (!isRetryableContention(error)) throw translate(error, attempt);
       const state = sqlStateOf(error) ?? 'unknown';
       if (attempt >= settings.maxAttempts) {

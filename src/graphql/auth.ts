@@ -42,3 +42,10 @@ export function requireOperator(ctx: Context): void {
   const { role, tenantId } = session(ctx);
   if (role !== 'admin' || tenantId !== null) throw forbidden('This operation is for the platform operator (admin without a tenant)');
 }
+
+/** An admin's reach: their tenant's id, or null for the platform operator (every tenant). */
+export function requireAdminScope(ctx: Context): string | null {
+  const { role, tenantId } = session(ctx);
+  if (role !== 'admin') throw forbidden('This operation is for admins');
+  return tenantId;
+}

@@ -4,6 +4,8 @@ import './scalars.js';
 import './session-type.js';
 import '../tenants/graphql.js';
 import '../contracts/graphql.js';
+import '../coupons/graphql.js';
+import '../worker/graphql.js';
 
 export const schema: GraphQLSchema = builder.toSchema();
 

@@ -10,6 +10,7 @@ export const DEMO_HEADERS = {
 const DEFAULT_QUERY = `# Headers (below) act as the demo member of tenant "acme".
 # 1. Run ListContracts and copy a contract id.
 # 2. Run CreateDocument with it: the tenant's next document number comes back.
+# 3. Run IssueWelcome twice: ISSUED, then ALREADY_ISSUED with the same coupon.
 
 query ListContracts {
   viewer { role tenantId userId }
@@ -19,6 +20,13 @@ query ListContracts {
 mutation CreateDocument($contractId: UUID!) {
   createContractDocument(input: { contractId: $contractId }) {
     document { id contractId docNumber createdAt }
+  }
+}
+
+mutation IssueWelcome {
+  issueCoupon(input: { campaignId: "welcome" }) {
+    status
+    coupon { id campaignId month amountYen issuedAt }
   }
 }
 `;

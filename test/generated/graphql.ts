@@ -20,6 +20,39 @@ export type Scalars = {
   UUID: { input: string; output: string; }
 };
 
+export type Campaign = {
+  __typename?: 'Campaign';
+  /** How many rows the budget is split over. */
+  budgetSlots: Scalars['Int']['output'];
+  budgetYen: Scalars['Int']['output'];
+  createdAt: Scalars['DateTime']['output'];
+  /** The value of each coupon, in yen. */
+  discountYen: Scalars['Int']['output'];
+  id: Scalars['ID']['output'];
+  /** Yen issued so far: the sum of the budget slots. */
+  issuedYen: Scalars['Int']['output'];
+  name: Scalars['String']['output'];
+  remainingYen: Scalars['Int']['output'];
+};
+
+export type CampaignDrift = {
+  __typename?: 'CampaignDrift';
+  campaignId: Scalars['ID']['output'];
+  /** The sum of its coupons. */
+  couponsYen: Scalars['Int']['output'];
+  /** The campaign's counter (sum of its budget slots). */
+  issuedYen: Scalars['Int']['output'];
+  tenantId: Scalars['ID']['output'];
+};
+
+export type CampaignOverBudget = {
+  __typename?: 'CampaignOverBudget';
+  budgetYen: Scalars['Int']['output'];
+  campaignId: Scalars['ID']['output'];
+  couponsYen: Scalars['Int']['output'];
+  tenantId: Scalars['ID']['output'];
+};
+
 export type Contract = {
   __typename?: 'Contract';
   createdAt: Scalars['DateTime']['output'];
@@ -36,6 +69,34 @@ export type ContractDocument = {
   /** Per-tenant document number: from 10000000, never repeated, never skipped. */
   docNumber: Scalars['Int']['output'];
   id: Scalars['UUID']['output'];
+};
+
+export type Coupon = {
+  __typename?: 'Coupon';
+  amountYen: Scalars['Int']['output'];
+  campaignId: Scalars['ID']['output'];
+  id: Scalars['UUID']['output'];
+  issuedAt: Scalars['DateTime']['output'];
+  memberId: Scalars['ID']['output'];
+  /** The business month it counts in (YYYY-MM, BUSINESS_TIME_ZONE). */
+  month: Scalars['String']['output'];
+};
+
+export type CreateCampaignInput = {
+  /** Rows the budget is split over (1 to 64); more rows let a hot campaign issue in parallel. */
+  budgetSlots?: InputMaybe<Scalars['Int']['input']>;
+  /** The most the campaign may issue in all, in yen. */
+  budgetYen: Scalars['Int']['input'];
+  /** The value of each coupon: a positive whole number of yen. */
+  discountYen: Scalars['Int']['input'];
+  /** 1 to 64 letters, digits, "_" or "-", unique in the tenant. */
+  id: Scalars['ID']['input'];
+  name: Scalars['String']['input'];
+};
+
+export type CreateCampaignPayload = {
+  __typename?: 'CreateCampaignPayload';
+  campaign: Campaign;
 };
 
 export type CreateContractDocumentInput = {
@@ -69,14 +130,63 @@ export type CreateTenantPayload = {
   tenant: Tenant;
 };
 
+export type IssueCouponInput = {
+  campaignId: Scalars['ID']['input'];
+};
+
+export type IssueCouponPayload = {
+  __typename?: 'IssueCouponPayload';
+  coupon?: Maybe<Coupon>;
+  status: IssueCouponStatus;
+};
+
+export type IssueCouponStatus =
+  /** The member already holds this campaign's coupon; it is returned. */
+  | 'ALREADY_ISSUED'
+  /** The campaign's budget has no room for another coupon. Nothing was written. */
+  | 'BUDGET_EXCEEDED'
+  /** A new coupon was issued. */
+  | 'ISSUED'
+  /** The coupon would take the member's month over the tenant's cap. Nothing was written. */
+  | 'MONTHLY_CAP';
+
+/** Counters compared with the facts they summarise. */
+export type LedgerReport = {
+  __typename?: 'LedgerReport';
+  campaignDrift: Array<CampaignDrift>;
+  campaignsOverBudget: Array<CampaignOverBudget>;
+  membersOverCap: Array<MemberOverCap>;
+  /** True when every counter equals its facts and no limit is exceeded. */
+  ok: Scalars['Boolean']['output'];
+  usageDrift: Array<UsageDrift>;
+};
+
+export type MemberOverCap = {
+  __typename?: 'MemberOverCap';
+  capYen: Scalars['Int']['output'];
+  couponsYen: Scalars['Int']['output'];
+  memberId: Scalars['ID']['output'];
+  month: Scalars['String']['output'];
+  tenantId: Scalars['ID']['output'];
+};
+
 export type Mutation = {
   __typename?: 'Mutation';
+  /** Creates a coupon campaign in the session's tenant. Tenant admin only. */
+  createCampaign: CreateCampaignPayload;
   /** Creates a contract in the session's tenant. */
   createContract: CreateContractPayload;
   /** Issues the contract's next document with the tenant's next number. A contract of another tenant is NOT_FOUND. */
   createContractDocument: CreateContractDocumentPayload;
   /** Creates a tenant. Platform operator only (role admin without a tenant id). */
   createTenant: CreateTenantPayload;
+  /** Issues the campaign's coupon to the session's member (x-hasura-user-id), at most once per campaign, within the member's monthly cap and the campaign's budget. A refusal is a status, not an error. */
+  issueCoupon: IssueCouponPayload;
+};
+
+
+export type MutationCreateCampaignArgs = {
+  input: CreateCampaignInput;
 };
 
 
@@ -94,16 +204,46 @@ export type MutationCreateTenantArgs = {
   input: CreateTenantInput;
 };
 
+
+export type MutationIssueCouponArgs = {
+  input: IssueCouponInput;
+};
+
+export type OutboxStats = {
+  __typename?: 'OutboxStats';
+  /** Events that failed every attempt; they need a person. */
+  dead: Scalars['Int']['output'];
+  /** Age of the oldest pending event; null when none is pending. */
+  oldestPendingAgeSeconds?: Maybe<Scalars['Float']['output']>;
+  /** Events waiting for delivery (including ones waiting to be retried). */
+  pending: Scalars['Int']['output'];
+};
+
 export type Query = {
   __typename?: 'Query';
+  /** A campaign of the session's tenant, or null. */
+  campaign?: Maybe<Campaign>;
+  /** The session's tenant's campaigns, newest first. */
+  campaigns: Array<Campaign>;
   /** A contract of the session's tenant, or null. */
   contract?: Maybe<Contract>;
   /** The session's tenant's newest contracts. */
   contracts: Array<Contract>;
+  /** Reconciliation of the tenant's coupon counters (every tenant for the platform operator). Admins only. */
+  ledgerCheck: LedgerReport;
+  /** The session's member's coupons, newest first. */
+  myCoupons: Array<Coupon>;
+  /** The notification outbox of the session's tenant (every tenant for the platform operator). Admins only. */
+  outboxStats: OutboxStats;
   /** The session's tenant. */
   tenant?: Maybe<Tenant>;
   /** The session of this request, or null when anonymous. */
   viewer?: Maybe<Viewer>;
+};
+
+
+export type QueryCampaignArgs = {
+  id: Scalars['ID']['input'];
 };
 
 
@@ -123,6 +263,17 @@ export type Tenant = {
   /** A member's coupon total per calendar month, in yen. */
   monthlyCapYen: Scalars['Int']['output'];
   name: Scalars['String']['output'];
+};
+
+export type UsageDrift = {
+  __typename?: 'UsageDrift';
+  /** The sum of the member's coupons in the month. */
+  couponsYen: Scalars['Int']['output'];
+  memberId: Scalars['ID']['output'];
+  month: Scalars['String']['output'];
+  tenantId: Scalars['ID']['output'];
+  /** The member-month counter. */
+  usedYen: Scalars['Int']['output'];
 };
 
 /** Who the server thinks is calling: handy for checking headers in GraphiQL. */
@@ -166,9 +317,51 @@ export type ViewerQueryVariables = Exact<{ [key: string]: never; }>;
 
 export type ViewerQuery = { __typename?: 'Query', viewer?: { __typename?: 'Viewer', role: string, tenantId?: string | null, userId?: string | null } | null };
 
+export type CreateCampaignMutationVariables = Exact<{
+  input: CreateCampaignInput;
+}>;
+
+
+export type CreateCampaignMutation = { __typename?: 'Mutation', createCampaign: { __typename?: 'CreateCampaignPayload', campaign: { __typename?: 'Campaign', id: string, name: string, discountYen: number, budgetYen: number, budgetSlots: number, issuedYen: number, remainingYen: number } } };
+
+export type IssueCouponMutationVariables = Exact<{
+  input: IssueCouponInput;
+}>;
+
+
+export type IssueCouponMutation = { __typename?: 'Mutation', issueCoupon: { __typename?: 'IssueCouponPayload', status: IssueCouponStatus, coupon?: { __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string } | null } };
+
+export type CampaignQueryVariables = Exact<{
+  id: Scalars['ID']['input'];
+}>;
+
+
+export type CampaignQuery = { __typename?: 'Query', campaign?: { __typename?: 'Campaign', id: string, name: string, discountYen: number, budgetYen: number, budgetSlots: number, issuedYen: number, remainingYen: number } | null };
+
+export type MyCouponsQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type MyCouponsQuery = { __typename?: 'Query', myCoupons: Array<{ __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string }> };
+
+export type OutboxStatsQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type OutboxStatsQuery = { __typename?: 'Query', outboxStats: { __typename?: 'OutboxStats', pending: number, dead: number, oldestPendingAgeSeconds?: number | null } };
+
+export type LedgerCheckQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type LedgerCheckQuery = { __typename?: 'Query', ledgerCheck: { __typename?: 'LedgerReport', ok: boolean, campaignDrift: Array<{ __typename?: 'CampaignDrift', tenantId: string, campaignId: string, issuedYen: number, couponsYen: number }>, usageDrift: Array<{ __typename?: 'UsageDrift', tenantId: string, memberId: string, month: string, usedYen: number, couponsYen: number }>, membersOverCap: Array<{ __typename?: 'MemberOverCap', tenantId: string, memberId: string, month: string, couponsYen: number, capYen: number }>, campaignsOverBudget: Array<{ __typename?: 'CampaignOverBudget', tenantId: string, campaignId: string, budgetYen: number, couponsYen: number }> } };
+
 
 export const CreateTenantDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateTenant"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateTenantInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createTenant"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenant"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"monthlyCapYen"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]}}]} as unknown as DocumentNode<CreateTenantMutation, CreateTenantMutationVariables>;
 export const CreateContractDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateContract"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateContractInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createContract"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"contract"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"title"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]}}]} as unknown as DocumentNode<CreateContractMutation, CreateContractMutationVariables>;
 export const CreateContractDocumentDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateContractDocument"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateContractDocumentInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createContractDocument"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"document"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"contractId"}},{"kind":"Field","name":{"kind":"Name","value":"docNumber"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]}}]} as unknown as DocumentNode<CreateContractDocumentMutation, CreateContractDocumentMutationVariables>;
 export const ContractDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Contract"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"id"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"UUID"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"contract"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"id"},"value":{"kind":"Variable","name":{"kind":"Name","value":"id"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"title"}},{"kind":"Field","name":{"kind":"Name","value":"documents"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"contractId"}},{"kind":"Field","name":{"kind":"Name","value":"docNumber"}}]}}]}}]}}]} as unknown as DocumentNode<ContractQuery, ContractQueryVariables>;
 export const ViewerDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Viewer"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"viewer"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"role"}},{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"userId"}}]}}]}}]} as unknown as DocumentNode<ViewerQuery, ViewerQueryVariables>;
+export const CreateCampaignDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateCampaign"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateCampaignInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createCampaign"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"campaign"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetSlots"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"remainingYen"}}]}}]}}]}}]} as unknown as DocumentNode<CreateCampaignMutation, CreateCampaignMutationVariables>;
+export const IssueCouponDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"IssueCoupon"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"IssueCouponInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"issueCoupon"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"coupon"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}}]}}]}}]}}]} as unknown as DocumentNode<IssueCouponMutation, IssueCouponMutationVariables>;
+export const CampaignDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Campaign"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"id"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"ID"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"campaign"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"id"},"value":{"kind":"Variable","name":{"kind":"Name","value":"id"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetSlots"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"remainingYen"}}]}}]}}]} as unknown as DocumentNode<CampaignQuery, CampaignQueryVariables>;
+export const MyCouponsDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"MyCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"myCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}}]}}]}}]} as unknown as DocumentNode<MyCouponsQuery, MyCouponsQueryVariables>;
+export const OutboxStatsDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"OutboxStats"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"outboxStats"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"pending"}},{"kind":"Field","name":{"kind":"Name","value":"dead"}},{"kind":"Field","name":{"kind":"Name","value":"oldestPendingAgeSeconds"}}]}}]}}]} as unknown as DocumentNode<OutboxStatsQuery, OutboxStatsQueryVariables>;
+export const LedgerCheckDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"LedgerCheck"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"ledgerCheck"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"ok"}},{"kind":"Field","name":{"kind":"Name","value":"campaignDrift"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"usageDrift"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"usedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"membersOverCap"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}},{"kind":"Field","name":{"kind":"Name","value":"capYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"campaignsOverBudget"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}}]}}]}}]} as unknown as DocumentNode<LedgerCheckQuery, LedgerCheckQueryVariables>;

@@ -1,0 +1,47 @@
+import { ConfigError, loadConfig, type AppConfig } from '../config.js';
+import { createLogger, type Logger } from '../logger.js';
+
+/** Configuration and logger for a command-line entry point; a bad variable ends it with exit 2. */
+export function bootstrap(): { config: AppConfig; log: Logger } {
+  try {
+    const config = loadConfig();
+    return { config, log: createLogger(config.logLevel) };
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`Configuration error: ${error.message}`);
+      process.exit(2);
+    }
+    throw error;
+  }
+}
+
+/** Runs `main`, printing a failure's message (not a stack trace) and exiting 1. */
+export function run(main: () => Promise<void>): void {
+  main().catch((error: unknown) => {
+    console.error(error instanceof Error ? error.message : error);
+    process.exit(1);
+  });
+}
+
+/** Calls `stop` once on SIGINT or SIGTERM, then exits with its code after logs are flushed. */
+export function onShutdown(log: Logger, stop: () => Promise<void>): void {
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down: draining work in flight');
+    // pino writes asynchronously: exiting at once would drop the last lines.
+    const exit = (code: number) => log.flush(() => process.exit(code));
+    stop()
+      .then(() => {
+        log.info('stopped');
+        exit(0);
+      })
+      .catch((error: unknown) => {
+        log.error({ err: error }, 'shutdown failed');
+        exit(1);
+      });
+  };
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+}

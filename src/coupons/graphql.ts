@@ -1,0 +1,207 @@
+import { builder } from '../graphql/builder.js';
+import { requireAdminScope, requireMember, requireTenantActor, requireTenantAdmin } from '../graphql/auth.js';
+import { ledgerCheck, type CampaignDrift, type CampaignOverBudget, type LedgerReport, type MemberOverCap, type UsageDrift } from './ledger.js';
+import { badInput } from '../graphql/errors.js';
+import { runMutation } from '../graphql/mutation.js';
+import { requireIdentifier, requireText, requireYen } from '../graphql/validate.js';
+import {
+  findCampaign,
+  insertCampaign,
+  issueCoupon,
+  listCampaigns,
+  listMemberCoupons,
+  MAX_BUDGET_SLOTS,
+  type Campaign,
+  type Coupon,
+  type IssueResult,
+} from './service.js';
+
+export const CampaignType = builder.objectRef<Campaign>('Campaign').implement({
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    name: t.exposeString('name'),
+    discountYen: t.exposeInt('discountYen', { description: 'The value of each coupon, in yen.' }),
+    budgetYen: t.exposeInt('budgetYen'),
+    budgetSlots: t.exposeInt('budgetSlots', { description: 'How many rows the budget is split over.' }),
+    issuedYen: t.exposeInt('issuedYen', { description: 'Yen issued so far: the sum of the budget slots.' }),
+    remainingYen: t.int({ resolve: (c) => Math.max(0, c.budgetYen - c.issuedYen) }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+  }),
+});
+
+export const CouponType = builder.objectRef<Coupon>('Coupon').implement({
+  fields: (t) => ({
+    id: t.expose('id', { type: 'UUID' }),
+    campaignId: t.exposeID('campaignId'),
+    memberId: t.exposeID('memberId'),
+    month: t.exposeString('month', { description: 'The business month it counts in (YYYY-MM, BUSINESS_TIME_ZONE).' }),
+    amountYen: t.exposeInt('amountYen'),
+    issuedAt: t.expose('issuedAt', { type: 'DateTime' }),
+  }),
+});
+
+const IssueCouponStatus = builder.enumType('IssueCouponStatus', {
+  values: {
+    ISSUED: { description: 'A new coupon was issued.' },
+    ALREADY_ISSUED: { description: 'The member already holds this campaign\'s coupon; it is returned.' },
+    MONTHLY_CAP: { description: "The coupon would take the member's month over the tenant's cap. Nothing was written." },
+    BUDGET_EXCEEDED: { description: "The campaign's budget has no room for another coupon. Nothing was written." },
+  } as const,
+});
+
+const IssueCouponPayload = builder.objectRef<IssueResult>('IssueCouponPayload').implement({
+  fields: (t) => ({
+    status: t.field({ type: IssueCouponStatus, resolve: (r) => r.status }),
+    coupon: t.expose('coupon', { type: CouponType, nullable: true }),
+  }),
+});
+
+const CreateCampaignInput = builder.inputType('CreateCampaignInput', {
+  fields: (t) => ({
+    id: t.id({ description: '1 to 64 letters, digits, "_" or "-", unique in the tenant.' }),
+    name: t.string(),
+    discountYen: t.int({ description: 'The value of each coupon: a positive whole number of yen.' }),
+    budgetYen: t.int({ description: 'The most the campaign may issue in all, in yen.' }),
+    budgetSlots: t.int({
+      required: false,
+      defaultValue: 1,
+      description: `Rows the budget is split over (1 to ${MAX_BUDGET_SLOTS}); more rows let a hot campaign issue in parallel.`,
+    }),
+  }),
+});
+
+const CreateCampaignPayload = builder.objectRef<{ campaign: Campaign }>('CreateCampaignPayload').implement({
+  fields: (t) => ({ campaign: t.expose('campaign', { type: CampaignType }) }),
+});
+
+const IssueCouponInput = builder.inputType('IssueCouponInput', {
+  fields: (t) => ({ campaignId: t.id() }),
+});
+
+builder.mutationField('createCampaign', (t) =>
+  t.field({
+    type: CreateCampaignPayload,
+    description: "Creates a coupon campaign in the session's tenant. Tenant admin only.",
+    args: { input: t.arg({ type: CreateCampaignInput }) },
+    resolve: async (_root, { input }, ctx) => {
+      const { tenantId } = requireTenantAdmin(ctx);
+      const budgetSlots = input.budgetSlots ?? 1;
+      if (!Number.isInteger(budgetSlots) || budgetSlots < 1 || budgetSlots > MAX_BUDGET_SLOTS) {
+        throw badInput(`budgetSlots must be from 1 to ${MAX_BUDGET_SLOTS}`, 'budgetSlots');
+      }
+      const values = {
+        id: requireIdentifier(input.id, 'id'),
+        name: requireText(input.name, 'name', 200),
+        discountYen: requireYen(input.discountYen, 'discountYen'),
+        budgetYen: requireYen(input.budgetYen, 'budgetYen'),
+        budgetSlots,
+      };
+      if (values.discountYen > values.budgetYen) throw badInput('discountYen must not exceed budgetYen', 'discountYen');
+      return runMutation(ctx, async (trx) => ({ campaign: await insertCampaign(trx, tenantId, values) }));
+    },
+  }),
+);
+
+builder.mutationField('issueCoupon', (t) =>
+  t.field({
+    type: IssueCouponPayload,
+    description:
+      "Issues the campaign's coupon to the session's member (x-hasura-user-id), at most once per campaign, " +
+      "within the member's monthly cap and the campaign's budget. A refusal is a status, not an error.",
+    args: { input: t.arg({ type: IssueCouponInput }) },
+    resolve: async (_root, { input }, ctx) => {
+      const { tenantId, userId } = requireMember(ctx);
+      const campaignId = requireIdentifier(input.campaignId, 'campaignId');
+      const { clock, config } = ctx.services;
+      return runMutation(ctx, (trx) =>
+        issueCoupon(trx, { tenantId, memberId: userId, campaignId, now: clock(), timeZone: config.businessTimeZone }),
+      );
+    },
+  }),
+);
+
+builder.queryField('campaign', (t) =>
+  t.field({
+    type: CampaignType,
+    nullable: true,
+    description: "A campaign of the session's tenant, or null.",
+    args: { id: t.arg.id() },
+    resolve: (_root, { id }, ctx) => findCampaign(ctx.db, requireTenantActor(ctx).tenantId, id),
+  }),
+);
+
+builder.queryField('campaigns', (t) =>
+  t.field({
+    type: [CampaignType],
+    description: "The session's tenant's campaigns, newest first.",
+    resolve: (_root, _args, ctx) => listCampaigns(ctx.db, requireTenantActor(ctx).tenantId),
+  }),
+);
+
+builder.queryField('myCoupons', (t) =>
+  t.field({
+    type: [CouponType],
+    description: "The session's member's coupons, newest first.",
+    resolve: (_root, _args, ctx) => {
+      const { tenantId, userId } = requireMember(ctx);
+      return listMemberCoupons(ctx.db, tenantId, userId);
+    },
+  }),
+);
+
+const CampaignDriftType = builder.objectRef<CampaignDrift>('CampaignDrift').implement({
+  fields: (t) => ({
+    tenantId: t.exposeID('tenantId'),
+    campaignId: t.exposeID('campaignId'),
+    issuedYen: t.exposeInt('issuedYen', { description: "The campaign's counter (sum of its budget slots)." }),
+    couponsYen: t.exposeInt('couponsYen', { description: 'The sum of its coupons.' }),
+  }),
+});
+
+const UsageDriftType = builder.objectRef<UsageDrift>('UsageDrift').implement({
+  fields: (t) => ({
+    tenantId: t.exposeID('tenantId'),
+    memberId: t.exposeID('memberId'),
+    month: t.exposeString('month'),
+    usedYen: t.exposeInt('usedYen', { description: "The member-month counter." }),
+    couponsYen: t.exposeInt('couponsYen', { description: "The sum of the member's coupons in the month." }),
+  }),
+});
+
+const MemberOverCapType = builder.objectRef<MemberOverCap>('MemberOverCap').implement({
+  fields: (t) => ({
+    tenantId: t.exposeID('tenantId'),
+    memberId: t.exposeID('memberId'),
+    month: t.exposeString('month'),
+    couponsYen: t.exposeInt('couponsYen'),
+    capYen: t.exposeInt('capYen'),
+  }),
+});
+
+const CampaignOverBudgetType = builder.objectRef<CampaignOverBudget>('CampaignOverBudget').implement({
+  fields: (t) => ({
+    tenantId: t.exposeID('tenantId'),
+    campaignId: t.exposeID('campaignId'),
+    budgetYen: t.exposeInt('budgetYen'),
+    couponsYen: t.exposeInt('couponsYen'),
+  }),
+});
+
+const LedgerReportType = builder.objectRef<LedgerReport>('LedgerReport').implement({
+  description: 'Counters compared with the facts they summarise.',
+  fields: (t) => ({
+    ok: t.exposeBoolean('ok', { description: 'True when every counter equals its facts and no limit is exceeded.' }),
+    campaignDrift: t.expose('campaignDrift', { type: [CampaignDriftType] }),
+    usageDrift: t.expose('usageDrift', { type: [UsageDriftType] }),
+    membersOverCap: t.expose('membersOverCap', { type: [MemberOverCapType] }),
+    campaignsOverBudget: t.expose('campaignsOverBudget', { type: [CampaignOverBudgetType] }),
+  }),
+});
+
+builder.queryField('ledgerCheck', (t) =>
+  t.field({
+    type: LedgerReportType,
+    description: "Reconciliation of the tenant's coupon counters (every tenant for the platform operator). Admins only.",
+    resolve: (_root, _args, ctx) => ledgerCheck(ctx.db, requireAdminScope(ctx)),
+  }),
+);

@@ -1,0 +1,22 @@
+import { builder } from '../graphql/builder.js';
+import { requireAdminScope } from '../graphql/auth.js';
+import { outboxStats, type OutboxStats } from './outbox.js';
+
+const OutboxStatsType = builder.objectRef<OutboxStats>('OutboxStats').implement({
+  fields: (t) => ({
+    pending: t.exposeInt('pending', { description: 'Events waiting for delivery (including ones waiting to be retried).' }),
+    dead: t.exposeInt('dead', { description: 'Events that failed every attempt; they need a person.' }),
+    oldestPendingAgeSeconds: t.exposeFloat('oldestPendingAgeSeconds', {
+      nullable: true,
+      description: 'Age of the oldest pending event; null when none is pending.',
+    }),
+  }),
+});
+
+builder.queryField('outboxStats', (t) =>
+  t.field({
+    type: OutboxStatsType,
+    description: "The notification outbox of the session's tenant (every tenant for the platform operator). Admins only.",
+    resolve: (_root, _args, ctx) => outboxStats(ctx.db, requireAdminScope(ctx)),
+  }),
+);

@@ -1,0 +1,68 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { AppServices } from '../graphql/context.js';
+import type { Logger } from '../logger.js';
+import { logSink, relayOnce, webhookSink, type OutboxSink, type RelayDeps } from './outbox.js';
+
+export interface Workers {
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs `pass` again and again: at once while it reports more work, otherwise after `intervalMs`.
+ * A failing pass is logged and retried on the next tick; stop() waits for the pass in progress.
+ */
+export function loop(name: string, intervalMs: number, log: Logger, pass: () => Promise<boolean>): Workers {
+  const stopping = new AbortController();
+  const done = (async () => {
+    while (!stopping.signal.aborted) {
+      let more = false;
+      try {
+        more = await pass();
+      } catch (error) {
+        log.error({ err: error, worker: name }, 'worker pass failed; will try again');
+      }
+      if (!more) await sleep(intervalMs, undefined, { signal: stopping.signal }).catch(() => undefined);
+    }
+  })();
+  return {
+    async stop() {
+      stopping.abort();
+      await done;
+    },
+  };
+}
+
+export function outboxSink(services: AppServices): OutboxSink {
+  const { webhookUrl, webhookTimeoutMs } = services.config.outbox;
+  return webhookUrl ? webhookSink(webhookUrl, webhookTimeoutMs) : logSink(services.log);
+}
+
+export function relayDeps(services: AppServices, sink: OutboxSink = outboxSink(services)): RelayDeps {
+  const { batchSize, leaseMs, maxAttempts, retryBaseDelayMs, retryMaxDelayMs } = services.config.outbox;
+  return {
+    db: services.db,
+    transactions: services.transactions,
+    sink,
+    log: services.log,
+    options: { batchSize, leaseMs, maxAttempts, retryBaseDelayMs, retryMaxDelayMs },
+  };
+}
+
+/** The background loops: the outbox relay (several may run against one database). */
+export function startWorkers(services: AppServices): Workers {
+  const { log, config } = services;
+  const deps = relayDeps(services);
+  log.info({ sink: deps.sink.name }, 'outbox relay started');
+  const loops = [
+    loop('outbox-relay', config.outbox.pollIntervalMs, log, async () => {
+      const result = await relayOnce(deps);
+      if (result.claimed > 0) log.debug(result, 'outbox pass');
+      return result.claimed === config.outbox.batchSize;
+    }),
+  ];
+  return {
+    async stop() {
+      await Promise.all(loops.map((l) => l.stop()));
+    },
+  };
+}

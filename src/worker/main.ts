@@ -1,0 +1,14 @@
+import { bootstrap, onShutdown, run } from '../cli/bootstrap.js';
+import { buildServices, openDatabase } from '../server.js';
+import { startWorkers } from './index.js';
+
+/** `npm run worker`: the background loops alone, beside any number of servers and other workers. */
+run(async () => {
+  const { config, log } = bootstrap();
+  const opened = await openDatabase({ config, log }, 'mutation-backend-worker');
+  const workers = startWorkers(buildServices(config, opened.database, log));
+  onShutdown(log, async () => {
+    await workers.stop();
+    await opened.close();
+  });
+});

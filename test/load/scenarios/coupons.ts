@@ -1,0 +1,267 @@
+import { print } from 'graphql';
+import type pg from 'pg';
+import { CreateCampaignDocument, CreateTenantDocument, IssueCouponDocument } from '../../generated/graphql.js';
+import { runReleasedTogether, type GraphQLReply, type LoadClient } from '../client.js';
+import { countBy, summarize, type LatencySummary } from '../stats.js';
+
+export interface CampaignSpec {
+  id: string;
+  discountYen: number;
+  budgetYen: number;
+  budgetSlots: number;
+}
+
+export interface CouponScenario {
+  tenantId: string;
+  capYen: number;
+  campaigns: CampaignSpec[];
+  members: string[];
+  /** How many times each member sends each campaign's request (double taps, resends). */
+  sends: number;
+  /** Exactly this many ISSUED when the invariants hold, if the scenario pins it down. */
+  expectedIssued: number | null;
+}
+
+/**
+ * The reference scenario: cap 2,000 yen; campaigns of 1,000 yen with budgets 100,000, 300,000 and
+ * 300,000; 300 members send every campaign twice (1,800 requests). Every member can hold exactly
+ * two coupons (the cap) and only the first campaign can run out, so exactly 600 are ISSUED
+ * whatever the order.
+ */
+export function referenceScenario(runId: string, members = 300): CouponScenario {
+  return {
+    tenantId: `coupons-${runId}`,
+    capYen: 2_000,
+    campaigns: [
+      { id: 'c100k', discountYen: 1_000, budgetYen: Math.round((100_000 * members) / 300), budgetSlots: 1 },
+      { id: 'c300k-a', discountYen: 1_000, budgetYen: Math.round((300_000 * members) / 300), budgetSlots: 1 },
+      { id: 'c300k-b', discountYen: 1_000, budgetYen: Math.round((300_000 * members) / 300), budgetSlots: 1 },
+    ],
+    members: Array.from({ length: members }, (_, i) => `member-${i + 1}`),
+    sends: 2,
+    expectedIssued: 2 * members,
+  };
+}
+
+/**
+ * One hot first-come campaign: every member asks once for the same coupon and the budget runs out
+ * half-way, so every issue queues on the campaign's budget rows.
+ */
+export function hotCampaignScenario(runId: string, members: number, budgetSlots: number): CouponScenario {
+  const discountYen = 100;
+  return {
+    tenantId: `hot-${runId}`,
+    capYen: 1_000_000,
+    campaigns: [{ id: 'hot', discountYen, budgetYen: (members / 2) * discountYen, budgetSlots }],
+    members: Array.from({ length: members }, (_, i) => `member-${i + 1}`),
+    sends: 1,
+    expectedIssued: members / 2,
+  };
+}
+
+export interface Session {
+  operator: Record<string, string>;
+  admin: (tenantId: string) => Record<string, string>;
+  member: (tenantId: string, memberId: string) => Record<string, string>;
+}
+
+/** Dev-mode sessions (x-hasura-* headers as sent); add the action secret for a secured server. */
+export function headerSessions(extra: Record<string, string> = {}): Session {
+  return {
+    operator: { 'x-hasura-role': 'admin', ...extra },
+    admin: (tenantId) => ({ 'x-hasura-role': 'admin', 'x-hasura-tenant-id': tenantId, ...extra }),
+    member: (tenantId, memberId) => ({
+      'x-hasura-role': 'user',
+      'x-hasura-tenant-id': tenantId,
+      'x-hasura-user-id': memberId,
+      ...extra,
+    }),
+  };
+}
+
+function expectOk(reply: GraphQLReply, what: string) {
+  if (reply.status !== 200 || reply.body.errors?.length) {
+    throw new Error(`${what} failed: ${JSON.stringify(reply.body.errors ?? reply.status)}`);
+  }
+}
+
+/** Creates the scenario's tenant and campaigns through the API, as an operator and admin would. */
+export async function setupCouponScenario(client: LoadClient, scenario: CouponScenario, sessions: Session) {
+  expectOk(
+    await client.graphql(
+      print(CreateTenantDocument),
+      { input: { id: scenario.tenantId, name: scenario.tenantId, monthlyCapYen: scenario.capYen } },
+      sessions.operator,
+    ),
+    'createTenant',
+  );
+  for (const campaign of scenario.campaigns) {
+    expectOk(
+      await client.graphql(
+        print(CreateCampaignDocument),
+        { input: { ...campaign, name: `Campaign ${campaign.id}` } },
+        sessions.admin(scenario.tenantId),
+      ),
+      `createCampaign ${campaign.id}`,
+    );
+  }
+}
+
+/** Deterministic shuffle (mulberry32), so a failing run can be repeated with its seed. */
+export function shuffle<T>(items: T[], seed: number): T[] {
+  let state = seed >>> 0;
+  const random = () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+  const copy = [...items];
+  for (let i = copy.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [copy[i], copy[j]] = [copy[j]!, copy[i]!];
+  }
+  return copy;
+}
+
+export interface CouponRequest {
+  memberId: string;
+  campaignId: string;
+}
+
+export function couponRequests(scenario: CouponScenario, seed: number): CouponRequest[] {
+  const all = scenario.members.flatMap((memberId) =>
+    scenario.campaigns.flatMap((campaign) => Array.from({ length: scenario.sends }, () => ({ memberId, campaignId: campaign.id }))),
+  );
+  return shuffle(all, seed);
+}
+
+export const ISSUE_COUPON_QUERY = print(IssueCouponDocument);
+
+export function sendIssue(client: LoadClient, scenario: CouponScenario, sessions: Session, request: CouponRequest) {
+  return client.graphql(
+    ISSUE_COUPON_QUERY,
+    { input: { campaignId: request.campaignId } },
+    sessions.member(scenario.tenantId, request.memberId),
+  );
+}
+
+/** What a reply says: the coupon status, or the error code. */
+export function outcomeOf(reply: GraphQLReply): string {
+  const error = reply.body.errors?.[0];
+  if (error) return String(error.extensions?.['code'] ?? `HTTP_${reply.status}`);
+  const payload = reply.body.data?.['issueCoupon'] as { status?: string } | undefined;
+  return payload?.status ?? `HTTP_${reply.status}`;
+}
+
+export interface InvariantReport {
+  violations: string[];
+  coupons: number;
+  outboxEvents: number;
+}
+
+/**
+ * The scenario's invariants, counted in the database rather than trusted from the replies:
+ * every campaign within budget with its counter equal to its coupons, no member over the cap,
+ * member-month counters equal to their coupons, one coupon per member per campaign, one outbox
+ * event per coupon, and exactly as many coupons as ISSUED replies (and as the scenario expects).
+ */
+export async function checkCouponInvariants(
+  sql: pg.Pool | pg.Client,
+  scenario: CouponScenario,
+  issuedReplies: number,
+): Promise<InvariantReport> {
+  const violations: string[] = [];
+  const tenant = scenario.tenantId;
+  const one = async <T extends pg.QueryResultRow>(text: string) => (await sql.query<T>(text, [tenant])).rows;
+
+  const campaigns = await one<{ id: string; budget_yen: number; issued_yen: number; coupons_yen: number }>(`
+    select c.id, c.budget_yen,
+           coalesce((select sum(issued_yen) from campaign_budget_slots s where s.tenant_id = c.tenant_id and s.campaign_id = c.id), 0)::int as issued_yen,
+           coalesce((select sum(amount_yen) from coupons k where k.tenant_id = c.tenant_id and k.campaign_id = c.id), 0)::int as coupons_yen
+      from campaigns c where c.tenant_id = $1 order by c.id`);
+  for (const c of campaigns) {
+    if (c.coupons_yen > c.budget_yen) violations.push(`campaign ${c.id}: coupons worth ${c.coupons_yen} yen over a budget of ${c.budget_yen}`);
+    if (c.issued_yen !== c.coupons_yen) violations.push(`campaign ${c.id}: issuedYen ${c.issued_yen} but coupons worth ${c.coupons_yen}`);
+  }
+
+  const overCap = await one<{ member_id: string; month: string; total: number }>(`
+    select k.member_id, k.month, sum(k.amount_yen)::int as total
+      from coupons k join tenants t on t.id = k.tenant_id
+     where k.tenant_id = $1 group by k.member_id, k.month, t.monthly_cap_yen
+    having sum(k.amount_yen) > t.monthly_cap_yen`);
+  if (overCap.length > 0) violations.push(`${overCap.length} member-months over the cap (e.g. ${overCap[0]!.member_id}: ${overCap[0]!.total} yen)`);
+
+  const usageDrift = await one<{ n: number }>(`
+    select count(*)::int as n from (
+      select coalesce(u.member_id, f.member_id) from member_monthly_usage u
+      full join (select member_id, month, sum(amount_yen)::int as total from coupons where tenant_id = $1 group by member_id, month) f
+        on f.member_id = u.member_id and f.month = u.month
+     where (u.tenant_id = $1 or u.tenant_id is null) and coalesce(u.used_yen, 0) <> coalesce(f.total, 0)) d`);
+  if (usageDrift[0]!.n > 0) violations.push(`${usageDrift[0]!.n} member-month counters differ from their coupons`);
+
+  const duplicates = await one<{ n: number }>(`
+    select count(*)::int as n from (select 1 from coupons where tenant_id = $1 group by campaign_id, member_id having count(*) > 1) d`);
+  if (duplicates[0]!.n > 0) violations.push(`${duplicates[0]!.n} members hold two coupons of one campaign`);
+
+  const [{ coupons }] = (await one<{ coupons: number }>(`select count(*)::int as coupons from coupons where tenant_id = $1`)) as [
+    { coupons: number },
+  ];
+  const [{ events }] = (await one<{ events: number }>(
+    `select count(*)::int as events from outbox_events where tenant_id = $1 and topic = 'coupon.issued'`,
+  )) as [{ events: number }];
+  if (events !== coupons) violations.push(`${events} outbox events for ${coupons} coupons`);
+  if (issuedReplies !== coupons) violations.push(`${issuedReplies} ISSUED replies but ${coupons} coupons in the table`);
+  if (scenario.expectedIssued !== null && coupons !== scenario.expectedIssued) {
+    violations.push(`${coupons} coupons where exactly ${scenario.expectedIssued} are allowed`);
+  }
+  return { violations, coupons, outboxEvents: events };
+}
+
+export interface CouponRunResult {
+  requests: number;
+  wallMs: number;
+  requestsPerSecond: number;
+  latency: LatencySummary;
+  outcomes: Record<string, number>;
+  invariants: InvariantReport;
+}
+
+/**
+ * Sets the scenario up, releases every request together with `concurrency` in flight, then
+ * checks the invariants in SQL.
+ */
+export async function runCouponScenario(options: {
+  client: LoadClient;
+  sql: pg.Pool | pg.Client;
+  scenario: CouponScenario;
+  sessions: Session;
+  concurrency: number;
+  seed: number;
+  onReply?: (reply: GraphQLReply) => void;
+}): Promise<CouponRunResult> {
+  const { client, scenario, sessions } = options;
+  await setupCouponScenario(client, scenario, sessions);
+  const requests = couponRequests(scenario, options.seed);
+  const started = performance.now();
+  const replies = await runReleasedTogether(
+    requests.map((request) => async () => {
+      const reply = await sendIssue(client, scenario, sessions, request);
+      options.onReply?.(reply);
+      return reply;
+    }),
+    options.concurrency,
+  );
+  const wallMs = performance.now() - started;
+  const outcomes = countBy(replies, outcomeOf);
+  const invariants = await checkCouponInvariants(options.sql, scenario, outcomes['ISSUED'] ?? 0);
+  return {
+    requests: replies.length,
+    wallMs,
+    requestsPerSecond: (replies.length / wallMs) * 1000,
+    latency: summarize(replies.map((r) => r.latencyMs)),
+    outcomes,
+    invariants,
+  };
+}

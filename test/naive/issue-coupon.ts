@@ -1,0 +1,87 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Transaction } from 'kysely';
+import { businessMonth } from '../../src/coupons/month.js';
+import type { IssueRequest, IssueResult } from '../../src/coupons/service.js';
+import type { DB } from '../../src/db/schema.js';
+import { notFound } from '../../src/graphql/errors.js';
+
+/** Stands in for the push notification the naive version sent from inside its transaction. */
+const NOTIFICATION_CALL_MS = 2;
+
+/**
+ * The read-check-write issue this project replaced, kept to prove the tests can fail: it reads
+ * the counters, decides in TypeScript, writes absolute values back (lost updates), and calls the
+ * notifier inside the transaction instead of writing an outbox row. Two requests that read the
+ * same counters both pass the checks.
+ */
+export async function issueCouponNaive(trx: Transaction<DB>, request: IssueRequest): Promise<IssueResult> {
+  const { tenantId, memberId, campaignId } = request;
+  const month = businessMonth(request.now, request.timeZone);
+  const campaign = await trx
+    .selectFrom('campaigns')
+    .select(['discount_yen'])
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', campaignId)
+    .executeTakeFirst();
+  if (!campaign) throw notFound('Campaign');
+  const amount = campaign.discount_yen;
+
+  const existing = await trx
+    .selectFrom('coupons')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('campaign_id', '=', campaignId)
+    .where('member_id', '=', memberId)
+    .executeTakeFirst();
+  if (existing) return { status: 'ALREADY_ISSUED', coupon: null };
+
+  const tenant = await trx.selectFrom('tenants').select('monthly_cap_yen').where('id', '=', tenantId).executeTakeFirstOrThrow();
+  const usage = await trx
+    .selectFrom('member_monthly_usage')
+    .select('used_yen')
+    .where('tenant_id', '=', tenantId)
+    .where('member_id', '=', memberId)
+    .where('month', '=', month)
+    .executeTakeFirst();
+  const used = usage?.used_yen ?? 0;
+  if (used + amount > tenant.monthly_cap_yen) return { status: 'MONTHLY_CAP', coupon: null };
+
+  const budget = await trx
+    .selectFrom('campaign_budget_slots')
+    .select(['issued_yen', 'budget_yen'])
+    .where('tenant_id', '=', tenantId)
+    .where('campaign_id', '=', campaignId)
+    .where('slot', '=', 0)
+    .executeTakeFirstOrThrow();
+  if (budget.issued_yen + amount > budget.budget_yen) return { status: 'BUDGET_EXCEEDED', coupon: null };
+
+  const coupon = await trx
+    .insertInto('coupons')
+    .values({ tenant_id: tenantId, campaign_id: campaignId, member_id: memberId, month, amount_yen: amount, issued_at: request.now })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  await trx
+    .insertInto('member_monthly_usage')
+    .values({ tenant_id: tenantId, member_id: memberId, month, used_yen: used + amount })
+    .onConflict((oc) => oc.columns(['tenant_id', 'member_id', 'month']).doUpdateSet({ used_yen: used + amount }))
+    .execute();
+  await trx
+    .updateTable('campaign_budget_slots')
+    .set({ issued_yen: budget.issued_yen + amount })
+    .where('tenant_id', '=', tenantId)
+    .where('campaign_id', '=', campaignId)
+    .where('slot', '=', 0)
+    .execute();
+  await sleep(NOTIFICATION_CALL_MS);
+  return {
+    status: 'ISSUED',
+    coupon: {
+      id: coupon.id,
+      campaignId,
+      memberId,
+      month,
+      amountYen: amount,
+      issuedAt: coupon.issued_at,
+    },
+  };
+}
