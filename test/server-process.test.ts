@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createServer } from 'node:net';
 import pg from 'pg';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { print } from 'graphql';
 import { CreateContractDocumentDocument } from './generated/graphql.js';
@@ -28,13 +29,27 @@ interface Started {
   exited: Promise<number | null>;
 }
 
-/** Runs `npm start`'s entry point as a user would, and waits for the URL it prints. */
-async function startServer(env: Record<string, string>): Promise<Started> {
-  const child = spawn(path.join(PROJECT, 'node_modules/.bin/tsx'), ['src/main.ts'], {
+function spawnScript(script: string, env: Record<string, string>, args: string[] = []): ChildProcess {
+  return spawn(path.join(PROJECT, 'node_modules/.bin/tsx'), [script, ...args], {
     cwd: PROJECT,
     env: { ...process.env, NODE_ENV: 'development', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+}
+
+/** Runs a script to its end; returns its exit code and what it printed. */
+async function runScript(script: string, env: Record<string, string>, args: string[] = []) {
+  const child = spawnScript(script, env, args);
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  return { code, output };
+}
+
+/** Runs `npm start`'s entry point as a user would, and waits for the URL it prints. */
+async function startServer(env: Record<string, string>): Promise<Started> {
+  const child = spawnScript('src/main.ts', env);
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -76,8 +91,10 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
       EMBEDDED_PG_PORT: String(pgPort),
       EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres'),
       LOCK_TIMEOUT_MS: '20000',
+      RUN_WORKERS: 'false',
     });
   });
+  const sameDatabase = () => ({ EMBEDDED_PG_PORT: String(pgPort), EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres') });
   afterAll(async () => {
     server.child.kill('SIGKILL');
     await rm(dataRoot, { recursive: true, force: true });
@@ -92,6 +109,45 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     const response = await createDocument(server.base);
     const body = (await response.json()) as { data: { createContractDocument: { document: { docNumber: number } } } };
     expect(body.data.createContractDocument.document.docNumber).toBe(10_000_000);
+  });
+
+  it('npm run worker attaches to the running database and delivers the outbox', async () => {
+    expect(server.output()).toContain('Background workers:   off');
+    const issued = await graphql(server.base, 'mutation { issueCoupon(input: {campaignId: "welcome"}) { status } }', DEMO_HEADERS);
+    expect(issued).toEqual({ data: { issueCoupon: { status: 'ISSUED' } } });
+    const pending = async () =>
+      ((await graphql(server.base, '{ outboxStats { pending } }', ADMIN)) as { data: { outboxStats: { pending: number } } }).data.outboxStats.pending;
+    expect(await pending()).toBe(1);
+
+    const worker = spawnScript('src/worker/main.ts', { ...sameDatabase(), OUTBOX_POLL_INTERVAL_MS: '50' });
+    let output = '';
+    worker.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const closed = new Promise<number | null>((resolve) => worker.on('close', resolve));
+    for (const deadline = Date.now() + 20_000; (await pending()) > 0 && Date.now() < deadline; ) await sleep(100);
+    expect(await pending()).toBe(0);
+    worker.kill('SIGTERM');
+    expect(await closed).toBe(0);
+    expect(output).toContain('attached to the embedded PostgreSQL another process runs');
+    expect(output).toContain('outbox event delivered');
+    expect((await fetch(`${server.base}/ready`)).status).toBe(200);
+  });
+
+  it('npm run reconcile exits 0 on a clean ledger and 1 on drift', async () => {
+    const clean = await runScript('src/cli/reconcile.ts', sameDatabase());
+    expect(clean.output).toContain('ledger OK');
+    expect(clean.code).toBe(0);
+    const admin = new pg.Client({ connectionString: await embeddedUrl(path.join(dataRoot, 'postgres'), pgPort) });
+    await admin.connect();
+    const drift = "update campaign_budget_slots set issued_yen = issued_yen + $1 where tenant_id = 'acme' and campaign_id = 'welcome'";
+    await admin.query(drift, [500]);
+    try {
+      const drifted = await runScript('src/cli/reconcile.ts', sameDatabase());
+      expect(drifted.output).toContain('ledger DRIFT');
+      expect(drifted.code).toBe(1);
+    } finally {
+      await admin.query(drift, [-500]);
+      await admin.end();
+    }
   });
 
   it('on SIGTERM lets the request in flight finish, then stops itself and the database', async () => {
@@ -114,6 +170,17 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     await expect(fetch(`${server.base}/health`)).rejects.toThrow();
   });
 });
+
+const ADMIN = { 'x-hasura-role': 'admin', 'x-hasura-tenant-id': 'acme' };
+
+async function graphql(base: string, query: string, headers: Record<string, string>): Promise<unknown> {
+  const response = await fetch(`${base}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ query }),
+  });
+  return response.json();
+}
 
 async function embeddedUrl(dataDir: string, port: number): Promise<string> {
   const password = (await readFile(path.join(dataDir, 'app-password'), 'utf8')).trim();
