@@ -108,7 +108,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   try {
     const services = buildServices(config, database, log, options.clock);
     const app = createApp(services);
-    const http = await listen(app.fetch, config.port, log, options.host);
+    const http = await listen(app, config.port, log, options.host);
     const workers = config.runWorkers ? startWorkers(services) : null;
     return {
       url: `http://localhost:${http.port}/graphql`,

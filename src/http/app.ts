@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GraphQLError, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import { createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import { sql } from 'kysely';
@@ -10,6 +11,7 @@ import { readLimitedBody, BodyTooLargeError } from './body.js';
 import { currentRequestScope, runInRequestScope } from './request-scope.js';
 import { resolveSession, sessionFromVariables } from './session.js';
 import { graphiqlOptions } from './graphiql.js';
+import { toFetchRequest, writeFetchResponse } from './node-server.js';
 
 /** What the /actions adapter hands to Yoga: the session from Hasura's body, already authenticated. */
 export interface ServerContext {
@@ -17,7 +19,10 @@ export interface ServerContext {
 }
 
 export interface App {
+  /** The whole HTTP surface as a Fetch handler: what tests call in process. */
   fetch(request: Request): Promise<Response>;
+  /** The same surface on a Node socket. */
+  handleNode(req: IncomingMessage, res: ServerResponse): void;
   yoga: YogaServerInstance<ServerContext, Context>;
   schema: GraphQLSchema;
 }
@@ -25,9 +30,9 @@ export interface App {
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const READY_TIMEOUT_MS = 1_000;
 
-function requestIdOf(request: Request): string {
-  const presented = request.headers.get('x-request-id');
-  return presented !== null && REQUEST_ID.test(presented) ? presented : randomUUID();
+/** The caller's x-request-id when it is a sane token, else a new one. */
+function requestIdOf(presented: string | string[] | null): string {
+  return typeof presented === 'string' && REQUEST_ID.test(presented) ? presented : randomUUID();
 }
 
 function isOriginalGraphQLError(error: unknown): error is GraphQLError {
@@ -86,9 +91,10 @@ export function createApp(services: AppServices): App {
     graphqlEndpoint: '/graphql',
     landingPage: false,
     graphiql: graphiqlOptions(config),
+    // Yoga logs several debug lines per request: format them only when someone listens.
     logging: {
-      debug: (...args) => log.debug({ yoga: args.map(String) }, 'yoga'),
-      info: (...args) => log.info({ yoga: args.map(String) }, 'yoga'),
+      debug: (...args) => log.isLevelEnabled('debug') && log.debug({ yoga: args.map(String) }, 'yoga'),
+      info: (...args) => log.isLevelEnabled('info') && log.info({ yoga: args.map(String) }, 'yoga'),
       warn: (...args) => log.warn({ yoga: args.map(String) }, 'yoga'),
       error: (...args) => log.error({ yoga: args.map(String) }, 'yoga'),
     },
@@ -156,31 +162,61 @@ export function createApp(services: AppServices): App {
     return url.pathname === '/actions' ? actions(buffered) : yoga.fetch(buffered, {});
   }
 
+  /** Runs `handle` as one request: its scope (request id in logs), a 500 for a crash, the log line. */
+  async function withinRequest(method: string, path: string, requestId: string, handle: () => Promise<Response>) {
+    const started = performance.now();
+    return runInRequestScope({ requestId }, async () => {
+      let response: Response;
+      try {
+        response = await handle();
+      } catch (error) {
+        log.error({ err: error }, 'request failed outside GraphQL');
+        response = Response.json(
+          { message: 'Internal server error', extensions: { code: ErrorCode.internal, requestId } },
+          { status: 500 },
+        );
+      }
+      response.headers.set('x-request-id', requestId);
+      logCompleted(method, path, response.status, started);
+      return response;
+    });
+  }
+
+  function logCompleted(method: string, path: string, status: number, started: number) {
+    log[path === '/health' || path === '/ready' ? 'debug' : 'info'](
+      { method, path, status, durationMs: Math.round(performance.now() - started) },
+      'request completed',
+    );
+  }
+
   return {
     yoga,
     schema: appSchema,
-    async fetch(request) {
-      const requestId = requestIdOf(request);
-      const started = performance.now();
-      return runInRequestScope({ requestId }, async () => {
-        let response: Response;
-        try {
-          response = await route(request);
-        } catch (error) {
-          log.error({ err: error }, 'request failed outside GraphQL');
-          response = Response.json(
-            { message: 'Internal server error', extensions: { code: ErrorCode.internal, requestId } },
-            { status: 500 },
-          );
-        }
-        response.headers.set('x-request-id', requestId);
-        const path = new URL(request.url).pathname;
-        log[path === '/health' || path === '/ready' ? 'debug' : 'info'](
-          { method: request.method, path, status: response.status, durationMs: Math.round(performance.now() - started) },
-          'request completed',
-        );
-        return response;
-      });
+    fetch(request) {
+      return withinRequest(request.method, new URL(request.url).pathname, requestIdOf(request.headers.get('x-request-id')), () =>
+        route(request),
+      );
+    },
+    handleNode(req, res) {
+      const requestId = requestIdOf(req.headers['x-request-id'] ?? null);
+      const path = (req.url ?? '/').split('?')[0]!;
+      const declaredLength = Number(req.headers['content-length'] ?? 'NaN');
+      // The hot path: GraphQL with a declared, acceptable length goes straight to Yoga's own Node
+      // adapter (Node's parser holds the body to that length). Everything else takes the
+      // Fetch path above, which buffers and limits bodies of unknown length.
+      if (path === '/graphql' && (req.method === 'GET' || declaredLength <= config.maxBodyBytes)) {
+        const started = performance.now();
+        res.setHeader('x-request-id', requestId);
+        res.once('finish', () => logCompleted(req.method ?? 'GET', path, res.statusCode, started));
+        runInRequestScope({ requestId }, () => void yoga.requestListener(req, res));
+        return;
+      }
+      withinRequest(req.method ?? 'GET', path, requestId, () => route(toFetchRequest(req)))
+        .then((response) => writeFetchResponse(response, res))
+        .catch((error: unknown) => {
+          log.error({ err: error }, 'could not write the response');
+          res.destroy();
+        });
     },
   };
 }

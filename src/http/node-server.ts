@@ -3,15 +3,18 @@ import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import type { Logger } from '../logger.js';
 
-export type FetchHandler = (request: Request) => Promise<Response>;
+export interface NodeHandler {
+  handleNode(req: IncomingMessage, res: ServerResponse): void;
+}
 
-function toRequest(req: IncomingMessage, port: number): Request {
+/** A Node request as a Fetch Request (the body streams through). */
+export function toFetchRequest(req: IncomingMessage): Request {
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined) continue;
     for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
   }
-  const url = `http://${req.headers.host ?? `127.0.0.1:${port}`}${req.url ?? '/'}`;
+  const url = `http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`;
   const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
   return new Request(url, {
     method: req.method ?? 'GET',
@@ -20,7 +23,7 @@ function toRequest(req: IncomingMessage, port: number): Request {
   } as RequestInit);
 }
 
-async function send(response: Response, res: ServerResponse): Promise<void> {
+export async function writeFetchResponse(response: Response, res: ServerResponse): Promise<void> {
   const headers: Record<string, string | string[]> = {};
   response.headers.forEach((value, name) => {
     headers[name] = name === 'set-cookie' ? response.headers.getSetCookie() : value;
@@ -46,16 +49,15 @@ export interface RunningServer {
   close(graceMs?: number): Promise<void>;
 }
 
-export async function listen(handler: FetchHandler, port: number, log: Logger, host = '0.0.0.0'): Promise<RunningServer> {
-  let boundPort = port;
+export async function listen(app: NodeHandler, port: number, log: Logger, host = '0.0.0.0'): Promise<RunningServer> {
   const server = createServer((req, res) => {
-    handler(toRequest(req, boundPort))
-      .then((response) => send(response, res))
-      .catch((error: unknown) => {
-        log.error({ err: error }, 'could not answer the request');
-        if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
-        res.end('{"message":"Internal server error"}');
-      });
+    try {
+      app.handleNode(req, res);
+    } catch (error) {
+      log.error({ err: error }, 'could not answer the request');
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+      res.end('{"message":"Internal server error"}');
+    }
   });
   // Keep-alive sockets from load generators must not outlive the idle window forever.
   server.keepAliveTimeout = 5_000;
@@ -63,10 +65,9 @@ export async function listen(handler: FetchHandler, port: number, log: Logger, h
     server.once('error', reject);
     server.listen(port, host, () => resolve());
   });
-  boundPort = (server.address() as AddressInfo).port;
   return {
     server,
-    port: boundPort,
+    port: (server.address() as AddressInfo).port,
     close(graceMs = 10_000) {
       return new Promise<void>((resolve) => {
         const force = setTimeout(() => server.closeAllConnections(), graceMs);
