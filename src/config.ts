@@ -32,6 +32,14 @@ export interface AppConfig {
   /** Run the outbox relay and the other background loops inside this process. */
   runWorkers: boolean;
   outbox: OutboxConfig;
+  huddles: HuddleConfig;
+}
+
+export interface HuddleConfig {
+  cleanupIntervalMs: number;
+  staleAfterMs: number;
+  /** Objectives one cleanup transaction looks at. */
+  cleanupBatchSize: number;
 }
 
 export interface OutboxConfig {
@@ -202,6 +210,11 @@ export function loadConfig(env: Env = process.env): AppConfig {
     logLevel: readString(env, 'LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info'),
     runWorkers: readBoolean(env, 'RUN_WORKERS', true),
     outbox: readOutbox(env),
+    huddles: {
+      cleanupIntervalMs: readInt(env, 'HUDDLE_CLEANUP_INTERVAL_MS', 10_000, 10, 3_600_000),
+      staleAfterMs: readInt(env, 'HUDDLE_STALE_AFTER_MS', 30_000, 100, 86_400_000),
+      cleanupBatchSize: readInt(env, 'HUDDLE_CLEANUP_BATCH_SIZE', 100, 1, 10_000),
+    },
   };
 }
 

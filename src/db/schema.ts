@@ -82,6 +82,23 @@ export interface OutboxEventsTable {
   sent_at: Date | null;
 }
 
+export interface HuddleSessionsTable {
+  tenant_id: string;
+  id: Generated<string>;
+  objective_id: string;
+  started_at: Defaulted<Date>;
+  ended_at: Date | null;
+}
+
+export interface HuddleParticipantsTable {
+  tenant_id: string;
+  session_id: string;
+  member_id: string;
+  joined_at: Defaulted<Date>;
+  last_heartbeat_at: Defaulted<Date>;
+  left_at: Date | null;
+}
+
 export interface SchemaMigrationsTable {
   version: string;
   applied_at: Defaulted<Date>;
@@ -97,6 +114,8 @@ export interface DB {
   coupons: CouponsTable;
   member_monthly_usage: MemberMonthlyUsageTable;
   outbox_events: OutboxEventsTable;
+  huddle_sessions: HuddleSessionsTable;
+  huddle_participants: HuddleParticipantsTable;
   schema_migrations: SchemaMigrationsTable;
 }
 
@@ -106,3 +125,5 @@ export type ContractDocumentRow = Selectable<ContractDocumentsTable>;
 export type CampaignRow = Selectable<CampaignsTable>;
 export type CouponRow = Selectable<CouponsTable>;
 export type OutboxEventRow = Selectable<OutboxEventsTable>;
+export type HuddleSessionRow = Selectable<HuddleSessionsTable>;
+export type HuddleParticipantRow = Selectable<HuddleParticipantsTable>;

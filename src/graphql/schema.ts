@@ -5,6 +5,7 @@ import './session-type.js';
 import '../tenants/graphql.js';
 import '../contracts/graphql.js';
 import '../coupons/graphql.js';
+import '../huddles/graphql.js';
 import '../worker/graphql.js';
 
 export const schema: GraphQLSchema = builder.toSchema();

@@ -1,7 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AppServices } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
-import { logSink, relayOnce, webhookSink, type OutboxSink, type RelayDeps } from './outbox.js';
+import { runInTransaction } from '../db/transaction.js';
+import { cleanupHuddles } from '../huddles/service.js';
+import { PASS_DEADLINE_MS, logSink, relayOnce, webhookSink, type OutboxSink, type RelayDeps } from './outbox.js';
 
 export interface Workers {
   stop(): Promise<void>;
@@ -48,7 +50,7 @@ export function relayDeps(services: AppServices, sink: OutboxSink = outboxSink(s
   };
 }
 
-/** The background loops: the outbox relay (several may run against one database). */
+/** The background loops: the outbox relay and stale-huddle cleanup (several may run against one database). */
 export function startWorkers(services: AppServices): Workers {
   const { log, config } = services;
   const deps = relayDeps(services);
@@ -58,6 +60,14 @@ export function startWorkers(services: AppServices): Workers {
       const result = await relayOnce(deps);
       if (result.claimed > 0) log.debug(result, 'outbox pass');
       return result.claimed === config.outbox.batchSize;
+    }),
+    loop('huddle-cleanup', config.huddles.cleanupIntervalMs, log, async () => {
+      const { staleAfterMs, cleanupBatchSize } = config.huddles;
+      const { value } = await runInTransaction(services.db, services.transactions, { deadline: Date.now() + PASS_DEADLINE_MS }, (trx) =>
+        cleanupHuddles(trx, null, staleAfterMs, cleanupBatchSize),
+      );
+      if (value.participantsRemoved + value.sessionsEnded > 0) log.info(value, 'stale huddles cleaned up');
+      return value.objectives === cleanupBatchSize;
     }),
   ];
   return {

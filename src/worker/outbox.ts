@@ -72,7 +72,8 @@ export interface PassResult {
   dead: number;
 }
 
-const PASS_DEADLINE_MS = 10_000;
+/** A background pass never runs longer than this; the next tick starts afresh. */
+export const PASS_DEADLINE_MS = 10_000;
 
 export interface Claim {
   claimId: string;

@@ -53,6 +53,14 @@ export type CampaignOverBudget = {
   tenantId: Scalars['ID']['output'];
 };
 
+export type CleanupHuddlesPayload = {
+  __typename?: 'CleanupHuddlesPayload';
+  /** Members marked as left for a stale heartbeat. */
+  participantsRemoved: Scalars['Int']['output'];
+  /** Sessions ended because nobody was left. */
+  sessionsEnded: Scalars['Int']['output'];
+};
+
 export type Contract = {
   __typename?: 'Contract';
   createdAt: Scalars['DateTime']['output'];
@@ -130,6 +138,47 @@ export type CreateTenantPayload = {
   tenant: Tenant;
 };
 
+export type HuddleInput = {
+  /** 1 to 128 characters. */
+  objectiveId: Scalars['ID']['input'];
+};
+
+export type HuddleParticipant = {
+  __typename?: 'HuddleParticipant';
+  joinedAt: Scalars['DateTime']['output'];
+  lastHeartbeatAt: Scalars['DateTime']['output'];
+  memberId: Scalars['ID']['output'];
+};
+
+export type HuddlePayload = {
+  __typename?: 'HuddlePayload';
+  /** The session the operation acted on, or the active one; null when the objective has none. */
+  session?: Maybe<HuddleSession>;
+  status: HuddleStatus;
+};
+
+export type HuddleSession = {
+  __typename?: 'HuddleSession';
+  endedAt?: Maybe<Scalars['DateTime']['output']>;
+  id: Scalars['UUID']['output'];
+  objectiveId: Scalars['ID']['output'];
+  /** Members who have not left. */
+  participants: Array<HuddleParticipant>;
+  startedAt: Scalars['DateTime']['output'];
+};
+
+export type HuddleStatus =
+  /** The member was already in the session; nothing changed. */
+  | 'ALREADY_JOINED'
+  /** The member's heartbeat was recorded. */
+  | 'HEARTBEAT_RECORDED'
+  /** The member is now in the session (a new session when none was active). */
+  | 'JOINED'
+  /** The member left; the session has ended if nobody is left (endedAt is set). */
+  | 'LEFT'
+  /** The member is not in an active session of this objective (never joined, left, or removed as stale); nothing changed. Join again. */
+  | 'NOT_IN_HUDDLE';
+
 export type IssueCouponInput = {
   campaignId: Scalars['ID']['input'];
 };
@@ -172,6 +221,8 @@ export type MemberOverCap = {
 
 export type Mutation = {
   __typename?: 'Mutation';
+  /** Runs one stale-huddle cleanup pass now (the worker runs one every HUDDLE_CLEANUP_INTERVAL_MS): the tenant's, or every tenant's for the platform operator. Admins only. */
+  cleanupHuddles: CleanupHuddlesPayload;
   /** Creates a coupon campaign in the session's tenant. Tenant admin only. */
   createCampaign: CreateCampaignPayload;
   /** Creates a contract in the session's tenant. */
@@ -180,8 +231,14 @@ export type Mutation = {
   createContractDocument: CreateContractDocumentPayload;
   /** Creates a tenant. Platform operator only (role admin without a tenant id). */
   createTenant: CreateTenantPayload;
+  /** Records that the member is still in the objective's huddle; NOT_IN_HUDDLE (nothing changed) when they are not. */
+  heartbeatHuddle: HuddlePayload;
   /** Issues the campaign's coupon to the session's member (x-hasura-user-id), at most once per campaign, within the member's monthly cap and the campaign's budget. A refusal is a status, not an error. */
   issueCoupon: IssueCouponPayload;
+  /** Puts the session's member into the objective's active huddle, starting one when none is active. Joining again is a no-op. */
+  joinHuddle: HuddlePayload;
+  /** Takes the member out of the objective's huddle; the last one out ends it. */
+  leaveHuddle: HuddlePayload;
 };
 
 
@@ -205,8 +262,23 @@ export type MutationCreateTenantArgs = {
 };
 
 
+export type MutationHeartbeatHuddleArgs = {
+  input: HuddleInput;
+};
+
+
 export type MutationIssueCouponArgs = {
   input: IssueCouponInput;
+};
+
+
+export type MutationJoinHuddleArgs = {
+  input: HuddleInput;
+};
+
+
+export type MutationLeaveHuddleArgs = {
+  input: HuddleInput;
 };
 
 export type OutboxStats = {
@@ -229,6 +301,8 @@ export type Query = {
   contract?: Maybe<Contract>;
   /** The session's tenant's newest contracts. */
   contracts: Array<Contract>;
+  /** The objective's active huddle in the session's tenant, or null. */
+  huddle?: Maybe<HuddleSession>;
   /** Reconciliation of the tenant's coupon counters (every tenant for the platform operator). Admins only. */
   ledgerCheck: LedgerReport;
   /** The session's member's coupons, newest first. */
@@ -254,6 +328,11 @@ export type QueryContractArgs = {
 
 export type QueryContractsArgs = {
   first?: InputMaybe<Scalars['Int']['input']>;
+};
+
+
+export type QueryHuddleArgs = {
+  objectiveId: Scalars['ID']['input'];
 };
 
 export type Tenant = {
@@ -353,7 +432,42 @@ export type LedgerCheckQueryVariables = Exact<{ [key: string]: never; }>;
 
 export type LedgerCheckQuery = { __typename?: 'Query', ledgerCheck: { __typename?: 'LedgerReport', ok: boolean, campaignDrift: Array<{ __typename?: 'CampaignDrift', tenantId: string, campaignId: string, issuedYen: number, couponsYen: number }>, usageDrift: Array<{ __typename?: 'UsageDrift', tenantId: string, memberId: string, month: string, usedYen: number, couponsYen: number }>, membersOverCap: Array<{ __typename?: 'MemberOverCap', tenantId: string, memberId: string, month: string, couponsYen: number, capYen: number }>, campaignsOverBudget: Array<{ __typename?: 'CampaignOverBudget', tenantId: string, campaignId: string, budgetYen: number, couponsYen: number }> } };
 
+export type HuddleSessionFieldsFragment = { __typename?: 'HuddleSession', id: string, objectiveId: string, startedAt: string, endedAt?: string | null, participants: Array<{ __typename?: 'HuddleParticipant', memberId: string, joinedAt: string, lastHeartbeatAt: string }> };
 
+export type JoinHuddleMutationVariables = Exact<{
+  input: HuddleInput;
+}>;
+
+
+export type JoinHuddleMutation = { __typename?: 'Mutation', joinHuddle: { __typename?: 'HuddlePayload', status: HuddleStatus, session?: { __typename?: 'HuddleSession', id: string, objectiveId: string, startedAt: string, endedAt?: string | null, participants: Array<{ __typename?: 'HuddleParticipant', memberId: string, joinedAt: string, lastHeartbeatAt: string }> } | null } };
+
+export type HeartbeatHuddleMutationVariables = Exact<{
+  input: HuddleInput;
+}>;
+
+
+export type HeartbeatHuddleMutation = { __typename?: 'Mutation', heartbeatHuddle: { __typename?: 'HuddlePayload', status: HuddleStatus, session?: { __typename?: 'HuddleSession', id: string, objectiveId: string, startedAt: string, endedAt?: string | null, participants: Array<{ __typename?: 'HuddleParticipant', memberId: string, joinedAt: string, lastHeartbeatAt: string }> } | null } };
+
+export type LeaveHuddleMutationVariables = Exact<{
+  input: HuddleInput;
+}>;
+
+
+export type LeaveHuddleMutation = { __typename?: 'Mutation', leaveHuddle: { __typename?: 'HuddlePayload', status: HuddleStatus, session?: { __typename?: 'HuddleSession', id: string, objectiveId: string, startedAt: string, endedAt?: string | null, participants: Array<{ __typename?: 'HuddleParticipant', memberId: string, joinedAt: string, lastHeartbeatAt: string }> } | null } };
+
+export type CleanupHuddlesMutationVariables = Exact<{ [key: string]: never; }>;
+
+
+export type CleanupHuddlesMutation = { __typename?: 'Mutation', cleanupHuddles: { __typename?: 'CleanupHuddlesPayload', participantsRemoved: number, sessionsEnded: number } };
+
+export type HuddleQueryVariables = Exact<{
+  objectiveId: Scalars['ID']['input'];
+}>;
+
+
+export type HuddleQuery = { __typename?: 'Query', huddle?: { __typename?: 'HuddleSession', id: string, objectiveId: string, startedAt: string, endedAt?: string | null, participants: Array<{ __typename?: 'HuddleParticipant', memberId: string, joinedAt: string, lastHeartbeatAt: string }> } | null };
+
+export const HuddleSessionFieldsFragmentDoc = {"kind":"Document","definitions":[{"kind":"FragmentDefinition","name":{"kind":"Name","value":"HuddleSessionFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleSession"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"objectiveId"}},{"kind":"Field","name":{"kind":"Name","value":"startedAt"}},{"kind":"Field","name":{"kind":"Name","value":"endedAt"}},{"kind":"Field","name":{"kind":"Name","value":"participants"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"joinedAt"}},{"kind":"Field","name":{"kind":"Name","value":"lastHeartbeatAt"}}]}}]}}]} as unknown as DocumentNode<HuddleSessionFieldsFragment, unknown>;
 export const CreateTenantDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateTenant"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateTenantInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createTenant"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenant"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"monthlyCapYen"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]}}]} as unknown as DocumentNode<CreateTenantMutation, CreateTenantMutationVariables>;
 export const CreateContractDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateContract"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateContractInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createContract"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"contract"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"title"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]}}]} as unknown as DocumentNode<CreateContractMutation, CreateContractMutationVariables>;
 export const CreateContractDocumentDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateContractDocument"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateContractDocumentInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createContractDocument"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"document"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"contractId"}},{"kind":"Field","name":{"kind":"Name","value":"docNumber"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]}}]} as unknown as DocumentNode<CreateContractDocumentMutation, CreateContractDocumentMutationVariables>;
@@ -365,3 +479,8 @@ export const CampaignDocument = {"kind":"Document","definitions":[{"kind":"Opera
 export const MyCouponsDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"MyCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"myCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}}]}}]}}]} as unknown as DocumentNode<MyCouponsQuery, MyCouponsQueryVariables>;
 export const OutboxStatsDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"OutboxStats"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"outboxStats"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"pending"}},{"kind":"Field","name":{"kind":"Name","value":"dead"}},{"kind":"Field","name":{"kind":"Name","value":"oldestPendingAgeSeconds"}}]}}]}}]} as unknown as DocumentNode<OutboxStatsQuery, OutboxStatsQueryVariables>;
 export const LedgerCheckDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"LedgerCheck"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"ledgerCheck"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"ok"}},{"kind":"Field","name":{"kind":"Name","value":"campaignDrift"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"usageDrift"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"usedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"membersOverCap"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}},{"kind":"Field","name":{"kind":"Name","value":"capYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"campaignsOverBudget"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}}]}}]}}]} as unknown as DocumentNode<LedgerCheckQuery, LedgerCheckQueryVariables>;
+export const JoinHuddleDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"JoinHuddle"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"joinHuddle"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"session"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"HuddleSessionFields"}}]}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"HuddleSessionFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleSession"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"objectiveId"}},{"kind":"Field","name":{"kind":"Name","value":"startedAt"}},{"kind":"Field","name":{"kind":"Name","value":"endedAt"}},{"kind":"Field","name":{"kind":"Name","value":"participants"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"joinedAt"}},{"kind":"Field","name":{"kind":"Name","value":"lastHeartbeatAt"}}]}}]}}]} as unknown as DocumentNode<JoinHuddleMutation, JoinHuddleMutationVariables>;
+export const HeartbeatHuddleDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"HeartbeatHuddle"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"heartbeatHuddle"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"session"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"HuddleSessionFields"}}]}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"HuddleSessionFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleSession"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"objectiveId"}},{"kind":"Field","name":{"kind":"Name","value":"startedAt"}},{"kind":"Field","name":{"kind":"Name","value":"endedAt"}},{"kind":"Field","name":{"kind":"Name","value":"participants"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"joinedAt"}},{"kind":"Field","name":{"kind":"Name","value":"lastHeartbeatAt"}}]}}]}}]} as unknown as DocumentNode<HeartbeatHuddleMutation, HeartbeatHuddleMutationVariables>;
+export const LeaveHuddleDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"LeaveHuddle"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"leaveHuddle"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"session"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"HuddleSessionFields"}}]}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"HuddleSessionFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleSession"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"objectiveId"}},{"kind":"Field","name":{"kind":"Name","value":"startedAt"}},{"kind":"Field","name":{"kind":"Name","value":"endedAt"}},{"kind":"Field","name":{"kind":"Name","value":"participants"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"joinedAt"}},{"kind":"Field","name":{"kind":"Name","value":"lastHeartbeatAt"}}]}}]}}]} as unknown as DocumentNode<LeaveHuddleMutation, LeaveHuddleMutationVariables>;
+export const CleanupHuddlesDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CleanupHuddles"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"cleanupHuddles"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"participantsRemoved"}},{"kind":"Field","name":{"kind":"Name","value":"sessionsEnded"}}]}}]}}]} as unknown as DocumentNode<CleanupHuddlesMutation, CleanupHuddlesMutationVariables>;
+export const HuddleDocument = {"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Huddle"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"objectiveId"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"ID"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"huddle"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"objectiveId"},"value":{"kind":"Variable","name":{"kind":"Name","value":"objectiveId"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"HuddleSessionFields"}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"HuddleSessionFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleSession"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"objectiveId"}},{"kind":"Field","name":{"kind":"Name","value":"startedAt"}},{"kind":"Field","name":{"kind":"Name","value":"endedAt"}},{"kind":"Field","name":{"kind":"Name","value":"participants"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"joinedAt"}},{"kind":"Field","name":{"kind":"Name","value":"lastHeartbeatAt"}}]}}]}}]} as unknown as DocumentNode<HuddleQuery, HuddleQueryVariables>;
