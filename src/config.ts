@@ -33,6 +33,8 @@ export interface AppConfig {
   runWorkers: boolean;
   outbox: OutboxConfig;
   huddles: HuddleConfig;
+  idempotencyTtlHours: number;
+  idempotencyCleanupIntervalMs: number;
 }
 
 export interface HuddleConfig {
@@ -210,6 +212,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
     logLevel: readString(env, 'LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info'),
     runWorkers: readBoolean(env, 'RUN_WORKERS', true),
     outbox: readOutbox(env),
+    idempotencyTtlHours: readInt(env, 'IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 365),
+    idempotencyCleanupIntervalMs: readInt(env, 'IDEMPOTENCY_CLEANUP_INTERVAL_MS', 60_000, 10, 86_400_000),
     huddles: {
       cleanupIntervalMs: readInt(env, 'HUDDLE_CLEANUP_INTERVAL_MS', 10_000, 10, 3_600_000),
       staleAfterMs: readInt(env, 'HUDDLE_STALE_AFTER_MS', 30_000, 100, 86_400_000),

@@ -64,7 +64,11 @@ builder.mutationField('createContract', (t) =>
     resolve: async (_root, { input }, ctx) => {
       const { tenantId } = requireTenantActor(ctx);
       const title = requireText(input.title, 'title', TITLE_MAX_LENGTH);
-      return runMutation(ctx, async (trx) => ({ contract: await insertContract(trx, tenantId, title) }));
+      return runMutation(ctx, {
+        operation: 'createContract',
+        work: async (trx) => ({ contract: await insertContract(trx, tenantId, title) }),
+        entities: ({ contract }) => [contract.id],
+      });
     },
   }),
 );
@@ -77,7 +81,11 @@ builder.mutationField('createContractDocument', (t) =>
     args: { input: t.arg({ type: CreateContractDocumentInput }) },
     resolve: async (_root, { input }, ctx) => {
       const { tenantId } = requireTenantActor(ctx);
-      return runMutation(ctx, async (trx) => ({ document: await createContractDocument(trx, tenantId, input.contractId) }));
+      return runMutation(ctx, {
+        operation: 'createContractDocument',
+        work: async (trx) => ({ document: await createContractDocument(trx, tenantId, input.contractId) }),
+        entities: ({ document }) => [document.id, document.contractId],
+      });
     },
   }),
 );

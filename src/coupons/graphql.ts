@@ -97,7 +97,11 @@ builder.mutationField('createCampaign', (t) =>
         budgetSlots,
       };
       if (values.discountYen > values.budgetYen) throw badInput('discountYen must not exceed budgetYen', 'discountYen');
-      return runMutation(ctx, async (trx) => ({ campaign: await insertCampaign(trx, tenantId, values) }));
+      return runMutation(ctx, {
+        operation: 'createCampaign',
+        work: async (trx) => ({ campaign: await insertCampaign(trx, tenantId, values) }),
+        entities: ({ campaign }) => [campaign.id],
+      });
     },
   }),
 );
@@ -113,9 +117,11 @@ builder.mutationField('issueCoupon', (t) =>
       const { tenantId, userId } = requireMember(ctx);
       const campaignId = requireIdentifier(input.campaignId, 'campaignId');
       const { clock, config } = ctx.services;
-      return runMutation(ctx, (trx) =>
-        issueCoupon(trx, { tenantId, memberId: userId, campaignId, now: clock(), timeZone: config.businessTimeZone }),
-      );
+      return runMutation(ctx, {
+        operation: 'issueCoupon',
+        work: (trx) => issueCoupon(trx, { tenantId, memberId: userId, campaignId, now: clock(), timeZone: config.businessTimeZone }),
+        entities: ({ coupon }) => (coupon ? [coupon.id, coupon.campaignId] : [campaignId]),
+      });
     },
   }),
 );

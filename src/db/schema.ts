@@ -99,6 +99,28 @@ export interface HuddleParticipantsTable {
   left_at: Date | null;
 }
 
+export interface IdempotencyKeysTable {
+  tenant_id: string;
+  user_id: string;
+  key: string;
+  fingerprint: string;
+  operation: string;
+  response: ColumnType<unknown, string | null, string | null>;
+  created_at: Defaulted<Date>;
+  expires_at: ColumnType<Date, Date | string, Date | string>;
+}
+
+export interface AuditLogTable {
+  tenant_id: string;
+  id: Generated<number>;
+  actor_user_id: string | null;
+  role: string;
+  operation: string;
+  entity_ids: string[];
+  request_id: string;
+  created_at: Defaulted<Date>;
+}
+
 export interface SchemaMigrationsTable {
   version: string;
   applied_at: Defaulted<Date>;
@@ -116,6 +138,8 @@ export interface DB {
   outbox_events: OutboxEventsTable;
   huddle_sessions: HuddleSessionsTable;
   huddle_participants: HuddleParticipantsTable;
+  idempotency_keys: IdempotencyKeysTable;
+  audit_log: AuditLogTable;
   schema_migrations: SchemaMigrationsTable;
 }
 
@@ -127,3 +151,4 @@ export type CouponRow = Selectable<CouponsTable>;
 export type OutboxEventRow = Selectable<OutboxEventsTable>;
 export type HuddleSessionRow = Selectable<HuddleSessionsTable>;
 export type HuddleParticipantRow = Selectable<HuddleParticipantsTable>;
+export type AuditLogRow = Selectable<AuditLogTable>;

@@ -25,4 +25,8 @@ export interface Context {
   /** Epoch ms after which the request gives up (REQUEST_DEADLINE_MS after it arrived). */
   deadline: number;
   log: Logger;
+  /** The raw Idempotency-Key header, checked when a mutation executes. */
+  idempotencyKeyHeader: string | null;
+  /** Set for a mutation sent with a valid Idempotency-Key. */
+  idempotency: { key: string; fingerprint: string } | null;
 }

@@ -7,6 +7,7 @@ import '../contracts/graphql.js';
 import '../coupons/graphql.js';
 import '../huddles/graphql.js';
 import '../worker/graphql.js';
+import '../audit/graphql.js';
 
 export const schema: GraphQLSchema = builder.toSchema();
 

@@ -1,16 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { GraphQLError, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
-import { createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
+import { GraphQLError, type GraphQLSchema } from 'graphql';
+import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { sql } from 'kysely';
+import { sqlStateOf } from '../db/sqlstate.js';
 import type { AppServices, Context } from '../graphql/context.js';
-import { ErrorCode, isErrorCode } from '../graphql/errors.js';
+import { ErrorCode } from '../graphql/errors.js';
 import { schema as appSchema } from '../graphql/schema.js';
 import { createActionsHandler } from './actions.js';
 import { readLimitedBody, BodyTooLargeError } from './body.js';
-import { currentRequestScope, runInRequestScope } from './request-scope.js';
+import { currentRequestScope, runInRequestScope, type RequestScope } from './request-scope.js';
 import { resolveSession, sessionFromVariables } from './session.js';
 import { graphiqlOptions } from './graphiql.js';
+import { isOriginalGraphQLError, useErrorContract, useIdempotencyKey, useRequestOutcome } from './plugins.js';
 import { toFetchRequest, writeFetchResponse } from './node-server.js';
 
 /** What the /actions adapter hands to Yoga: the session from Hasura's body, already authenticated. */
@@ -35,54 +37,6 @@ function requestIdOf(presented: string | string[] | null): string {
   return typeof presented === 'string' && REQUEST_ID.test(presented) ? presented : randomUUID();
 }
 
-function isOriginalGraphQLError(error: unknown): error is GraphQLError {
-  if (!(error instanceof GraphQLError)) return false;
-  return error.originalError === undefined || error.originalError === null || error.originalError instanceof GraphQLError;
-}
-
-/**
- * Every error a client reads has one of the codes of DESIGN §7 and the request id. Parse,
- * validation and variable coercion errors are the client's mistakes: BAD_USER_INPUT.
- */
-function withErrorContract(error: GraphQLError, requestId: string): GraphQLError {
-  const original = error.extensions['code'];
-  const code = isErrorCode(original) ? original : ErrorCode.badUserInput;
-  return new GraphQLError(error.message, {
-    nodes: error.nodes ?? null,
-    source: error.source ?? null,
-    positions: error.positions ?? null,
-    path: error.path ?? null,
-    extensions: {
-      ...error.extensions,
-      code,
-      // Yoga's GRAPHQL_PARSE_FAILED / GRAPHQL_VALIDATION_FAILED stay visible as the reason.
-      ...(typeof original === 'string' && original !== code ? { reason: original } : {}),
-      requestId,
-    },
-  });
-}
-
-function useErrorContract(): Plugin<Context> {
-  return {
-    onResultProcess({ result, setResult }) {
-      const requestId = currentRequestScope()?.requestId;
-      if (requestId === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
-      const single = result as ExecutionResult;
-      if (!single.errors?.length) return;
-      setResult({ ...single, errors: single.errors.map((e) => withErrorContract(e, requestId)) });
-    },
-    onExecute({ args }) {
-      const scope = currentRequestScope();
-      if (scope && args.operationName) scope.operation = args.operationName;
-      else if (scope) {
-        const first = (args.document as DocumentNode).definitions.find((d) => d.kind === 'OperationDefinition');
-        const field = first?.kind === 'OperationDefinition' ? first.selectionSet.selections[0] : undefined;
-        if (field?.kind === 'Field') scope.operation = field.name.value;
-      }
-    },
-  };
-}
-
 export function createApp(services: AppServices): App {
   const { config, log } = services;
 
@@ -102,14 +56,16 @@ export function createApp(services: AppServices): App {
       maskError(error) {
         if (isOriginalGraphQLError(error)) return error;
         const original = error instanceof GraphQLError ? (error.originalError ?? error) : error;
-        log.error({ err: original }, 'unexpected error, masked for the client');
+        const scope = currentRequestScope();
+        if (scope) scope.sqlState = sqlStateOf(original) ?? undefined;
+        log.error({ err: original, sqlState: sqlStateOf(original) ?? undefined }, 'unexpected error, masked for the client');
         return new GraphQLError('Internal server error', {
           ...(error instanceof GraphQLError ? { nodes: error.nodes ?? null, path: error.path ?? null } : {}),
           extensions: { code: ErrorCode.internal },
         });
       },
     },
-    plugins: [useErrorContract()],
+    plugins: [useRequestOutcome(), useIdempotencyKey(), useErrorContract()],
     context: async ({ request, actionSessionVariables }): Promise<Context> => {
       const scope = currentRequestScope();
       const session = actionSessionVariables
@@ -122,6 +78,8 @@ export function createApp(services: AppServices): App {
         requestId: scope?.requestId ?? randomUUID(),
         deadline: Date.now() + config.requestDeadlineMs,
         log,
+        idempotencyKeyHeader: request.headers.get('idempotency-key'),
+        idempotency: null,
       };
     },
   });
@@ -165,7 +123,8 @@ export function createApp(services: AppServices): App {
   /** Runs `handle` as one request: its scope (request id in logs), a 500 for a crash, the log line. */
   async function withinRequest(method: string, path: string, requestId: string, handle: () => Promise<Response>) {
     const started = performance.now();
-    return runInRequestScope({ requestId }, async () => {
+    const scope: RequestScope = { requestId };
+    return runInRequestScope(scope, async () => {
       let response: Response;
       try {
         response = await handle();
@@ -177,14 +136,16 @@ export function createApp(services: AppServices): App {
         );
       }
       response.headers.set('x-request-id', requestId);
-      logCompleted(method, path, response.status, started);
+      logCompleted(scope, method, path, response.status, started);
       return response;
     });
   }
 
-  function logCompleted(method: string, path: string, status: number, started: number) {
+  /** One line per request: what ran, how it ended, how long it took, how many attempts. No payloads. */
+  function logCompleted(scope: RequestScope, method: string, path: string, status: number, started: number) {
+    const { requestId, operation, outcome, attempts, replayed, sqlState } = scope;
     log[path === '/health' || path === '/ready' ? 'debug' : 'info'](
-      { method, path, status, durationMs: Math.round(performance.now() - started) },
+      { requestId, operation, method, path, status, outcome, attempts, replayed, sqlState, durationMs: Math.round(performance.now() - started) },
       'request completed',
     );
   }
@@ -206,9 +167,10 @@ export function createApp(services: AppServices): App {
       // Fetch path above, which buffers and limits bodies of unknown length.
       if (path === '/graphql' && (req.method === 'GET' || declaredLength <= config.maxBodyBytes)) {
         const started = performance.now();
+        const scope: RequestScope = { requestId };
         res.setHeader('x-request-id', requestId);
-        res.once('finish', () => logCompleted(req.method ?? 'GET', path, res.statusCode, started));
-        runInRequestScope({ requestId }, () => void yoga.requestListener(req, res));
+        res.once('finish', () => logCompleted(scope, req.method ?? 'GET', path, res.statusCode, started));
+        runInRequestScope(scope, () => void yoga.requestListener(req, res));
         return;
       }
       withinRequest(req.method ?? 'GET', path, requestId, () => route(toFetchRequest(req)))

@@ -4,6 +4,14 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 export interface RequestScope {
   requestId: string;
   operation?: string;
+  /** Transaction attempts the request made (retries included). */
+  attempts?: number;
+  /** The answer was a stored Idempotency-Key response. */
+  replayed?: boolean;
+  /** A business status (ISSUED, MONTHLY_CAP, …) or the first error code. */
+  outcome?: string;
+  /** SQLSTATE of the database error behind a failure. */
+  sqlState?: string;
 }
 
 const scope = new AsyncLocalStorage<RequestScope>();

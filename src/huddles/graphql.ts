@@ -73,7 +73,11 @@ function huddleMutation(name: string, description: string, operation: Operation)
       resolve: (_root, { input }, ctx) => {
         const { tenantId, userId } = requireMember(ctx);
         const objectiveId = requireText(input.objectiveId, 'objectiveId', OBJECTIVE_ID_MAX_LENGTH);
-        return runMutation(ctx, (trx) => operation(trx, { tenantId, memberId: userId, objectiveId }));
+        return runMutation(ctx, {
+          operation: name,
+          work: (trx) => operation(trx, { tenantId, memberId: userId, objectiveId }),
+          entities: ({ session }) => (session ? [session.id] : []),
+        });
       },
     }),
   );
@@ -106,9 +110,13 @@ builder.mutationField('cleanupHuddles', (t) =>
     resolve: (_root, _args, ctx) => {
       const tenantId = requireAdminScope(ctx);
       const { staleAfterMs, cleanupBatchSize } = ctx.services.config.huddles;
-      return runMutation(ctx, async (trx) => {
-        const { participantsRemoved, sessionsEnded } = await cleanupHuddles(trx, tenantId, staleAfterMs, cleanupBatchSize);
-        return { participantsRemoved, sessionsEnded };
+      return runMutation(ctx, {
+        operation: 'cleanupHuddles',
+        work: async (trx) => {
+          const { participantsRemoved, sessionsEnded } = await cleanupHuddles(trx, tenantId, staleAfterMs, cleanupBatchSize);
+          return { participantsRemoved, sessionsEnded };
+        },
+        entities: () => [],
       });
     },
   }),

@@ -38,10 +38,15 @@ builder.mutationField('createTenant', (t) =>
         name: requireText(input.name, 'name', 200),
         monthlyCapYen: requireYen(input.monthlyCapYen ?? DEFAULT_MONTHLY_CAP_YEN, 'monthlyCapYen'),
       };
-      return runMutation(ctx, async (trx) => {
-        const tenant = await insertTenant(trx, values);
-        if (tenant === null) throw badInput(`A tenant with id "${values.id}" already exists`, 'id');
-        return { tenant };
+      return runMutation(ctx, {
+        operation: 'createTenant',
+        work: async (trx) => {
+          const tenant = await insertTenant(trx, values);
+          if (tenant === null) throw badInput(`A tenant with id "${values.id}" already exists`, 'id');
+          return { tenant };
+        },
+        entities: ({ tenant }) => [tenant.id],
+        auditTenant: ({ tenant }) => tenant.id,
       });
     },
   }),

@@ -3,6 +3,7 @@ import type { AppServices } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
 import { runInTransaction } from '../db/transaction.js';
 import { cleanupHuddles } from '../huddles/service.js';
+import { deleteExpiredKeys } from '../idempotency/service.js';
 import { PASS_DEADLINE_MS, logSink, relayOnce, webhookSink, type OutboxSink, type RelayDeps } from './outbox.js';
 
 export interface Workers {
@@ -50,7 +51,13 @@ export function relayDeps(services: AppServices, sink: OutboxSink = outboxSink(s
   };
 }
 
-/** The background loops: the outbox relay and stale-huddle cleanup (several may run against one database). */
+/** Expired keys deleted per statement: small batches keep each delete's locks short. */
+const EXPIRY_BATCH = 1_000;
+
+/**
+ * The background loops: the outbox relay, stale-huddle cleanup and expiry of idempotency keys.
+ * Several processes may run them against one database.
+ */
 export function startWorkers(services: AppServices): Workers {
   const { log, config } = services;
   const deps = relayDeps(services);
@@ -68,6 +75,11 @@ export function startWorkers(services: AppServices): Workers {
       );
       if (value.participantsRemoved + value.sessionsEnded > 0) log.info(value, 'stale huddles cleaned up');
       return value.objectives === cleanupBatchSize;
+    }),
+    loop('idempotency-expiry', config.idempotencyCleanupIntervalMs, log, async () => {
+      const deleted = await deleteExpiredKeys(services.db, EXPIRY_BATCH);
+      if (deleted > 0) log.info({ deleted }, 'expired idempotency keys deleted');
+      return deleted === EXPIRY_BATCH;
     }),
   ];
   return {

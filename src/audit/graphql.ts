@@ -1,0 +1,38 @@
+import { builder } from '../graphql/builder.js';
+import { requireAdminScope } from '../graphql/auth.js';
+import { badInput } from '../graphql/errors.js';
+import { listAudit, type AuditRecord } from './service.js';
+
+const PAGE_MAX = 500;
+
+const AuditEntryType = builder.objectRef<AuditRecord>('AuditEntry').implement({
+  description: 'One committed mutation: who did what, to which entities, in which request.',
+  fields: (t) => ({
+    id: t.id({ resolve: (r) => String(r.id), description: 'Increasing; pass the last one as `after` for the next page.' }),
+    tenantId: t.string({ resolve: (r) => r.tenantId, description: 'Empty for platform-level operations.' }),
+    actorUserId: t.exposeString('actorUserId', { nullable: true }),
+    role: t.exposeString('role'),
+    operation: t.exposeString('operation'),
+    entityIds: t.exposeStringList('entityIds'),
+    requestId: t.exposeString('requestId'),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+  }),
+});
+
+builder.queryField('auditLog', (t) =>
+  t.field({
+    type: [AuditEntryType],
+    description: "The audit trail, oldest first: the tenant's rows for its admin, every row for the platform operator.",
+    args: {
+      limit: t.arg.int({ required: false, defaultValue: 50, description: `1 to ${PAGE_MAX}.` }),
+      after: t.arg.id({ required: false, description: 'Only rows after this id.' }),
+    },
+    resolve: (_root, { limit, after }, ctx) => {
+      const tenantId = requireAdminScope(ctx);
+      const size = limit ?? 50;
+      if (!Number.isInteger(size) || size < 1 || size > PAGE_MAX) throw badInput(`limit must be from 1 to ${PAGE_MAX}`, 'limit');
+      if (after != null && !/^\d{1,18}$/.test(after)) throw badInput('after must be an id from a previous page', 'after');
+      return listAudit(ctx.db, tenantId, size, after == null ? null : Number(after));
+    },
+  }),
+);

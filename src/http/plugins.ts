@@ -1,0 +1,103 @@
+import { GraphQLError, Kind, OperationTypeNode, print, type DocumentNode, type ExecutionResult, type OperationDefinitionNode } from 'graphql';
+import type { Plugin } from 'graphql-yoga';
+import type { Context } from '../graphql/context.js';
+import { AppError, ErrorCode, isErrorCode } from '../graphql/errors.js';
+import { fingerprint, isValidKey } from '../idempotency/service.js';
+import { currentRequestScope } from './request-scope.js';
+
+export function isOriginalGraphQLError(error: unknown): error is GraphQLError {
+  if (!(error instanceof GraphQLError)) return false;
+  return error.originalError === undefined || error.originalError === null || error.originalError instanceof GraphQLError;
+}
+
+function operationOf(document: DocumentNode, operationName: string | null | undefined): OperationDefinitionNode | undefined {
+  const operations = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
+  return operationName ? operations.find((o) => o.name?.value === operationName) : operations[0];
+}
+
+/** The top-level fields an operation runs (__typename aside): each mutation field is one unit of work. */
+function rootFields(operation: OperationDefinitionNode): string[] {
+  return operation.selectionSet.selections.flatMap((s) => (s.kind === Kind.FIELD && s.name.value !== '__typename' ? [s.name.value] : []));
+}
+
+/**
+ * Every error a client reads has one of the codes of DESIGN §7 and the request id. Parse,
+ * validation and variable coercion errors are the client's mistakes: BAD_USER_INPUT.
+ */
+function withErrorContract(error: GraphQLError, requestId: string): GraphQLError {
+  const original = error.extensions['code'];
+  const code = isErrorCode(original) ? original : ErrorCode.badUserInput;
+  return new GraphQLError(error.message, {
+    nodes: error.nodes ?? null,
+    source: error.source ?? null,
+    positions: error.positions ?? null,
+    path: error.path ?? null,
+    extensions: {
+      ...error.extensions,
+      code,
+      // Yoga's GRAPHQL_PARSE_FAILED / GRAPHQL_VALIDATION_FAILED stay visible as the reason.
+      ...(typeof original === 'string' && original !== code ? { reason: original } : {}),
+      requestId,
+    },
+  });
+}
+
+export function useErrorContract(): Plugin<Context> {
+  return {
+    onResultProcess({ result, setResult }) {
+      const scope = currentRequestScope();
+      if (scope === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
+      const single = result as ExecutionResult;
+      if (!single.errors?.length) return;
+      const errors = single.errors.map((e) => withErrorContract(e, scope.requestId));
+      scope.outcome ??= String(errors[0]!.extensions['code']);
+      setResult({ ...single, errors });
+    },
+  };
+}
+
+/** Names the operation in the request's log lines and records a business status as its outcome. */
+export function useRequestOutcome(): Plugin<Context> {
+  return {
+    onExecute({ args }) {
+      const scope = currentRequestScope();
+      const operation = operationOf(args.document as DocumentNode, args.operationName);
+      if (scope && operation) scope.operation = args.operationName ?? rootFields(operation)[0] ?? operation.operation;
+      return {
+        onExecuteDone({ result }) {
+          if (!scope || Array.isArray(result) || Symbol.asyncIterator in result) return;
+          const data = (result as ExecutionResult).data;
+          const first = data ? Object.values(data)[0] : undefined;
+          const status = first && typeof first === 'object' ? (first as { status?: unknown }).status : undefined;
+          if (typeof status === 'string') scope.outcome = status;
+        },
+      };
+    },
+    onResponse({ response }) {
+      if (currentRequestScope()?.replayed) response.headers.set('idempotent-replayed', 'true');
+    },
+  };
+}
+
+/**
+ * Idempotency-Key on mutations: checks the key, refuses a key spread over several top-level
+ * mutations (one key, one unit of work), and fingerprints the operation and its variables so that
+ * runMutation can tell a resend from a different request under the same key.
+ */
+export function useIdempotencyKey(): Plugin<Context> {
+  return {
+    onExecute({ args, setResultAndStopExecution }) {
+      const ctx = args.contextValue as Context;
+      const key = ctx.idempotencyKeyHeader;
+      const operation = operationOf(args.document as DocumentNode, args.operationName);
+      if (key === null || operation?.operation !== OperationTypeNode.MUTATION) return;
+      const refuse = (message: string) =>
+        setResultAndStopExecution({ errors: [new AppError(ErrorCode.badUserInput, message, { field: 'Idempotency-Key' })] });
+      if (!isValidKey(key)) return refuse('Idempotency-Key must be 1 to 255 printable ASCII characters');
+      if (rootFields(operation).length > 1) {
+        return refuse('An Idempotency-Key covers one mutation: send each top-level mutation in its own request with its own key');
+      }
+      ctx.idempotency = { key, fingerprint: fingerprint(`${args.operationName ?? ''}\n${print(args.document as DocumentNode)}`, args.variableValues) };
+    },
+  };
+}
