@@ -62,7 +62,8 @@ export function useRequestOutcome(): Plugin<Context> {
     onExecute({ args }) {
       const scope = currentRequestScope();
       const operation = operationOf(args.document as DocumentNode, args.operationName);
-      if (scope && operation) scope.operation = args.operationName ?? rootFields(operation)[0] ?? operation.operation;
+      // The root field names what ran (issueCoupon) whatever the client called its operation.
+      if (scope && operation) scope.operation = rootFields(operation).join(',') || args.operationName || operation.operation;
       return {
         onExecuteDone({ result }) {
           if (!scope || Array.isArray(result) || Symbol.asyncIterator in result) return;
