@@ -5,6 +5,8 @@ import { systemClock, type Clock } from './clock.js';
 import { createDatabase, type Database } from './db/database.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
+import { createMetrics } from './metrics/metrics.js';
+import { conditionalUpdates, type CouponIssuer } from './coupons/service.js';
 import { seedIfEmpty } from './db/seed.js';
 import { defaultBackoff } from './db/transaction.js';
 import type { AppServices } from './graphql/context.js';
@@ -27,6 +29,8 @@ export interface BackendOptions {
   /** fsync off for a throwaway embedded cluster (load tests). */
   ephemeral?: boolean;
   host?: string;
+  /** How issueCoupon decides; the benchmark runs the peer designs through the same server. */
+  couponIssuer?: CouponIssuer;
 }
 
 export interface Backend {
@@ -40,12 +44,20 @@ export interface Backend {
   stop(): Promise<void>;
 }
 
-export function buildServices(config: AppConfig, database: Database, log: Logger, clock: Clock = systemClock): AppServices {
+export function buildServices(
+  config: AppConfig,
+  database: Database,
+  log: Logger,
+  clock: Clock = systemClock,
+  couponIssuer: CouponIssuer = conditionalUpdates,
+): AppServices {
   return {
     config,
+    couponIssuer,
     db: database.db,
     log,
     clock,
+    metrics: createMetrics(database.pool.raw, database.db),
     transactions: {
       lockTimeoutMs: config.lockTimeoutMs,
       statementTimeoutMs: config.statementTimeoutMs,
@@ -106,7 +118,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   const opened = await openDatabase({ ...options, seed: options.seed ?? true }, 'mutation-backend');
   const { database, embedded } = opened;
   try {
-    const services = buildServices(config, database, log, options.clock);
+    const services = buildServices(config, database, log, options.clock, options.couponIssuer);
     const app = createApp(services);
     const http = await listen(app, config.port, log, options.host);
     const workers = config.runWorkers ? startWorkers(services) : null;

@@ -1,19 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { issueCouponNaive } from './naive/issue-coupon.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { naiveIssuer } from './naive/issue-coupon.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 import { describeRun, runReferenceScenario } from './support/coupon-run.js';
 
-// The reference scenario of coupons.concurrency.test.ts with the resolver's service swapped for
-// the read-check-write version: the same invariant checks must catch it.
-vi.mock('../src/coupons/service.js', async (importOriginal) => ({
-  ...(await importOriginal<typeof import('../src/coupons/service.js')>()),
-  issueCoupon: issueCouponNaive,
-}));
+// The reference scenario of coupons.concurrency.test.ts with the server's coupon issuer swapped
+// for the read-check-write version: the same invariant checks must catch it.
 
 describe('the reference scenario against the naive read-check-write issue', () => {
   let backend: TestBackend;
   beforeAll(async () => {
-    backend = await createTestBackend();
+    backend = await createTestBackend({ couponIssuer: naiveIssuer });
   });
   afterAll(() => backend.close());
 

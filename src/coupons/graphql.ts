@@ -7,7 +7,6 @@ import { requireIdentifier, requireText, requireYen } from '../graphql/validate.
 import {
   findCampaign,
   insertCampaign,
-  issueCoupon,
   listCampaigns,
   listMemberCoupons,
   MAX_BUDGET_SLOTS,
@@ -116,12 +115,15 @@ builder.mutationField('issueCoupon', (t) =>
     resolve: async (_root, { input }, ctx) => {
       const { tenantId, userId } = requireMember(ctx);
       const campaignId = requireIdentifier(input.campaignId, 'campaignId');
-      const { clock, config } = ctx.services;
-      return runMutation(ctx, {
+      const { clock, config, couponIssuer } = ctx.services;
+      const result = await runMutation(ctx, {
         operation: 'issueCoupon',
-        work: (trx) => issueCoupon(trx, { tenantId, memberId: userId, campaignId, now: clock(), timeZone: config.businessTimeZone }),
+        ...(couponIssuer.isolation ? { isolation: couponIssuer.isolation } : {}),
+        work: (trx) => couponIssuer.issue(trx, { tenantId, memberId: userId, campaignId, now: clock(), timeZone: config.businessTimeZone }),
         entities: ({ coupon }) => (coupon ? [coupon.id, coupon.campaignId] : [campaignId]),
       });
+      ctx.services.metrics.couponOutcomes.inc({ status: result.status });
+      return result;
     },
   }),
 );

@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { CampaignRow, CouponRow, DB } from '../db/schema.js';
-import { RollbackAndReturn } from '../db/transaction.js';
+import { RollbackAndReturn, type Isolation } from '../db/transaction.js';
 import { badInput, notFound } from '../graphql/errors.js';
 import { businessMonth } from './month.js';
 
@@ -156,24 +156,24 @@ export interface IssueRequest {
  */
 export async function issueCoupon(trx: Transaction<DB>, request: IssueRequest): Promise<IssueResult> {
   const { tenantId, memberId, campaignId } = request;
-  const campaign = await trx
-    .selectFrom('campaigns')
-    .select(['discount_yen', 'budget_slots'])
-    .where('tenant_id', '=', tenantId)
-    .where('id', '=', campaignId)
-    .executeTakeFirst();
-  if (!campaign) throw notFound('Campaign');
-  const amount = campaign.discount_yen;
   const month = businessMonth(request.now, request.timeZone);
 
-  // 1. One per member: a double tap waits here for the first transaction, then sees its coupon.
-  const inserted = await trx
-    .insertInto('coupons')
-    .values({ tenant_id: tenantId, campaign_id: campaignId, member_id: memberId, month, amount_yen: amount, issued_at: request.now })
-    .onConflict((oc) => oc.columns(['tenant_id', 'campaign_id', 'member_id']).doNothing())
-    .returningAll()
-    .executeTakeFirst();
-  if (!inserted) {
+  // 1. One per member, on the unique index: a double tap waits here for the first transaction,
+  //    then sees its coupon. The campaign is read in the same statement (one round trip).
+  const attempt = await sql<CouponRow & { discount_yen: number; budget_slots: number; inserted: boolean }>`
+    with campaign as (
+      select discount_yen, budget_slots from campaigns where tenant_id = ${tenantId} and id = ${campaignId}
+    ), inserted as (
+      insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at)
+      select ${tenantId}, ${campaignId}, ${memberId}, ${month}, discount_yen, ${request.now} from campaign
+      on conflict (tenant_id, campaign_id, member_id) do nothing
+      returning *
+    )
+    select campaign.discount_yen, campaign.budget_slots, inserted.*, inserted.id is not null as inserted
+      from campaign left join inserted on true`.execute(trx);
+  const row = attempt.rows[0];
+  if (!row) throw notFound('Campaign');
+  if (!row.inserted) {
     const existing = await trx
       .selectFrom('coupons')
       .selectAll()
@@ -183,30 +183,33 @@ export async function issueCoupon(trx: Transaction<DB>, request: IssueRequest): 
       .executeTakeFirstOrThrow();
     return { status: 'ALREADY_ISSUED', coupon: toCoupon(existing) };
   }
+  const coupon = toCoupon(row);
 
   // 2. The monthly cap, on the member's month row: created with this amount when missing,
   //    otherwise increased only while the total stays within the tenant's cap.
-  if (!(await addMonthlyUsage(trx, tenantId, memberId, month, amount))) {
+  if (!(await addMonthlyUsage(trx, tenantId, memberId, month, coupon.amountYen))) {
     throw new RollbackAndReturn<IssueResult>({ status: 'MONTHLY_CAP', coupon: null });
   }
 
-  // 3. The notification, in the same transaction as the coupon it announces.
-  const coupon = toCoupon(inserted);
-  await trx
-    .insertInto('outbox_events')
-    .values({
-      tenant_id: tenantId,
-      topic: COUPON_ISSUED_TOPIC,
-      payload: JSON.stringify({ ...coupon, tenantId, issuedAt: coupon.issuedAt.toISOString() }),
-    })
-    .execute();
-
-  // 4. The budget, last.
-  if (!(await takeBudget(trx, tenantId, campaignId, amount, campaign.budget_slots))) {
+  // 3 and 4. The notification (an outbox row in this transaction) and the budget, last.
+  const event = JSON.stringify({ ...coupon, tenantId, issuedAt: coupon.issuedAt.toISOString() });
+  if (!(await takeBudget(trx, tenantId, campaignId, coupon.amountYen, row.budget_slots, event))) {
     throw new RollbackAndReturn<IssueResult>({ status: 'BUDGET_EXCEEDED', coupon: null });
   }
   return { status: 'ISSUED', coupon };
 }
+
+/**
+ * How issueCoupon decides. The server runs `conditionalUpdates`; the benchmark swaps in the peer
+ * designs it measures against (naive, SERIALIZABLE, advisory locks), which live in bench/.
+ */
+export interface CouponIssuer {
+  name: string;
+  isolation?: Isolation;
+  issue(trx: Transaction<DB>, request: IssueRequest): Promise<IssueResult>;
+}
+
+export const conditionalUpdates: CouponIssuer = { name: 'conditional updates', issue: (trx, request) => issueCoupon(trx, request) };
 
 /** True when the member's month total could take `amount` within the cap (and now has). */
 async function addMonthlyUsage(trx: Transaction<DB>, tenantId: string, memberId: string, month: string, amount: number) {
@@ -223,21 +226,28 @@ async function addMonthlyUsage(trx: Transaction<DB>, tenantId: string, memberId:
 }
 
 /**
- * Takes `amount` from the campaign's budget; false when no slot has room. With one slot this is
- * one conditional UPDATE: after waiting for the row lock, READ COMMITTED re-checks the WHERE
- * against the newest committed row, so the budget can never be overspent. With several slots an
- * issue takes any slot with room that nobody holds (SKIP LOCKED); only when every slot with room
- * is held does it wait for one, so a request is refused only when no slot has room at all.
+ * Writes the coupon's outbox event and takes `amount` from the campaign's budget, in one
+ * statement; false when no slot has room (the caller rolls the event back with everything else).
+ * The event row is new, so it collides with nothing: the budget row is still the last lock taken.
+ *
+ * With one slot the budget is one conditional UPDATE: after waiting for the row lock, READ
+ * COMMITTED re-checks the WHERE against the newest committed row, so the budget can never be
+ * overspent. With several slots an issue takes any slot with room that nobody holds (SKIP
+ * LOCKED); only when every slot with room is held does it wait for one, so a request is refused
+ * only when no slot has room at all.
  */
-async function takeBudget(trx: Transaction<DB>, tenantId: string, campaignId: string, amount: number, slots: number) {
+async function takeBudget(trx: Transaction<DB>, tenantId: string, campaignId: string, amount: number, slots: number, event: string) {
+  const outbox = sql`insert into outbox_events (tenant_id, topic, payload) values (${tenantId}, ${COUPON_ISSUED_TOPIC}, ${event}::jsonb)`;
   if (slots === 1) {
     const result = await sql`
+      with event as (${outbox})
       update campaign_budget_slots set issued_yen = issued_yen + ${amount}
        where tenant_id = ${tenantId} and campaign_id = ${campaignId} and slot = 0
          and issued_yen + ${amount} <= budget_yen
       returning slot`.execute(trx);
     return result.rows.length === 1;
   }
+  await sql`${outbox}`.execute(trx);
   for (const lock of [sql`for update skip locked`, sql`for update`]) {
     const result = await sql`
       with free as (

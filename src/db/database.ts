@@ -1,6 +1,15 @@
-import { Kysely, PostgresDialect } from 'kysely';
+import {
+  CompiledQuery,
+  Kysely,
+  PostgresDialect,
+  PostgresDriver,
+  type DatabaseConnection,
+  type Driver,
+  type PostgresDialectConfig,
+  type TransactionSettings,
+} from 'kysely';
 import type { Logger } from '../logger.js';
-import { createGuardedPool, type GuardedPool, type PoolOptions } from './pool.js';
+import { createGuardedPool, currentTransactionTimeouts, type GuardedPool, type PoolOptions } from './pool.js';
 import type { DB } from './schema.js';
 
 export interface Database {
@@ -10,9 +19,40 @@ export interface Database {
   close(): Promise<void>;
 }
 
+/**
+ * Opens a transaction and sets its timeouts in one round trip: `begin; select set_config(...)` as
+ * one simple query. Every statement costs a round trip, and the runner's transactions are the hot
+ * path. The settings are transaction-scoped (`is_local`), so a pooler in transaction mode is safe.
+ */
+class TimedPostgresDriver extends PostgresDriver {
+  override async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+    const timeouts = currentTransactionTimeouts();
+    if (!timeouts) return super.beginTransaction(connection, settings);
+    const ms = (value: number) => String(Math.max(1, Math.floor(value)));
+    const isolation = settings.isolationLevel ? ` isolation level ${settings.isolationLevel}` : '';
+    await connection.executeQuery(
+      CompiledQuery.raw(
+        `begin${isolation}; select set_config('lock_timeout', '${ms(timeouts.lockTimeoutMs)}', true), ` +
+          `set_config('statement_timeout', '${ms(timeouts.statementTimeoutMs)}', true), ` +
+          `set_config('idle_in_transaction_session_timeout', '${ms(timeouts.idleInTransactionTimeoutMs)}', true)`,
+      ),
+    );
+  }
+}
+
+class TimedPostgresDialect extends PostgresDialect {
+  constructor(private readonly settings: PostgresDialectConfig) {
+    super(settings);
+  }
+
+  override createDriver(): Driver {
+    return new TimedPostgresDriver(this.settings);
+  }
+}
+
 export function createDatabase(options: PoolOptions, log: Logger): Database {
   const pool = createGuardedPool(options, log);
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: pool.kyselyPool }) });
+  const db = new Kysely<DB>({ dialect: new TimedPostgresDialect({ pool: pool.kyselyPool }) });
   let closed: Promise<void> | null = null;
   return {
     db,

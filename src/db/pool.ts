@@ -12,18 +12,35 @@ import type { Logger } from '../logger.js';
  */
 interface TransactionMark {
   holding: boolean;
+  /** What BEGIN sets for this transaction (see TimedPostgresDriver). */
+  timeouts: TransactionTimeouts;
+}
+
+/** Transaction-scoped settings, in whole milliseconds. */
+export interface TransactionTimeouts {
+  lockTimeoutMs: number;
+  statementTimeoutMs: number;
+  idleInTransactionTimeoutMs: number;
 }
 
 const transactionScope = new AsyncLocalStorage<TransactionMark>();
 
 /** Runs `fn` in a fresh scope; `hold()` marks the moment the scope's transaction owns its connection. */
-export function withTransactionScope<T>(fn: (hold: (holding: boolean) => void) => Promise<T>): Promise<T> {
-  const mark: TransactionMark = { holding: false };
+export function withTransactionScope<T>(
+  timeouts: TransactionTimeouts,
+  fn: (hold: (holding: boolean) => void) => Promise<T>,
+): Promise<T> {
+  const mark: TransactionMark = { holding: false, timeouts };
   return transactionScope.run(mark, () =>
     fn((holding) => {
       mark.holding = holding;
     }),
   );
+}
+
+/** The timeouts of the transaction this async context is opening, if the runner opens it. */
+export function currentTransactionTimeouts(): TransactionTimeouts | undefined {
+  return transactionScope.getStore()?.timeouts;
 }
 
 export function isHoldingTransaction(): boolean {

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { AppError, ErrorCode, tryAgain } from '../graphql/errors.js';
 import { PoolExhaustedError, withTransactionScope } from './pool.js';
 import type { DB } from './schema.js';
@@ -92,14 +92,20 @@ async function attemptOnce<T>(
   remainingMs: number,
   work: UnitOfWork<T>,
 ): Promise<T> {
-  return withTransactionScope((hold) =>
+  // Each timeout is capped by what is left of the request's deadline; BEGIN sets them.
+  const cap = (ms: number) => Math.max(1, Math.min(ms, remainingMs));
+  const timeouts = {
+    lockTimeoutMs: cap(settings.lockTimeoutMs),
+    statementTimeoutMs: cap(settings.statementTimeoutMs),
+    idleInTransactionTimeoutMs: cap(settings.idleInTransactionTimeoutMs),
+  };
+  return withTransactionScope(timeouts, (hold) =>
     db
       .transaction()
       .setIsolationLevel(isolation)
       .execute(async (trx) => {
         hold(true);
         try {
-          await applyTimeouts(trx, settings, remainingMs);
           return await work(trx);
         } finally {
           // Commit or rollback happens after this callback, on the same connection; no query of
@@ -108,15 +114,6 @@ async function attemptOnce<T>(
         }
       }),
   );
-}
-
-/** Transaction-scoped timeouts, each capped by what is left of the request's deadline. */
-async function applyTimeouts(trx: Transaction<DB>, settings: TransactionSettings, remainingMs: number) {
-  const cap = (ms: number) => String(Math.max(1, Math.min(ms, remainingMs)));
-  await sql`select
-      set_config('lock_timeout', ${cap(settings.lockTimeoutMs)}, true),
-      set_config('statement_timeout', ${cap(settings.statementTimeoutMs)}, true),
-      set_config('idle_in_transaction_session_timeout', ${cap(settings.idleInTransactionTimeoutMs)}, true)`.execute(trx);
 }
 
 export function fullJitter(settings: Pick<TransactionSettings, 'baseDelayMs' | 'maxDelayMs'>, attempt: number) {

@@ -1,9 +1,11 @@
 import type { Kysely } from 'kysely';
 import type { AppConfig } from '../config.js';
 import type { Clock } from '../clock.js';
+import type { CouponIssuer } from '../coupons/service.js';
 import type { DB } from '../db/schema.js';
 import type { TransactionSettings } from '../db/transaction.js';
 import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics/metrics.js';
 import type { Session } from '../http/session.js';
 
 /** Process-wide parts, built once in main and shared by every request. */
@@ -13,6 +15,8 @@ export interface AppServices {
   log: Logger;
   clock: Clock;
   transactions: TransactionSettings;
+  metrics: Metrics;
+  couponIssuer: CouponIssuer;
 }
 
 /** One per GraphQL request. */

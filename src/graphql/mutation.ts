@@ -44,7 +44,10 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
     {
       deadline: ctx.deadline,
       ...(spec.isolation ? { isolation: spec.isolation } : {}),
-      onRetry: (sqlState, attempt) => ctx.log.debug({ sqlState, attempt }, 'transaction retried'),
+      onRetry: (sqlState, attempt) => {
+        ctx.services.metrics.transactionRetries.inc({ sqlstate: sqlState });
+        ctx.log.debug({ sqlState, attempt }, 'transaction retried');
+      },
     },
     async (trx) => {
       if (idempotency) {

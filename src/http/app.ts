@@ -102,6 +102,11 @@ export function createApp(services: AppServices): App {
     const url = new URL(request.url);
     if (url.pathname === '/health' && request.method === 'GET') return Response.json({ status: 'ok' });
     if (url.pathname === '/ready' && request.method === 'GET') return ready();
+    if (url.pathname === '/metrics' && request.method === 'GET') {
+      return new Response(await services.metrics.registry.metrics(), {
+        headers: { 'content-type': services.metrics.registry.contentType },
+      });
+    }
     if (url.pathname !== '/graphql' && url.pathname !== '/actions') {
       return Response.json({ message: `No route for ${request.method} ${url.pathname}; GraphQL is at /graphql` }, { status: 404 });
     }
@@ -144,8 +149,10 @@ export function createApp(services: AppServices): App {
   /** One line per request: what ran, how it ended, how long it took, how many attempts. No payloads. */
   function logCompleted(scope: RequestScope, method: string, path: string, status: number, started: number) {
     const { requestId, operation, outcome, attempts, replayed, sqlState } = scope;
-    log[path === '/health' || path === '/ready' ? 'debug' : 'info'](
-      { requestId, operation, method, path, status, outcome, attempts, replayed, sqlState, durationMs: Math.round(performance.now() - started) },
+    const seconds = (performance.now() - started) / 1000;
+    if (operation) services.metrics.requests.observe({ operation, outcome: outcome ?? 'OK' }, seconds);
+    log[path === '/graphql' || path === '/actions' ? 'info' : 'debug'](
+      { requestId, operation, method, path, status, outcome, attempts, replayed, sqlState, durationMs: Math.round(seconds * 1000) },
       'request completed',
     );
   }

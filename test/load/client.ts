@@ -80,22 +80,33 @@ export function barrier(): { wait: Promise<void>; release: () => void } {
   return { wait, release };
 }
 
-/** Runs `tasks` with at most `concurrency` in flight, all released together after `ready`. */
-export async function runReleasedTogether<T>(
-  tasks: (() => Promise<T>)[],
-  concurrency: number,
-): Promise<T[]> {
+/**
+ * Runs tasks from `next` (null: no more) on `concurrency` lanes, all released together once every
+ * lane exists. Results come back in task order.
+ */
+export async function runLanes<T>(next: (index: number) => (() => Promise<T>) | null, concurrency: number): Promise<T[]> {
   const gate = barrier();
-  const results = new Array<T>(tasks.length);
-  let next = 0;
-  const lanes = Array.from({ length: Math.min(concurrency, tasks.length) }, async () => {
+  const results: T[] = [];
+  let index = 0;
+  let exhausted = false;
+  const lanes = Array.from({ length: concurrency }, async () => {
     await gate.wait;
-    while (next < tasks.length) {
-      const index = next++;
-      results[index] = await tasks[index]!();
+    while (!exhausted) {
+      const mine = index++;
+      const task = next(mine);
+      if (task === null) {
+        exhausted = true;
+        break;
+      }
+      results[mine] = await task();
     }
   });
   gate.release();
   await Promise.all(lanes);
-  return results;
+  return results.filter((r) => r !== undefined);
+}
+
+/** Runs `tasks` with at most `concurrency` in flight, all released together. */
+export function runReleasedTogether<T>(tasks: (() => Promise<T>)[], concurrency: number): Promise<T[]> {
+  return runLanes((index) => tasks[index] ?? null, Math.min(concurrency, tasks.length));
 }

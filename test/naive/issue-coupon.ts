@@ -1,20 +1,45 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Transaction } from 'kysely';
 import { businessMonth } from '../../src/coupons/month.js';
-import type { IssueRequest, IssueResult } from '../../src/coupons/service.js';
+import { COUPON_ISSUED_TOPIC, type CouponIssuer, type IssueRequest, type IssueResult } from '../../src/coupons/service.js';
+import type { Isolation } from '../../src/db/transaction.js';
 import type { DB } from '../../src/db/schema.js';
 import { notFound } from '../../src/graphql/errors.js';
 
 /** Stands in for the push notification the naive version sent from inside its transaction. */
 const NOTIFICATION_CALL_MS = 2;
 
+export interface ReadCheckWriteOptions {
+  name: string;
+  isolation?: Isolation;
+  /** Call the notifier inside the transaction (the naive way) instead of writing an outbox row. */
+  notifyInline: boolean;
+  /** Locks to take before reading, for the advisory-lock peer. */
+  lockFirst?: (trx: Transaction<DB>, request: IssueRequest) => Promise<void>;
+}
+
 /**
- * The read-check-write issue this project replaced, kept to prove the tests can fail: it reads
- * the counters, decides in TypeScript, writes absolute values back (lost updates), and calls the
- * notifier inside the transaction instead of writing an outbox row. Two requests that read the
- * same counters both pass the checks.
+ * The read-check-write issue this project replaced: it reads the counters, decides in TypeScript
+ * and writes absolute values back. On READ COMMITTED with no lock, two requests that read the same
+ * counters both pass the checks (lost updates, overspent budgets, members over the cap). The
+ * benchmark's SERIALIZABLE and advisory-lock peers run this same code made safe by isolation or
+ * by locks taken first.
  */
-export async function issueCouponNaive(trx: Transaction<DB>, request: IssueRequest): Promise<IssueResult> {
+export function readCheckWriteIssuer(options: ReadCheckWriteOptions): CouponIssuer {
+  return {
+    name: options.name,
+    ...(options.isolation ? { isolation: options.isolation } : {}),
+    async issue(trx, request) {
+      await options.lockFirst?.(trx, request);
+      return readCheckWrite(trx, request, options.notifyInline);
+    },
+  };
+}
+
+/** The version kept to prove the tests can fail: no lock, notifier called inside the transaction. */
+export const naiveIssuer = readCheckWriteIssuer({ name: 'naive read-check-write', notifyInline: true });
+
+async function readCheckWrite(trx: Transaction<DB>, request: IssueRequest, notifyInline: boolean): Promise<IssueResult> {
   const { tenantId, memberId, campaignId } = request;
   const month = businessMonth(request.now, request.timeZone);
   const campaign = await trx
@@ -72,16 +97,14 @@ export async function issueCouponNaive(trx: Transaction<DB>, request: IssueReque
     .where('campaign_id', '=', campaignId)
     .where('slot', '=', 0)
     .execute();
-  await sleep(NOTIFICATION_CALL_MS);
-  return {
-    status: 'ISSUED',
-    coupon: {
-      id: coupon.id,
-      campaignId,
-      memberId,
-      month,
-      amountYen: amount,
-      issuedAt: coupon.issued_at,
-    },
-  };
+  const issued = { id: coupon.id, campaignId, memberId, month, amountYen: amount, issuedAt: coupon.issued_at };
+  if (notifyInline) {
+    await sleep(NOTIFICATION_CALL_MS);
+  } else {
+    await trx
+      .insertInto('outbox_events')
+      .values({ tenant_id: tenantId, topic: COUPON_ISSUED_TOPIC, payload: JSON.stringify({ ...issued, tenantId }) })
+      .execute();
+  }
+  return { status: 'ISSUED', coupon: issued };
 }

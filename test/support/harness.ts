@@ -5,6 +5,7 @@ import pg from 'pg';
 import { inject } from 'vitest';
 import { loadConfig, type AppConfig } from '../../src/config.js';
 import type { Clock } from '../../src/clock.js';
+import type { CouponIssuer } from '../../src/coupons/service.js';
 import { createDatabase, type Database } from '../../src/db/database.js';
 import type { AppServices } from '../../src/graphql/context.js';
 import { createApp, type App } from '../../src/http/app.js';
@@ -50,6 +51,8 @@ export interface TestBackendOptions {
   log?: Logger;
   /** Reuse a database instead of cloning a new one. */
   databaseUrl?: string;
+  /** The coupon strategy the server runs (the naive one, to prove a test can fail). */
+  couponIssuer?: CouponIssuer;
 }
 
 export async function createTestBackend(options: TestBackendOptions = {}): Promise<TestBackend> {
@@ -60,7 +63,7 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
     { connectionString: url, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName: 'test-app' },
     log,
   );
-  const services = buildServices(config, database, log, options.clock);
+  const services = buildServices(config, database, log, options.clock, options.couponIssuer);
   const app = createApp(services);
   const sql = new pg.Pool({ connectionString: url, max: 4 });
   sql.on('error', () => {});

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { CreateCampaignDocument, CreateTenantDocument, IssueCouponDocument } from '../../generated/graphql.js';
 import { runReleasedTogether, type GraphQLReply, type LoadClient } from '../client.js';
 import { countBy, summarize, type LatencySummary } from '../stats.js';
+import { replyOutcome, type LoadScenario } from '../scenario.js';
 
 export interface CampaignSpec {
   id: string;
@@ -147,14 +148,6 @@ export function sendIssue(client: LoadClient, scenario: CouponScenario, sessions
   );
 }
 
-/** What a reply says: the coupon status, or the error code. */
-export function outcomeOf(reply: GraphQLReply): string {
-  const error = reply.body.errors?.[0];
-  if (error) return String(error.extensions?.['code'] ?? `HTTP_${reply.status}`);
-  const payload = reply.body.data?.['issueCoupon'] as { status?: string } | undefined;
-  return payload?.status ?? `HTTP_${reply.status}`;
-}
-
 export interface InvariantReport {
   violations: string[];
   coupons: number;
@@ -254,7 +247,7 @@ export async function runCouponScenario(options: {
     options.concurrency,
   );
   const wallMs = performance.now() - started;
-  const outcomes = countBy(replies, outcomeOf);
+  const outcomes = countBy(replies, replyOutcome);
   const invariants = await checkCouponInvariants(options.sql, scenario, outcomes['ISSUED'] ?? 0);
   return {
     requests: replies.length,
@@ -263,5 +256,48 @@ export async function runCouponScenario(options: {
     latency: summarize(replies.map((r) => r.latencyMs)),
     outcomes,
     invariants,
+  };
+}
+
+/** Members per block when requests are generated for a duration: each block is a reference scenario's slice. */
+const DURATION_BLOCK_MEMBERS = 100;
+
+/**
+ * The coupon scenario for the load tool. By default the reference scenario (1,800 requests); with
+ * `total` requests, a reference-shaped scenario with enough members; with null (a duration), an
+ * endless stream of members, each sending every campaign twice, shuffled a block at a time.
+ */
+export function couponsScenario(runId: string, total: number | null): LoadScenario {
+  const members = total === null ? 1_000_000 : Math.max(1, Math.ceil(total / 6));
+  const scenario = referenceScenario(runId, total === null ? 30_000 : members);
+  if (total === null) {
+    scenario.members = [];
+    scenario.expectedIssued = null;
+  } else if (total !== members * 6) {
+    scenario.expectedIssued = null;
+  }
+  const fixed = total === null ? [] : couponRequests(scenario, 1).slice(0, total);
+  const blocks = new Map<number, CouponRequest[]>();
+  const streamed = (index: number): CouponRequest => {
+    const blockSize = DURATION_BLOCK_MEMBERS * scenario.campaigns.length * scenario.sends;
+    const block = Math.floor(index / blockSize);
+    if (!blocks.has(block)) {
+      blocks.clear();
+      const slice = { ...scenario, members: Array.from({ length: DURATION_BLOCK_MEMBERS }, (_, i) => `member-${block * DURATION_BLOCK_MEMBERS + i + 1}`) };
+      blocks.set(block, couponRequests(slice, block + 1));
+    }
+    return blocks.get(block)![index % blockSize]!;
+  };
+  return {
+    name: 'coupons',
+    setup: (client, sessions) => setupCouponScenario(client, scenario, sessions),
+    request(index, client, sessions) {
+      const request = total === null ? streamed(index) : fixed[index];
+      return request ? () => sendIssue(client, scenario, sessions, request) : null;
+    },
+    outcomeOf: replyOutcome,
+    async check(sql, outcomes) {
+      return (await checkCouponInvariants(sql, scenario, outcomes['ISSUED'] ?? 0)).violations;
+    },
   };
 }

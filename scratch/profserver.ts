@@ -1,0 +1,18 @@
+import { spawn } from 'node:child_process';
+import pg from 'pg';
+import { startScratchDatabase, freePort } from '../test/load/target.js';
+import { LoadClient } from '../test/load/client.js';
+import { runLoad } from '../test/load/run.js';
+import { couponsScenario, headerSessions } from '../test/load/scenarios/coupons.js';
+const db = await startScratchDatabase();
+const port = await freePort();
+const child = spawn(process.execPath, ['--cpu-prof', '--cpu-prof-dir=/tmp/prof', '--import', 'tsx', 'src/main.ts'], { env: { ...process.env, DATABASE_URL: db.databaseUrl, PORT: String(port), LOG_LEVEL: process.env.LL ?? 'warn' }, stdio: ['ignore', 'pipe', 'inherit'] });
+await new Promise<void>((r) => child.stdout!.on('data', (c) => { if (String(c).includes('GraphiQL')) r(); }));
+const sql = new pg.Pool({ connectionString: db.databaseUrl });
+const client = new LoadClient(`http://127.0.0.1:${port}/graphql`, 32);
+const result = await runLoad({ client, sessions: headerSessions(), scenario: couponsScenario('p1', null), concurrency: 32, amount: { durationSeconds: 10 }, sql });
+console.log(result.requestsPerSecond.toFixed(0), 'rps', result.latency.p99.toFixed(0), 'p99');
+client.close(); await sql.end();
+child.kill('SIGINT');
+await new Promise((r) => child.on('close', r));
+await db.stop();

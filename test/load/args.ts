@@ -1,0 +1,108 @@
+export const SCENARIOS = ['coupons', 'documents', 'huddles'] as const;
+export type ScenarioName = (typeof SCENARIOS)[number];
+
+export interface LoadArgs {
+  scenario: ScenarioName;
+  url: string | null;
+  databaseUrl: string | null;
+  concurrency: number;
+  /** null with a duration; the default is the scenario's own size (coupons: the 1,800-request reference scenario). */
+  requests: number | null;
+  durationSeconds: number | null;
+  json: string | null;
+  report: string | null;
+  secret: string | null;
+  help: boolean;
+}
+
+export const LOAD_USAGE = `usage: npm run load -- --scenario coupons|documents|huddles [options]
+
+  --url URL            the /graphql endpoint to load; without it a server is started on a fresh
+                       embedded database and stopped afterwards
+  --database-url URL   the database behind --url, for the invariant check in SQL
+  --concurrency N      requests in flight (default 32)
+  --requests N         how many requests (coupons default: the reference scenario, 1,800)
+  --duration S         run for S seconds instead of a request count
+  --json FILE          write the summary as JSON
+  --report FILE.html   write a self-contained HTML page (latency histogram, throughput over time)
+  --secret S           send x-action-secret with the x-hasura-* headers (a server with ACTION_SECRET)
+
+Exit 0 when every invariant held, 1 on a violation, 2 on bad arguments.`;
+
+export class UsageError extends Error {}
+
+// coupons: 300 members x 3 campaigns x 2 sends, the reference scenario.
+const DEFAULT_REQUESTS: Record<ScenarioName, number> = { coupons: 1_800, documents: 3_000, huddles: 4_000 };
+
+function positive(flag: string, raw: string | undefined): number {
+  const value = Number(raw);
+  if (raw === undefined || !/^\d+$/.test(raw) || value < 1) throw new UsageError(`${flag} needs a whole number above 0, got ${raw ?? 'nothing'}`);
+  return value;
+}
+
+export function parseLoadArgs(argv: string[]): LoadArgs {
+  const args: LoadArgs = {
+    scenario: 'coupons',
+    url: null,
+    databaseUrl: null,
+    concurrency: 32,
+    requests: null,
+    durationSeconds: null,
+    json: null,
+    report: null,
+    secret: null,
+    help: false,
+  };
+  let scenarioGiven = false;
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i]!;
+    const value = () => {
+      const next = argv[++i];
+      if (next === undefined || next.startsWith('--')) throw new UsageError(`${flag} needs a value`);
+      return next;
+    };
+    switch (flag) {
+      case '--scenario': {
+        const name = value();
+        if (!(SCENARIOS as readonly string[]).includes(name)) throw new UsageError(`unknown scenario "${name}"; choose ${SCENARIOS.join(', ')}`);
+        args.scenario = name as ScenarioName;
+        scenarioGiven = true;
+        break;
+      }
+      case '--url':
+        args.url = new URL(value()).toString();
+        break;
+      case '--database-url':
+        args.databaseUrl = value();
+        break;
+      case '--concurrency':
+        args.concurrency = positive(flag, value());
+        break;
+      case '--requests':
+        args.requests = positive(flag, value());
+        break;
+      case '--duration':
+        args.durationSeconds = positive(flag, value());
+        break;
+      case '--json':
+        args.json = value();
+        break;
+      case '--report':
+        args.report = value();
+        break;
+      case '--secret':
+        args.secret = value();
+        break;
+      case '--help':
+      case '-h':
+        args.help = true;
+        break;
+      default:
+        throw new UsageError(`unknown option ${flag}`);
+    }
+  }
+  if (args.requests !== null && args.durationSeconds !== null) throw new UsageError('give --requests or --duration, not both');
+  if (!scenarioGiven && !args.help) throw new UsageError('--scenario is required');
+  if (args.requests === null && args.durationSeconds === null) args.requests = DEFAULT_REQUESTS[args.scenario];
+  return args;
+}

@@ -1,0 +1,107 @@
+import { writeFile } from 'node:fs/promises';
+import pg from 'pg';
+import { LOAD_USAGE, parseLoadArgs, UsageError, type LoadArgs } from './args.js';
+import { LoadClient } from './client.js';
+import { renderReport } from './report.js';
+import { runLoad, type LoadResult } from './run.js';
+import type { LoadScenario } from './scenario.js';
+import { couponsScenario, headerSessions } from './scenarios/coupons.js';
+import { documentsScenario } from './scenarios/documents.js';
+import { huddlesScenario } from './scenarios/huddles.js';
+import { startScratchDatabase, startServerProcess } from './target.js';
+
+export function buildScenario(args: LoadArgs, runId: string): LoadScenario {
+  const total = args.requests;
+  switch (args.scenario) {
+    case 'coupons':
+      return couponsScenario(runId, total);
+    case 'documents':
+      return documentsScenario(runId, 3, total);
+    case 'huddles':
+      return huddlesScenario(runId, 20, Math.max(2, Math.ceil(args.concurrency / 10)), total);
+  }
+}
+
+export function formatResult(result: LoadResult): string {
+  const { latency } = result;
+  const lines = [
+    `scenario ${result.scenario}, ${result.concurrency} clients`,
+    `requests      ${result.requests} in ${(result.wallMs / 1000).toFixed(2)} s`,
+    `throughput    ${result.requestsPerSecond.toFixed(1)} requests/s`,
+    `latency       p50 ${latency.p50.toFixed(1)} ms  p95 ${latency.p95.toFixed(1)} ms  p99 ${latency.p99.toFixed(1)} ms  max ${latency.max.toFixed(1)} ms`,
+    `outcomes      ${Object.entries(result.outcomes).map(([k, v]) => `${k} ${v}`).join(', ')}`,
+    `errors        ${Object.entries(result.errors).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`,
+    result.violations === null
+      ? 'invariants    not checked: pass --database-url with --url'
+      : result.violations.length === 0
+        ? 'invariants    all held (checked in SQL)'
+        : `invariants    VIOLATED:\n${result.violations.map((v) => `  - ${v}`).join('\n')}`,
+  ];
+  return lines.join('\n');
+}
+
+async function main(): Promise<number> {
+  let args: LoadArgs;
+  try {
+    args = parseLoadArgs(process.argv.slice(2));
+  } catch (error) {
+    if (error instanceof UsageError) {
+      console.error(`${error.message}\n\n${LOAD_USAGE}`);
+      return 2;
+    }
+    throw error;
+  }
+  if (args.help) {
+    console.log(LOAD_USAGE);
+    return 0;
+  }
+  const database = args.url === null ? await startScratchDatabase() : null;
+  const server = database ? await startServerProcess('src/main.ts', { DATABASE_URL: database.databaseUrl }) : null;
+  const url = args.url ?? server!.url;
+  const databaseUrl = args.databaseUrl ?? database?.databaseUrl ?? null;
+  const sql = databaseUrl ? new pg.Pool({ connectionString: databaseUrl, max: 2 }) : null;
+  const client = new LoadClient(url, args.concurrency);
+  try {
+    console.error(`loading ${url} (${args.url ? 'given' : 'started on a fresh embedded database'})`);
+    const runId = `${Date.now().toString(36)}`;
+    const result = await runLoad({
+      client,
+      sessions: headerSessions(args.secret ? { 'x-action-secret': args.secret } : {}),
+      scenario: buildScenario(args, runId),
+      concurrency: args.concurrency,
+      amount: args.durationSeconds !== null ? { durationSeconds: args.durationSeconds } : { requests: args.requests ?? Infinity },
+      sql,
+      onProgress: (done, elapsedMs) => {
+        const line = `  ${done} requests, ${(elapsedMs / 1000).toFixed(1)} s, ${((done / Math.max(1, elapsedMs)) * 1000).toFixed(0)}/s`;
+        if (process.stderr.isTTY) process.stderr.write(`\r${line}   `);
+      },
+    });
+    if (process.stderr.isTTY) process.stderr.write('\n');
+    console.log(formatResult(result));
+    if (args.json) {
+      const { samples: _samples, ...summary } = result;
+      await writeFile(args.json, `${JSON.stringify(summary, null, 2)}\n`);
+      console.log(`summary written to ${args.json}`);
+    }
+    if (args.report) {
+      await writeFile(args.report, renderReport(result));
+      console.log(`report written to ${args.report}`);
+    }
+    return result.violations !== null && result.violations.length > 0 ? 1 : 0;
+  } finally {
+    client.close();
+    await sql?.end();
+    await server?.stop();
+    await database?.stop();
+  }
+}
+
+if (process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/^.*\/test\/load\//, '/test/load/'))) {
+  main().then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      console.error(error instanceof Error ? error.message : error);
+      process.exit(1);
+    },
+  );
+}

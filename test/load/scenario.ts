@@ -1,0 +1,27 @@
+import type pg from 'pg';
+import type { GraphQLReply, LoadClient } from './client.js';
+import type { Session } from './scenarios/coupons.js';
+
+/** How much load: a fixed number of requests, or as many as fit in a duration. */
+export type Amount = { requests: number } | { durationSeconds: number };
+
+export interface LoadScenario {
+  name: string;
+  /** Creates what the requests need (tenants, campaigns, contracts) through the API. */
+  setup(client: LoadClient, sessions: Session): Promise<void>;
+  /** The i-th request, or null when the scenario has no more. */
+  request(index: number, client: LoadClient, sessions: Session): (() => Promise<GraphQLReply>) | null;
+  /** A reply's status (ISSUED, JOINED, OK) or error code. */
+  outcomeOf(reply: GraphQLReply): string;
+  /** The scenario's invariants, counted in the database. */
+  check(sql: pg.Pool, outcomes: Record<string, number>): Promise<string[]>;
+}
+
+/** The first error's code, else the (only) payload's status, else OK. */
+export function replyOutcome(reply: GraphQLReply): string {
+  const error = reply.body.errors?.[0];
+  if (error) return String(error.extensions?.['code'] ?? `HTTP_${reply.status}`);
+  if (reply.status !== 200) return `HTTP_${reply.status}`;
+  const payload = Object.values(reply.body.data ?? {})[0] as { status?: unknown } | undefined;
+  return typeof payload?.status === 'string' ? payload.status : 'OK';
+}
