@@ -10,7 +10,7 @@ const child = spawn(process.execPath, ['--cpu-prof', '--cpu-prof-dir=/tmp/prof',
 await new Promise<void>((r) => child.stdout!.on('data', (c) => { if (String(c).includes('GraphiQL')) r(); }));
 const sql = new pg.Pool({ connectionString: db.databaseUrl });
 const client = new LoadClient(`http://127.0.0.1:${port}/graphql`, 32);
-const result = await runLoad({ client, sessions: headerSessions(), scenario: couponsScenario('p1', null), concurrency: 32, amount: { durationSeconds: 10 }, sql });
+const result = await runLoad({ client, sessions: headerSessions(), scenario: couponsScenario('p1', null), concurrency: 32, amount: { durationSeconds: 15 }, sql });
 console.log(result.requestsPerSecond.toFixed(0), 'rps', result.latency.p99.toFixed(0), 'p99');
 client.close(); await sql.end();
 child.kill('SIGINT');

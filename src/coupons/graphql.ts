@@ -1,4 +1,5 @@
 import { builder } from '../graphql/builder.js';
+import type { Context } from '../graphql/context.js';
 import { requireAdminScope, requireMember, requireTenantActor, requireTenantAdmin } from '../graphql/auth.js';
 import { ledgerCheck, type CampaignDrift, type CampaignOverBudget, type LedgerReport, type MemberOverCap, type UsageDrift } from './ledger.js';
 import { badInput } from '../graphql/errors.js';
@@ -105,6 +106,23 @@ builder.mutationField('createCampaign', (t) =>
   }),
 );
 
+/**
+ * The issueCoupon mutation's unit of work for the session's member: what the resolver runs, and
+ * what the benchmark runs straight through pg to measure the endpoint against.
+ */
+export async function issueCouponForSession(ctx: Context, campaignId: string): Promise<IssueResult> {
+  const { tenantId, userId } = requireMember(ctx);
+  const { clock, config, couponIssuer } = ctx.services;
+  const result = await runMutation(ctx, {
+    operation: 'issueCoupon',
+    ...(couponIssuer.isolation ? { isolation: couponIssuer.isolation } : {}),
+    work: (trx) => couponIssuer.issue(trx, { tenantId, memberId: userId, campaignId, now: clock(), timeZone: config.businessTimeZone }),
+    entities: ({ coupon }) => (coupon ? [coupon.id, coupon.campaignId] : [campaignId]),
+  });
+  ctx.services.metrics.couponOutcomes.inc({ status: result.status });
+  return result;
+}
+
 builder.mutationField('issueCoupon', (t) =>
   t.field({
     type: IssueCouponPayload,
@@ -112,19 +130,7 @@ builder.mutationField('issueCoupon', (t) =>
       "Issues the campaign's coupon to the session's member (x-hasura-user-id), at most once per campaign, " +
       "within the member's monthly cap and the campaign's budget. A refusal is a status, not an error.",
     args: { input: t.arg({ type: IssueCouponInput }) },
-    resolve: async (_root, { input }, ctx) => {
-      const { tenantId, userId } = requireMember(ctx);
-      const campaignId = requireIdentifier(input.campaignId, 'campaignId');
-      const { clock, config, couponIssuer } = ctx.services;
-      const result = await runMutation(ctx, {
-        operation: 'issueCoupon',
-        ...(couponIssuer.isolation ? { isolation: couponIssuer.isolation } : {}),
-        work: (trx) => couponIssuer.issue(trx, { tenantId, memberId: userId, campaignId, now: clock(), timeZone: config.businessTimeZone }),
-        entities: ({ coupon }) => (coupon ? [coupon.id, coupon.campaignId] : [campaignId]),
-      });
-      ctx.services.metrics.couponOutcomes.inc({ status: result.status });
-      return result;
-    },
+    resolve: (_root, { input }, ctx) => issueCouponForSession(ctx, requireIdentifier(input.campaignId, 'campaignId')),
   }),
 );
 

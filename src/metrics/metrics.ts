@@ -2,11 +2,12 @@ import type { Kysely } from 'kysely';
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DB } from '../db/schema.js';
-import { outboxStats } from '../worker/outbox.js';
+import { outboxStats, type OutboxStats } from '../worker/outbox.js';
 
 /** Latency buckets in seconds: fine below 100 ms, where the targets are. */
 const LATENCY_BUCKETS = [0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10];
 const OUTBOX_SCRAPE_TIMEOUT_MS = 1_000;
+const OUTBOX_STATS_REUSE_MS = 500;
 
 export interface Metrics {
   registry: Registry;
@@ -52,24 +53,36 @@ export function createMetrics(pool: pg.Pool, db: Kysely<DB>): Metrics {
       this.set({ state: 'waiting' }, pool.waitingCount);
     },
   });
-  const outboxPending = new Gauge({ name: 'outbox_pending_events', help: 'Outbox events waiting for delivery.', registers: [registry] });
+  // Both outbox gauges come from one query per scrape, whichever of them is collected first.
+  let latest: { at: number; stats: Promise<OutboxStats | null> } | null = null;
+  const currentStats = () => {
+    if (!latest || Date.now() - latest.at > OUTBOX_STATS_REUSE_MS) {
+      const stats = Promise.race([
+        outboxStats(db, null),
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), OUTBOX_SCRAPE_TIMEOUT_MS).unref()),
+      ]).catch(() => null); // the database is away: report nothing rather than fail the scrape
+      latest = { at: Date.now(), stats };
+    }
+    return latest.stats;
+  };
+  new Gauge({
+    name: 'outbox_pending_events',
+    help: 'Outbox events waiting for delivery.',
+    registers: [registry],
+    async collect() {
+      const stats = await currentStats();
+      if (stats) this.set(stats.pending);
+      else this.reset();
+    },
+  });
   new Gauge({
     name: 'outbox_oldest_pending_age_seconds',
     help: 'Age of the oldest pending outbox event (0 when none).',
     registers: [registry],
     async collect() {
-      try {
-        const stats = await Promise.race([
-          outboxStats(db, null),
-          new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), OUTBOX_SCRAPE_TIMEOUT_MS).unref()),
-        ]);
-        outboxPending.set(stats.pending);
-        this.set(stats.oldestPendingAgeSeconds ?? 0);
-      } catch {
-        // The database is away: report nothing rather than fail the scrape.
-        outboxPending.reset();
-        this.reset();
-      }
+      const stats = await currentStats();
+      if (stats) this.set(stats.oldestPendingAgeSeconds ?? 0);
+      else this.reset();
     },
   });
   return { registry, requests, couponOutcomes, transactionRetries };

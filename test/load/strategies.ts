@@ -1,0 +1,26 @@
+import { sql } from 'kysely';
+import { conditionalUpdates, type CouponIssuer } from '../../src/coupons/service.js';
+import { naiveIssuer, readCheckWriteIssuer } from '../naive/issue-coupon.js';
+
+/**
+ * The designs the benchmark puts side by side. Only `conditional updates` is the product; the
+ * peers are the read-check-write code made safe by isolation or by locks, plus the naive one.
+ */
+export const serializableIssuer = readCheckWriteIssuer({ name: 'SERIALIZABLE + retries', isolation: 'serializable', notifyInline: false });
+
+/** Read-check-write behind per-member and per-campaign advisory locks, always in that order. */
+export const advisoryLockIssuer = readCheckWriteIssuer({
+  name: 'advisory locks',
+  notifyInline: false,
+  async lockFirst(trx, { tenantId, memberId, campaignId }) {
+    await sql`select pg_advisory_xact_lock(hashtextextended('member' || chr(31) || ${tenantId} || chr(31) || ${memberId}, 0))`.execute(trx);
+    await sql`select pg_advisory_xact_lock(hashtextextended('campaign' || chr(31) || ${tenantId} || chr(31) || ${campaignId}, 0))`.execute(trx);
+  },
+});
+
+export const ISSUERS: Record<string, CouponIssuer> = {
+  naive: naiveIssuer,
+  serializable: serializableIssuer,
+  advisory: advisoryLockIssuer,
+  conditional: conditionalUpdates,
+};
