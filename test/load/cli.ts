@@ -10,6 +10,8 @@ import { documentsScenario } from './scenarios/documents.js';
 import { huddlesScenario } from './scenarios/huddles.js';
 import { startScratchDatabase, startServerProcess } from './target.js';
 
+const PROGRESS_LOG_INTERVAL_MS = 2_000;
+
 export function buildScenario(args: LoadArgs, runId: string): LoadScenario {
   const total = args.requests;
   switch (args.scenario) {
@@ -64,6 +66,7 @@ async function main(): Promise<number> {
   try {
     console.error(`loading ${url} (${args.url ? 'given' : 'started on a fresh embedded database'})`);
     const runId = `${Date.now().toString(36)}`;
+    let lastProgressLine = 0;
     const result = await runLoad({
       client,
       sessions: headerSessions(args.secret ? { 'x-action-secret': args.secret } : {}),
@@ -73,7 +76,12 @@ async function main(): Promise<number> {
       sql,
       onProgress: (done, elapsedMs) => {
         const line = `  ${done} requests, ${(elapsedMs / 1000).toFixed(1)} s, ${((done / Math.max(1, elapsedMs)) * 1000).toFixed(0)}/s`;
+        // A terminal gets one line rewritten in place; a log gets a line every few seconds.
         if (process.stderr.isTTY) process.stderr.write(`\r${line}   `);
+        else if (elapsedMs - lastProgressLine >= PROGRESS_LOG_INTERVAL_MS) {
+          lastProgressLine = elapsedMs;
+          process.stderr.write(`${line}\n`);
+        }
       },
     });
     if (process.stderr.isTTY) process.stderr.write('\n');
