@@ -80,7 +80,7 @@ export interface OpenedDatabase {
  * it), with every migration applied.
  */
 export async function openDatabase(
-  options: Pick<BackendOptions, 'config' | 'log' | 'dataDir' | 'ephemeral' | 'seed'>,
+  options: Pick<BackendOptions, 'config' | 'log' | 'dataDir' | 'ephemeral' | 'seed'> & { migrate?: boolean },
   applicationName: string,
 ): Promise<OpenedDatabase> {
   const { config, log } = options;
@@ -103,6 +103,7 @@ export async function openDatabase(
     await embedded?.stop();
   };
   try {
+    if (options.migrate === false) return { database, embedded, close };
     const applied = await migrate(database.db);
     log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
     if (embedded && options.seed && (await seedIfEmpty(database.db))) log.info('demo data loaded');

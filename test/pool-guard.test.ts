@@ -47,6 +47,9 @@ describe('the executor rule', () => {
     const pool = new pg.Pool({ connectionString: backend.databaseUrl, max: POOL_SIZE, connectionTimeoutMillis: ACQUIRE_TIMEOUT_MS });
     const root = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
     try {
+      // Open all four connections first, so that only the wait for a fifth can time out.
+      const warm = await Promise.all(Array.from({ length: POOL_SIZE }, () => pool.connect()));
+      for (const client of warm) client.release();
       const unitOfWork = buggyUnitsOfWork(POOL_SIZE);
       const { ms, outcomes } = await settleAll(
         Array.from({ length: POOL_SIZE }, () => root.transaction().execute((trx) => unitOfWork(root, trx))),

@@ -26,6 +26,8 @@ run(async () => {
     print('member-month counters that differ from their coupons', report.usageDrift);
     print('members over the monthly cap', report.membersOverCap);
     print('campaigns over budget', report.campaignsOverBudget);
+    print('legacy: campaigns adopted over budget (not drift)', report.legacyOverspend);
+    print('legacy: members adopted over the cap (not drift)', report.legacyMembersOverCap);
     console.log(report.ok ? 'ledger OK' : 'ledger DRIFT');
     process.exitCode = report.ok ? 0 : 1;
   } finally {

@@ -209,6 +209,14 @@ const LedgerReportType = builder.objectRef<LedgerReport>('LedgerReport').impleme
     usageDrift: t.expose('usageDrift', { type: [UsageDriftType] }),
     membersOverCap: t.expose('membersOverCap', { type: [MemberOverCapType] }),
     campaignsOverBudget: t.expose('campaignsOverBudget', { type: [CampaignOverBudgetType] }),
+    legacyOverspend: t.expose('legacyOverspend', {
+      type: [CampaignOverBudgetType],
+      description: 'Campaigns over budget by no more than they already were when adopted: legacy, not drift.',
+    }),
+    legacyMembersOverCap: t.expose('legacyMembersOverCap', {
+      type: [MemberOverCapType],
+      description: 'Member-months over the cap with adopted coupons only: legacy, not drift.',
+    }),
   }),
 });
 

@@ -128,6 +128,7 @@ export async function listMemberCoupons(db: Kysely<DB>, tenantId: string, member
     .selectAll()
     .where('tenant_id', '=', tenantId)
     .where('member_id', '=', memberId)
+    .where('voided_at', 'is', null)
     .orderBy('issued_at', 'desc')
     .orderBy('id')
     .execute();
@@ -166,7 +167,7 @@ export async function issueCoupon(trx: Transaction<DB>, request: IssueRequest): 
     ), inserted as (
       insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at)
       select ${tenantId}, ${campaignId}, ${memberId}, ${month}, discount_yen, ${request.now} from campaign
-      on conflict (tenant_id, campaign_id, member_id) do nothing
+      on conflict (tenant_id, campaign_id, member_id) where not legacy_duplicate do nothing
       returning *
     )
     select campaign.discount_yen, campaign.budget_slots, inserted.*, inserted.id is not null as inserted
@@ -180,6 +181,7 @@ export async function issueCoupon(trx: Transaction<DB>, request: IssueRequest): 
       .where('tenant_id', '=', tenantId)
       .where('campaign_id', '=', campaignId)
       .where('member_id', '=', memberId)
+      .where('legacy_duplicate', '=', false)
       .executeTakeFirstOrThrow();
     return { status: 'ALREADY_ISSUED', coupon: toCoupon(existing) };
   }

@@ -1,8 +1,9 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import type { DB } from './schema.js';
+import { SqlState, sqlStateOf } from './sqlstate.js';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../db/migrations/', import.meta.url));
 
@@ -26,21 +27,34 @@ export async function listMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
  * Returns the versions applied now.
  */
 export async function migrate(db: Kysely<DB>, dir = MIGRATIONS_DIR): Promise<string[]> {
+  return db.transaction().execute((trx) => applyMigrations(trx, dir));
+}
+
+/** The migrations inside a transaction the caller owns (adoption runs them with its own work). */
+export async function applyMigrations(trx: Transaction<DB>, dir = MIGRATIONS_DIR): Promise<string[]> {
   const migrations = await listMigrations(dir);
-  return db.transaction().execute(async (trx) => {
-    await sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`.execute(trx);
-    await sql`create table if not exists schema_migrations (
-        version text primary key,
-        applied_at timestamptz not null default now()
-      )`.execute(trx);
-    const done = new Set((await trx.selectFrom('schema_migrations').select('version').execute()).map((r) => r.version));
-    const applied: string[] = [];
-    for (const migration of migrations) {
-      if (done.has(migration.version)) continue;
+  await sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`.execute(trx);
+  await sql`create table if not exists schema_migrations (
+      version text primary key,
+      applied_at timestamptz not null default now()
+    )`.execute(trx);
+  const done = new Set((await trx.selectFrom('schema_migrations').select('version').execute()).map((r) => r.version));
+  const applied: string[] = [];
+  for (const migration of migrations) {
+    if (done.has(migration.version)) continue;
+    try {
       await sql.raw(await readFile(migration.file, 'utf8')).execute(trx);
-      await trx.insertInto('schema_migrations').values({ version: migration.version }).execute();
-      applied.push(migration.version);
+    } catch (error) {
+      if (sqlStateOf(error) === SqlState.duplicateTable) {
+        throw new Error(
+          `Migration ${migration.version} found a table that already exists (${(error as Error).message}). ` +
+            'If this database holds data from an earlier system, adopt it first: npm run db:adopt -- --tenant ID',
+        );
+      }
+      throw error;
     }
-    return applied;
-  });
+    await trx.insertInto('schema_migrations').values({ version: migration.version }).execute();
+    applied.push(migration.version);
+  }
+  return applied;
 }

@@ -15,6 +15,7 @@ export interface ContractsTable {
   id: Generated<string>;
   title: string;
   created_at: Defaulted<Date>;
+  adopted: Defaulted<boolean>;
 }
 
 export interface DocumentSequencesTable {
@@ -29,6 +30,7 @@ export interface ContractDocumentsTable {
   contract_id: string;
   doc_number: number;
   created_at: Defaulted<Date>;
+  legacy_duplicate_number: Defaulted<boolean>;
 }
 
 export interface CampaignsTable {
@@ -39,6 +41,7 @@ export interface CampaignsTable {
   budget_yen: number;
   budget_slots: Defaulted<number>;
   created_at: Defaulted<Date>;
+  adopted_overspend_yen: Defaulted<number>;
 }
 
 export interface CampaignBudgetSlotsTable {
@@ -57,6 +60,10 @@ export interface CouponsTable {
   month: string;
   amount_yen: number;
   issued_at: Date;
+  adopted: Defaulted<boolean>;
+  legacy_duplicate: Defaulted<boolean>;
+  redeemed_at: Date | null;
+  voided_at: Date | null;
 }
 
 export interface MemberMonthlyUsageTable {
@@ -121,6 +128,13 @@ export interface AuditLogTable {
   created_at: Defaulted<Date>;
 }
 
+export interface AdoptionsTable {
+  id: Generated<number>;
+  tenant_id: string;
+  adopted_at: Defaulted<Date>;
+  report: ColumnType<unknown, string, string>;
+}
+
 export interface SchemaMigrationsTable {
   version: string;
   applied_at: Defaulted<Date>;
@@ -140,6 +154,7 @@ export interface DB {
   huddle_participants: HuddleParticipantsTable;
   idempotency_keys: IdempotencyKeysTable;
   audit_log: AuditLogTable;
+  adoptions: AdoptionsTable;
   schema_migrations: SchemaMigrationsTable;
 }
 

@@ -21,11 +21,20 @@ export function databaseUrl(database: string): string {
 
 /** A fresh database cloned from the migrated template; each test file gets its own. */
 export async function createTestDatabaseUrl(): Promise<string> {
+  return createDatabaseFrom(inject('templateDatabase'));
+}
+
+/** A fresh database with no schema of ours at all (what an adopter starts from). */
+export async function createEmptyDatabaseUrl(): Promise<string> {
+  return createDatabaseFrom('template1');
+}
+
+async function createDatabaseFrom(template: string): Promise<string> {
   const name = `t_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: inject('adminUrl') });
   await admin.connect();
   try {
-    await admin.query(`create database ${name} template ${inject('templateDatabase')}`);
+    await admin.query(`create database ${name} template ${template}`);
   } finally {
     await admin.end();
   }

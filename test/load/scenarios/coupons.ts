@@ -172,7 +172,7 @@ export async function checkCouponInvariants(
   const campaigns = await one<{ id: string; budget_yen: number; issued_yen: number; coupons_yen: number }>(`
     select c.id, c.budget_yen,
            coalesce((select sum(issued_yen) from campaign_budget_slots s where s.tenant_id = c.tenant_id and s.campaign_id = c.id), 0)::int as issued_yen,
-           coalesce((select sum(amount_yen) from coupons k where k.tenant_id = c.tenant_id and k.campaign_id = c.id), 0)::int as coupons_yen
+           coalesce((select sum(amount_yen) from coupons k where k.tenant_id = c.tenant_id and k.campaign_id = c.id and k.voided_at is null), 0)::int as coupons_yen
       from campaigns c where c.tenant_id = $1 order by c.id`);
   for (const c of campaigns) {
     if (c.coupons_yen > c.budget_yen) violations.push(`campaign ${c.id}: coupons worth ${c.coupons_yen} yen over a budget of ${c.budget_yen}`);
@@ -182,23 +182,23 @@ export async function checkCouponInvariants(
   const overCap = await one<{ member_id: string; month: string; total: number }>(`
     select k.member_id, k.month, sum(k.amount_yen)::int as total
       from coupons k join tenants t on t.id = k.tenant_id
-     where k.tenant_id = $1 group by k.member_id, k.month, t.monthly_cap_yen
+     where k.tenant_id = $1 and k.voided_at is null group by k.member_id, k.month, t.monthly_cap_yen
     having sum(k.amount_yen) > t.monthly_cap_yen`);
   if (overCap.length > 0) violations.push(`${overCap.length} member-months over the cap (e.g. ${overCap[0]!.member_id}: ${overCap[0]!.total} yen)`);
 
   const usageDrift = await one<{ n: number }>(`
     select count(*)::int as n from (
       select coalesce(u.member_id, f.member_id) from member_monthly_usage u
-      full join (select member_id, month, sum(amount_yen)::int as total from coupons where tenant_id = $1 group by member_id, month) f
+      full join (select member_id, month, sum(amount_yen)::int as total from coupons where tenant_id = $1 and voided_at is null group by member_id, month) f
         on f.member_id = u.member_id and f.month = u.month
      where (u.tenant_id = $1 or u.tenant_id is null) and coalesce(u.used_yen, 0) <> coalesce(f.total, 0)) d`);
   if (usageDrift[0]!.n > 0) violations.push(`${usageDrift[0]!.n} member-month counters differ from their coupons`);
 
   const duplicates = await one<{ n: number }>(`
-    select count(*)::int as n from (select 1 from coupons where tenant_id = $1 group by campaign_id, member_id having count(*) > 1) d`);
+    select count(*)::int as n from (select 1 from coupons where tenant_id = $1 and not legacy_duplicate group by campaign_id, member_id having count(*) > 1) d`);
   if (duplicates[0]!.n > 0) violations.push(`${duplicates[0]!.n} members hold two coupons of one campaign`);
 
-  const [{ coupons }] = (await one<{ coupons: number }>(`select count(*)::int as coupons from coupons where tenant_id = $1`)) as [
+  const [{ coupons }] = (await one<{ coupons: number }>(`select count(*)::int as coupons from coupons where tenant_id = $1 and voided_at is null`)) as [
     { coupons: number },
   ];
   const [{ events }] = (await one<{ events: number }>(
