@@ -1,5 +1,5 @@
 import { builder } from '../graphql/builder.js';
-import { requireTenantActor } from '../graphql/auth.js';
+import { ACTOR_ROLES, requireTenantActor } from '../graphql/auth.js';
 import { badInput } from '../graphql/errors.js';
 import { runMutation } from '../graphql/mutation.js';
 import { requireText } from '../graphql/validate.js';
@@ -58,6 +58,7 @@ const CreateContractDocumentPayload = builder
 
 builder.mutationField('createContract', (t) =>
   t.field({
+    extensions: { roles: ACTOR_ROLES },
     type: CreateContractPayload,
     description: "Creates a contract in the session's tenant.",
     args: { input: t.arg({ type: CreateContractInput }) },
@@ -75,6 +76,7 @@ builder.mutationField('createContract', (t) =>
 
 builder.mutationField('createContractDocument', (t) =>
   t.field({
+    extensions: { roles: ACTOR_ROLES },
     type: CreateContractDocumentPayload,
     description:
       "Issues the contract's next document with the tenant's next number. A contract of another tenant is NOT_FOUND.",

@@ -1,6 +1,6 @@
 import { builder } from '../graphql/builder.js';
+import { ADMIN_ROLES, MEMBER_ROLES, requireAdminScope, requireMember, requireTenantActor, requireTenantAdmin } from '../graphql/auth.js';
 import type { Context } from '../graphql/context.js';
-import { requireAdminScope, requireMember, requireTenantActor, requireTenantAdmin } from '../graphql/auth.js';
 import { ledgerCheck, type CampaignDrift, type CampaignOverBudget, type LedgerReport, type MemberOverCap, type UsageDrift } from './ledger.js';
 import { badInput } from '../graphql/errors.js';
 import { runMutation } from '../graphql/mutation.js';
@@ -80,6 +80,7 @@ const IssueCouponInput = builder.inputType('IssueCouponInput', {
 
 builder.mutationField('createCampaign', (t) =>
   t.field({
+    extensions: { roles: ADMIN_ROLES },
     type: CreateCampaignPayload,
     description: "Creates a coupon campaign in the session's tenant. Tenant admin only.",
     args: { input: t.arg({ type: CreateCampaignInput }) },
@@ -125,6 +126,7 @@ export async function issueCouponForSession(ctx: Context, campaignId: string): P
 
 builder.mutationField('issueCoupon', (t) =>
   t.field({
+    extensions: { roles: MEMBER_ROLES },
     type: IssueCouponPayload,
     description:
       "Issues the campaign's coupon to the session's member (x-hasura-user-id), at most once per campaign, " +

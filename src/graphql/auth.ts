@@ -1,6 +1,14 @@
 import type { Context } from './context.js';
 import { forbidden, unauthenticated } from './errors.js';
 
+/**
+ * The roles each mutation accepts, declared on the field (`extensions.roles`) for the Hasura
+ * action permissions that `npm run hasura:metadata` writes. The checks below are what enforce them.
+ */
+export const ACTOR_ROLES = ['user', 'admin'] as const;
+export const MEMBER_ROLES = ['user'] as const;
+export const ADMIN_ROLES = ['admin'] as const;
+
 export interface TenantActor {
   tenantId: string;
   role: 'user' | 'admin';

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GraphQLError, type GraphQLSchema } from 'graphql';
+import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { sql } from 'kysely';
 import { sqlStateOf } from '../db/sqlstate.js';
@@ -45,6 +46,8 @@ export function createApp(services: AppServices): App {
     graphqlEndpoint: '/graphql',
     landingPage: false,
     graphiql: graphiqlOptions(config),
+    // GraphiQL's code is served from this process, not from a CDN: it works offline and behind firewalls.
+    renderGraphiQL,
     // Yoga logs several debug lines per request: format them only when someone listens.
     logging: {
       debug: (...args) => log.isLevelEnabled('debug') && log.debug({ yoga: args.map(String) }, 'yoga'),

@@ -1,5 +1,5 @@
 import { builder } from '../graphql/builder.js';
-import { requireAdminScope, requireMember, requireTenantActor } from '../graphql/auth.js';
+import { ADMIN_ROLES, MEMBER_ROLES, requireAdminScope, requireMember, requireTenantActor } from '../graphql/auth.js';
 import { badInput } from '../graphql/errors.js';
 import { runMutation } from '../graphql/mutation.js';
 import { requireText } from '../graphql/validate.js';
@@ -67,6 +67,7 @@ type Operation = typeof joinHuddle;
 function huddleMutation(name: string, description: string, operation: Operation) {
   builder.mutationField(name, (t) =>
     t.field({
+      extensions: { roles: MEMBER_ROLES },
       type: HuddlePayload,
       description,
       args: { input: t.arg({ type: HuddleInput }) },
@@ -104,6 +105,7 @@ const CleanupResultType = builder.objectRef<CleanupResult>('CleanupHuddlesPayloa
 
 builder.mutationField('cleanupHuddles', (t) =>
   t.field({
+    extensions: { roles: ADMIN_ROLES },
     type: CleanupResultType,
     description:
       "Runs one stale-huddle cleanup pass now (the worker runs one every HUDDLE_CLEANUP_INTERVAL_MS): the tenant's, or every tenant's for the platform operator. Admins only.",

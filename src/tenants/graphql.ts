@@ -1,5 +1,5 @@
 import { builder } from '../graphql/builder.js';
-import { requireOperator, requireTenantActor } from '../graphql/auth.js';
+import { ADMIN_ROLES, requireOperator, requireTenantActor } from '../graphql/auth.js';
 import { badInput } from '../graphql/errors.js';
 import { runMutation } from '../graphql/mutation.js';
 import { requireIdentifier, requireText, requireYen } from '../graphql/validate.js';
@@ -28,6 +28,7 @@ const CreateTenantPayload = builder.objectRef<{ tenant: Tenant }>('CreateTenantP
 
 builder.mutationField('createTenant', (t) =>
   t.field({
+    extensions: { roles: ADMIN_ROLES },
     type: CreateTenantPayload,
     description: 'Creates a tenant. Platform operator only (role admin without a tenant id).',
     args: { input: t.arg({ type: CreateTenantInput }) },

@@ -1,0 +1,10 @@
+import { writeFile } from 'node:fs/promises';
+import { loadConfig } from '../src/config.js';
+import { schema } from '../src/graphql/schema.js';
+import { actionsGraphql, actionsYaml } from '../src/http/hasura-metadata.js';
+
+/** Writes schema/hasura/actions.graphql and actions.yaml from the schema (REQUEST_DEADLINE_MS sets the timeout). */
+const config = loadConfig();
+await writeFile(new URL('../schema/hasura/actions.graphql', import.meta.url), actionsGraphql(schema));
+await writeFile(new URL('../schema/hasura/actions.yaml', import.meta.url), actionsYaml(schema, config.requestDeadlineMs));
+console.log('wrote schema/hasura/actions.graphql and schema/hasura/actions.yaml');
