@@ -31,6 +31,8 @@ export interface AppConfig {
   logLevel: string;
   /** Run the outbox relay and the other background loops inside this process. */
   runWorkers: boolean;
+  /** HTTP worker processes (node:cluster) sharing the port; 1 runs everything in one process. */
+  webConcurrency: number;
   outbox: OutboxConfig;
   huddles: HuddleConfig;
   idempotencyTtlHours: number;
@@ -211,6 +213,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     maxBodyBytes: readInt(env, 'MAX_BODY_BYTES', 100_000, 1_000, 10_000_000),
     logLevel: readString(env, 'LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info'),
     runWorkers: readBoolean(env, 'RUN_WORKERS', true),
+    webConcurrency: readInt(env, 'WEB_CONCURRENCY', 1, 1, 64),
     outbox: readOutbox(env),
     idempotencyTtlHours: readInt(env, 'IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 365),
     idempotencyCleanupIntervalMs: readInt(env, 'IDEMPOTENCY_CLEANUP_INTERVAL_MS', 60_000, 10, 86_400_000),

@@ -1,20 +1,77 @@
+import cluster from 'node:cluster';
 import { bootstrap, onShutdown, run } from './cli/bootstrap.js';
-import { isDevMode } from './config.js';
+import { isDevMode, type AppConfig } from './config.js';
 import { DEMO_HEADERS } from './http/graphiql.js';
-import { startBackend } from './server.js';
+import type { Logger } from './logger.js';
+import { buildServices, openDatabase, startBackend } from './server.js';
+import { startWorkers } from './worker/index.js';
+
+function banner(config: AppConfig, port: number, processes: string) {
+  const base = `http://localhost:${port}`;
+  console.log(`
+  GraphQL and GraphiQL: ${base}/graphql
+  Health: ${base}/health   Ready: ${base}/ready   Metrics: ${base}/metrics
+  Hasura Actions:       POST ${base}/actions
+  HTTP processes:       ${processes}
+  Background workers:   ${config.runWorkers ? 'running (one set: outbox relay, huddle cleanup, key expiry)' : 'off (RUN_WORKERS=false)'}
+${isDevMode(config) ? `  Headers for GraphiQL (dev mode):\n  ${JSON.stringify(DEMO_HEADERS)}\n` : ''}`);
+}
+
+/** One process: the database, the HTTP server and the background workers. */
+async function single(config: AppConfig, log: Logger) {
+  const backend = await startBackend({ config, log });
+  banner(config, backend.http.port, '1');
+  onShutdown(log, () => backend.stop());
+}
+
+/**
+ * WEB_CONCURRENCY > 1: this primary process starts the database (embedded or DATABASE_URL),
+ * migrates, loads the demo data and runs the one set of background workers; N forked processes
+ * share the port and serve HTTP. A process that dies is replaced.
+ */
+async function primary(config: AppConfig, log: Logger) {
+  const opened = await openDatabase({ config, log, seed: true }, 'mutation-backend-primary');
+  const databaseUrl = config.databaseUrl ?? opened.embedded!.connectionString();
+  const workers = config.runWorkers ? startWorkers(buildServices(config, opened.database, log)) : null;
+  let stopping = false;
+  const fork = () => cluster.fork({ DATABASE_URL: databaseUrl, RUN_WORKERS: 'false' });
+  let listening = 0;
+  cluster.on('listening', (_worker, address) => {
+    if (++listening === config.webConcurrency) banner(config, address.port, `${config.webConcurrency} (node:cluster, one port)`);
+  });
+  cluster.on('exit', (worker, code, signal) => {
+    if (stopping) return;
+    log.error({ pid: worker.process.pid, code, signal }, 'an HTTP process died; starting another');
+    fork();
+  });
+  for (let i = 0; i < config.webConcurrency; i++) fork();
+  onShutdown(log, async () => {
+    stopping = true;
+    const exits = Object.values(cluster.workers ?? {}).map(
+      (worker) =>
+        new Promise<void>((resolve) => {
+          if (!worker || worker.isDead()) return resolve();
+          worker.once('exit', () => resolve());
+          worker.process.kill('SIGTERM');
+        }),
+    );
+    await Promise.all(exits);
+    await workers?.stop();
+    await opened.close();
+  });
+}
+
+/** A forked HTTP process: the database is the primary's, the background workers are the primary's. */
+async function httpWorker(config: AppConfig, log: Logger) {
+  const backend = await startBackend({ config, log, seed: false });
+  onShutdown(log, () => backend.stop());
+}
 
 run(async () => {
   const { config, log } = bootstrap();
+  if (cluster.isWorker) return httpWorker(config, log);
   if (isDevMode(config)) {
     log.warn('dev mode: no ACTION_SECRET and no JWT_SECRET, so x-hasura-* headers are trusted as sent');
   }
-  const backend = await startBackend({ config, log });
-  const base = `http://localhost:${backend.http.port}`;
-  console.log(`
-  GraphQL and GraphiQL: ${backend.url}
-  Health: ${base}/health   Ready: ${base}/ready
-  Hasura Actions:       POST ${base}/actions
-  Background workers:   ${config.runWorkers ? 'running in this process' : 'off (RUN_WORKERS=false)'}
-${isDevMode(config) ? `  Headers for GraphiQL (dev mode):\n  ${JSON.stringify(DEMO_HEADERS)}\n` : ''}`);
-  onShutdown(log, () => backend.stop());
+  return config.webConcurrency > 1 ? primary(config, log) : single(config, log);
 });

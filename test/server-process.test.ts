@@ -186,3 +186,38 @@ async function embeddedUrl(dataDir: string, port: number): Promise<string> {
   const password = (await readFile(path.join(dataDir, 'app-password'), 'utf8')).trim();
   return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
 }
+
+describe('WEB_CONCURRENCY=2 npm start (all cores)', () => {
+  let dataRoot: string;
+  let server: Started;
+  beforeAll(async () => {
+    dataRoot = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-cluster-'));
+    await chmod(dataRoot, 0o755);
+    server = await startServer({
+      PORT: String(await freePort()),
+      EMBEDDED_PG_PORT: String(await freePort()),
+      EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres'),
+      WEB_CONCURRENCY: '2',
+    });
+  });
+  afterAll(async () => {
+    server.child.kill('SIGKILL');
+    await rm(dataRoot, { recursive: true, force: true });
+  });
+
+  it('serves one port from two HTTP processes with one set of background workers, and stops them all', async () => {
+    expect(server.output()).toContain('HTTP processes:       2 (node:cluster, one port)');
+    const pids = new Set<number>();
+    for (let i = 0; i < 40 && pids.size < 2; i++) {
+      const health = (await (await fetch(`${server.base}/health`, { headers: { connection: 'close' } })).json()) as { pid: number };
+      pids.add(health.pid);
+    }
+    expect(pids.size).toBe(2);
+    const created = await createDocument(server.base);
+    expect(((await created.json()) as { data: unknown }).data).toBeTruthy();
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+    expect(server.output().match(/outbox relay started/g)).toHaveLength(1);
+    expect(server.output().match(/"msg":"stopped"/g)?.length).toBe(3);
+  });
+});

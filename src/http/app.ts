@@ -103,7 +103,7 @@ export function createApp(services: AppServices): App {
 
   async function route(request: Request): Promise<Response> {
     const url = new URL(request.url);
-    if (url.pathname === '/health' && request.method === 'GET') return Response.json({ status: 'ok' });
+    if (url.pathname === '/health' && request.method === 'GET') return Response.json({ status: 'ok', pid: process.pid });
     if (url.pathname === '/ready' && request.method === 'GET') return ready();
     if (url.pathname === '/metrics' && request.method === 'GET') {
       return new Response(await services.metrics.registry.metrics(), {

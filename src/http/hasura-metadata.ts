@@ -10,6 +10,7 @@ import {
   type GraphQLField,
   type GraphQLNamedType,
   type GraphQLSchema,
+  type GraphQLType,
 } from 'graphql';
 
 /**
@@ -40,7 +41,8 @@ function reachableTypes(fields: GraphQLField<unknown, unknown>[]): GraphQLNamedT
     if (isInterfaceType(type) || isUnionType(type)) throw new Error(`Hasura actions cannot use ${type.name}: no interfaces or unions`);
     seen.set(type.name, type);
     if (isObjectType(type) || isInputObjectType(type)) {
-      for (const field of Object.values(type.getFields())) visit(getNamedType(field.type));
+      const fields: { type: GraphQLType }[] = Object.values(type.getFields());
+      for (const field of fields) visit(getNamedType(field.type));
     }
   };
   for (const field of fields) {
