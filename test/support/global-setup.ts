@@ -8,6 +8,7 @@ import { createDatabase } from '../../src/db/database.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
+import { startPgBouncer } from './pgbouncer.js';
 
 /**
  * One PostgreSQL per test run: the embedded one in a temporary folder, or the server DATABASE_URL
@@ -19,6 +20,8 @@ declare module 'vitest' {
   export interface ProvidedContext {
     /** Connection string of the server's maintenance database; tests create their own databases. */
     adminUrl: string;
+    /** Where the app and the tests connect: the server itself, or PgBouncer in front of it. */
+    appUrl: string;
     templateDatabase: string;
     embeddedDataDir: string | null;
   }
@@ -33,6 +36,17 @@ async function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+function serverOf(url: string) {
+  const parsed = new URL(url);
+  return { port: Number(parsed.port || 5432), user: decodeURIComponent(parsed.username), password: decodeURIComponent(parsed.password) };
+}
+
+function withPort(url: string, port: number): string {
+  const parsed = new URL(url);
+  parsed.port = String(port);
+  return parsed.toString();
 }
 
 export function databaseUrl(adminUrl: string, database: string): string {
@@ -80,11 +94,21 @@ export default async function setup(project: TestProject) {
     adminUrl = embedded.connectionString('postgres');
   }
   await buildTemplate(adminUrl);
+  // PGBOUNCER=<path of the pgbouncer binary>: every app and test connection goes through a
+  // PgBouncer in transaction mode; only creating databases talks to PostgreSQL directly.
+  const bouncerBinary = process.env['PGBOUNCER'];
+  const bouncer = bouncerBinary
+    ? await startPgBouncer(bouncerBinary, serverOf(adminUrl), await freePort())
+    : null;
+  const appUrl = bouncer ? withPort(adminUrl, bouncer.port) : adminUrl;
+  if (bouncer) console.log(`tests connect through PgBouncer (transaction mode) on port ${bouncer.port}`);
   project.provide('adminUrl', adminUrl);
+  project.provide('appUrl', appUrl);
   project.provide('templateDatabase', TEMPLATE_DATABASE);
   project.provide('embeddedDataDir', embedded?.dataDir ?? null);
 
   return async () => {
+    await bouncer?.stop();
     await embedded?.stop();
     if (tempRoot) await rm(tempRoot, { recursive: true, force: true });
   };

@@ -13,8 +13,9 @@ import { listen, type RunningServer } from '../../src/http/node-server.js';
 import { createLogger, type Logger } from '../../src/logger.js';
 import { buildServices } from '../../src/server.js';
 
+/** A database's URL as the app and the tests reach it (through PgBouncer when the run uses one). */
 export function databaseUrl(database: string): string {
-  const url = new URL(inject('adminUrl'));
+  const url = new URL(inject('appUrl'));
   url.pathname = `/${database}`;
   return url.toString();
 }
