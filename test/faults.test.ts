@@ -1,5 +1,4 @@
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -13,19 +12,12 @@ import { createLogger } from '../src/logger.js';
 import { CreateCampaignDocument, CreateContractDocumentDocument, IssueCouponDocument } from './generated/graphql.js';
 import { LoadClient, runReleasedTogether, type GraphQLReply } from './load/client.js';
 import { asTenantAdmin, asUser, createTestBackend, gqlOk, serveOverHttp, type TestBackend } from './support/harness.js';
+import { freePort } from './support/ports.js';
 
 const TENANT = 'faulty';
 const REQUESTS = 600;
 const CONCURRENCY = 16;
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 interface Sent {
   kind: 'document' | 'coupon';

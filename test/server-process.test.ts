@@ -2,25 +2,17 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createServer } from 'node:net';
 import pg from 'pg';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { print } from 'graphql';
 import { CreateContractDocumentDocument } from './generated/graphql.js';
 import { DEMO_HEADERS } from '../src/http/graphiql.js';
+import { freePort } from './support/ports.js';
 
 const PROJECT = new URL('..', import.meta.url).pathname;
 const DEMO_CONTRACT = '11111111-1111-4111-8111-111111111111';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 interface Started {
   child: ChildProcess;

@@ -1,21 +1,31 @@
 import { LoadClient } from '../load/client.js';
-import { headerSessions, referenceScenario, runCouponScenario, type CouponRunResult } from '../load/scenarios/coupons.js';
+import { runLoad, type LoadResult } from '../load/run.js';
+import { checkCouponInvariants, couponLoad, headerSessions, referenceScenario, type InvariantReport } from '../load/scenarios/coupons.js';
 import { serveOverHttp, type TestBackend } from './harness.js';
 
-/** The reference scenario over real HTTP at `concurrency` clients, in a tenant of its own. */
+export interface CouponRunResult extends LoadResult {
+  invariants: InvariantReport;
+}
+
+/**
+ * The reference scenario over real HTTP at `concurrency` clients, in a tenant of its own, through
+ * the load tool's runner; the invariants are counted in SQL afterwards.
+ */
 export async function runReferenceScenario(backend: TestBackend, concurrency: number, seed = concurrency): Promise<CouponRunResult> {
   const { url, server } = await serveOverHttp(backend);
   const client = new LoadClient(url, concurrency);
+  const scenario = referenceScenario(`c${concurrency}-${seed}`);
+  const requests = scenario.members.length * scenario.campaigns.length * scenario.sends;
   try {
-    await client.open();
-    return await runCouponScenario({
+    const result = await runLoad({
       client,
-      sql: backend.sql,
-      scenario: referenceScenario(`c${concurrency}-${seed}`),
       sessions: headerSessions(),
+      scenario: couponLoad(scenario, requests),
       concurrency,
-      seed,
+      amount: { requests },
+      sql: null,
     });
+    return { ...result, invariants: await checkCouponInvariants(backend.sql, scenario, result.outcomes['ISSUED'] ?? 0) };
   } finally {
     client.close();
     await server.close();

@@ -1,5 +1,4 @@
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -9,6 +8,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embed
 import { migrate } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { startPgBouncer } from './pgbouncer.js';
+import { freePort } from './ports.js';
 
 /**
  * One PostgreSQL per test run: the embedded one in a temporary folder, or the server DATABASE_URL
@@ -27,16 +27,6 @@ declare module 'vitest' {
   }
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function serverOf(url: string) {
   const parsed = new URL(url);

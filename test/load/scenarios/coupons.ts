@@ -1,8 +1,7 @@
 import { print } from 'graphql';
 import type pg from 'pg';
 import { CreateCampaignDocument, CreateTenantDocument, IssueCouponDocument } from '../../generated/graphql.js';
-import { runReleasedTogether, type GraphQLReply, type LoadClient } from '../client.js';
-import { countBy, summarize, type LatencySummary } from '../stats.js';
+import type { GraphQLReply, LoadClient } from '../client.js';
 import { replyOutcome, type LoadScenario } from '../scenario.js';
 
 export interface CampaignSpec {
@@ -210,53 +209,6 @@ export async function checkCouponInvariants(
     violations.push(`${coupons} coupons where exactly ${scenario.expectedIssued} are allowed`);
   }
   return { violations, coupons, outboxEvents: events };
-}
-
-export interface CouponRunResult {
-  requests: number;
-  wallMs: number;
-  requestsPerSecond: number;
-  latency: LatencySummary;
-  outcomes: Record<string, number>;
-  invariants: InvariantReport;
-}
-
-/**
- * Sets the scenario up, releases every request together with `concurrency` in flight, then
- * checks the invariants in SQL.
- */
-export async function runCouponScenario(options: {
-  client: LoadClient;
-  sql: pg.Pool | pg.Client;
-  scenario: CouponScenario;
-  sessions: Session;
-  concurrency: number;
-  seed: number;
-  onReply?: (reply: GraphQLReply) => void;
-}): Promise<CouponRunResult> {
-  const { client, scenario, sessions } = options;
-  await setupCouponScenario(client, scenario, sessions);
-  const requests = couponRequests(scenario, options.seed);
-  const started = performance.now();
-  const replies = await runReleasedTogether(
-    requests.map((request) => async () => {
-      const reply = await sendIssue(client, scenario, sessions, request);
-      options.onReply?.(reply);
-      return reply;
-    }),
-    options.concurrency,
-  );
-  const wallMs = performance.now() - started;
-  const outcomes = countBy(replies, replyOutcome);
-  const invariants = await checkCouponInvariants(options.sql, scenario, outcomes['ISSUED'] ?? 0);
-  return {
-    requests: replies.length,
-    wallMs,
-    requestsPerSecond: (replies.length / wallMs) * 1000,
-    latency: summarize(replies.map((r) => r.latencyMs)),
-    outcomes,
-    invariants,
-  };
 }
 
 const ISSUE_STATUSES = new Set(['ISSUED', 'ALREADY_ISSUED', 'MONTHLY_CAP', 'BUDGET_EXCEEDED']);
