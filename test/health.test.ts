@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { listen } from '../src/http/node-server.js';
 import { createTestBackend } from './support/harness.js';
 
 describe('/health and /ready', () => {
@@ -19,6 +20,21 @@ describe('/health and /ready', () => {
       await healthy.close();
       await orphaned.sql.end().catch(() => {});
       await orphaned.database.close();
+    }
+  });
+});
+
+describe('listening', () => {
+  it('names the way out when the port is taken', async () => {
+    const backend = await createTestBackend();
+    const first = await listen(backend.app, 0, backend.log, '127.0.0.1');
+    try {
+      await expect(listen(backend.app, first.port, backend.log, '127.0.0.1')).rejects.toThrow(
+        new RegExp(`Port ${first.port} is already in use: stop the other server or set PORT`),
+      );
+    } finally {
+      await first.close();
+      await backend.close();
     }
   });
 });

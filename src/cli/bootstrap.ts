@@ -17,6 +17,11 @@ export function bootstrap(): { config: AppConfig; log: Logger } {
 
 /** Runs `main`, printing a failure's message (not a stack trace) and exiting 1. */
 export function run(main: () => Promise<void>): void {
+  // A promise nobody awaited failed: that is a bug. Say so and stop rather than run on in an unknown state.
+  process.on('unhandledRejection', (reason) => {
+    console.error('unhandled promise rejection:', reason);
+    process.exit(1);
+  });
   main().catch((error: unknown) => {
     console.error(error instanceof Error ? error.message : error);
     process.exit(1);

@@ -62,7 +62,9 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host =
   // Keep-alive sockets from load generators must not outlive the idle window forever.
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (error: NodeJS.ErrnoException) =>
+      reject(error.code === 'EADDRINUSE' ? new Error(`Port ${port} is already in use: stop the other server or set PORT to another port`) : error),
+    );
     server.listen(port, host, () => resolve());
   });
   return {
