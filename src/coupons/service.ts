@@ -159,9 +159,12 @@ export async function issueCoupon(trx: Transaction<DB>, request: IssueRequest): 
   const { tenantId, memberId, campaignId } = request;
   const month = businessMonth(request.now, request.timeZone);
 
-  // 1. One per member, on the unique index: a double tap waits here for the first transaction,
-  //    then sees its coupon. The campaign is read in the same statement (one round trip).
-  const attempt = await sql<CouponRow & { discount_yen: number; budget_slots: number; inserted: boolean }>`
+  // 1 and 2, in one statement. One per member, on the unique index: a double tap waits here for
+  // the first transaction, then sees its coupon. Then the monthly cap, on the member's month row:
+  // created with this amount when missing, otherwise increased only while the total stays within
+  // the tenant's cap. The month row is written from the coupon insert's RETURNING, so it can only
+  // be locked after the coupon's index entry, and not at all when the coupon already existed.
+  const attempt = await sql<CouponRow & { discount_yen: number; budget_slots: number; inserted: boolean; within_cap: boolean }>`
     with campaign as (
       select discount_yen, budget_slots from campaigns where tenant_id = ${tenantId} and id = ${campaignId}
     ), inserted as (
@@ -169,8 +172,19 @@ export async function issueCoupon(trx: Transaction<DB>, request: IssueRequest): 
       select ${tenantId}, ${campaignId}, ${memberId}, ${month}, discount_yen, ${request.now} from campaign
       on conflict (tenant_id, campaign_id, member_id) where not legacy_duplicate do nothing
       returning *
+    ), usage as (
+      insert into member_monthly_usage (tenant_id, member_id, month, used_yen)
+      select i.tenant_id, i.member_id, i.month, i.amount_yen
+        from inserted i join tenants t on t.id = i.tenant_id
+       where i.amount_yen <= t.monthly_cap_yen
+      on conflict (tenant_id, member_id, month) do update
+        set used_yen = member_monthly_usage.used_yen + excluded.used_yen
+        where member_monthly_usage.used_yen + excluded.used_yen
+              <= (select monthly_cap_yen from tenants where id = excluded.tenant_id)
+      returning used_yen
     )
-    select campaign.discount_yen, campaign.budget_slots, inserted.*, inserted.id is not null as inserted
+    select campaign.discount_yen, campaign.budget_slots, inserted.*, inserted.id is not null as inserted,
+           exists (select 1 from usage) as within_cap
       from campaign left join inserted on true`.execute(trx);
   const row = attempt.rows[0];
   if (!row) throw notFound('Campaign');
@@ -185,13 +199,8 @@ export async function issueCoupon(trx: Transaction<DB>, request: IssueRequest): 
       .executeTakeFirstOrThrow();
     return { status: 'ALREADY_ISSUED', coupon: toCoupon(existing) };
   }
+  if (!row.within_cap) throw new RollbackAndReturn<IssueResult>({ status: 'MONTHLY_CAP', coupon: null });
   const coupon = toCoupon(row);
-
-  // 2. The monthly cap, on the member's month row: created with this amount when missing,
-  //    otherwise increased only while the total stays within the tenant's cap.
-  if (!(await addMonthlyUsage(trx, tenantId, memberId, month, coupon.amountYen))) {
-    throw new RollbackAndReturn<IssueResult>({ status: 'MONTHLY_CAP', coupon: null });
-  }
 
   // 3 and 4. The notification (an outbox row in this transaction) and the budget, last.
   const event = JSON.stringify({ ...coupon, tenantId, issuedAt: coupon.issuedAt.toISOString() });
@@ -212,20 +221,6 @@ export interface CouponIssuer {
 }
 
 export const conditionalUpdates: CouponIssuer = { name: 'conditional updates', issue: (trx, request) => issueCoupon(trx, request) };
-
-/** True when the member's month total could take `amount` within the cap (and now has). */
-async function addMonthlyUsage(trx: Transaction<DB>, tenantId: string, memberId: string, month: string, amount: number) {
-  const result = await sql<{ used_yen: number }>`
-    insert into member_monthly_usage (tenant_id, member_id, month, used_yen)
-    select ${tenantId}, ${memberId}, ${month}, ${amount}
-      from tenants where id = ${tenantId} and ${amount} <= monthly_cap_yen
-    on conflict (tenant_id, member_id, month) do update
-      set used_yen = member_monthly_usage.used_yen + excluded.used_yen
-      where member_monthly_usage.used_yen + excluded.used_yen
-            <= (select monthly_cap_yen from tenants where id = excluded.tenant_id)
-    returning used_yen`.execute(trx);
-  return result.rows.length === 1;
-}
 
 /**
  * Writes the coupon's outbox event and takes `amount` from the campaign's budget, in one
