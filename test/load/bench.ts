@@ -221,6 +221,8 @@ async function main() {
   console.log(`bench on ${machine}`);
   const database = await startScratchDatabase();
   const sql = new pg.Pool({ connectionString: database.databaseUrl, max: 2 });
+  // An idle connection the server drops must not take the whole run down with it.
+  sql.on('error', (error) => console.error(`database connection lost: ${error.message}`));
   const rows: Row[] = [];
   const hot: Row[] = [];
   let run = 0;

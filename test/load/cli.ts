@@ -62,6 +62,8 @@ async function main(): Promise<number> {
   const url = args.url ?? server!.url;
   const databaseUrl = args.databaseUrl ?? database?.databaseUrl ?? null;
   const sql = databaseUrl ? new pg.Pool({ connectionString: databaseUrl, max: 2 }) : null;
+  // An idle connection the server drops must not take the whole run down with it.
+  sql?.on('error', (error) => console.error(`database connection lost: ${error.message}`));
   const client = new LoadClient(url, args.concurrency);
   try {
     console.error(`loading ${url} (${args.url ? 'given' : 'started on a fresh embedded database'})`);
