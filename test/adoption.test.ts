@@ -1,6 +1,4 @@
-import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adoptLegacyData, type AdoptionReport } from '../src/adoption/adopt.js';
@@ -10,6 +8,7 @@ import { createLogger } from '../src/logger.js';
 import { CreateContractDocumentDocument, IssueCouponDocument, LedgerCheckDocument } from './generated/graphql.js';
 import { asTenantAdmin, asUser, createEmptyDatabaseUrl, createTestBackend, gqlOk, type TestBackend } from './support/harness.js';
 import { describeRun, runReferenceScenario } from './support/coupon-run.js';
+import { runScript } from './support/scripts.js';
 
 const FIXTURE = new URL('./fixtures/legacy-damaged.sql', import.meta.url);
 const TENANT = 'shop';
@@ -141,7 +140,7 @@ describe('adopting a database the naive versions damaged', () => {
     expect(ledger.legacyOverspend).toEqual([{ tenantId: TENANT, campaignId: 'spring', budgetYen: 3_000, couponsYen: 6_000 }]);
     expect(ledger.legacyMembersOverCap).toEqual([{ tenantId: TENANT, memberId: 'frank', month: '2026-10', couponsYen: 2_500, capYen: 2_000 }]);
 
-    const reconcile = await runScript('src/cli/reconcile.ts', legacy.url, ['--tenant', TENANT]);
+    const reconcile = await runScript('src/cli/reconcile.ts', { DATABASE_URL: legacy.url, LOG_LEVEL: 'warn' }, ['--tenant', TENANT]);
     expect(reconcile.output).toContain('ledger OK');
     expect(reconcile.output).toContain('legacy: campaigns adopted over budget (not drift): 1');
     expect(reconcile.code).toBe(0);
@@ -168,11 +167,11 @@ describe('adoption that fails midway', () => {
   it('npm run db:adopt -- --dry-run prints the report and exits 0; without --tenant it explains and exits 2', async () => {
     const fresh = await legacyDatabase();
     try {
-      const dry = await runScript('src/cli/adopt.ts', fresh.url, ['--tenant', TENANT, '--dry-run']);
+      const dry = await runScript('src/cli/adopt.ts', { DATABASE_URL: fresh.url, LOG_LEVEL: 'warn' }, ['--tenant', TENANT, '--dry-run']);
       expect(dry.output).toContain('DRY RUN: nothing was changed.');
       expect(dry.output).toMatch(/campaigns over budget .*: 1/);
       expect(dry.code).toBe(0);
-      const missing = await runScript('src/cli/adopt.ts', fresh.url, []);
+      const missing = await runScript('src/cli/adopt.ts', { DATABASE_URL: fresh.url, LOG_LEVEL: 'warn' }, []);
       expect(missing.output).toMatch(/usage: npm run db:adopt/);
       expect(missing.code).toBe(2);
       const publicTables = await fresh.sql.query("select count(*)::int as n from information_schema.tables where table_schema = 'public'");
@@ -185,15 +184,3 @@ describe('adoption that fails midway', () => {
     }
   });
 });
-
-async function runScript(script: string, databaseUrl: string, args: string[]) {
-  const child = spawn(path.resolve('node_modules/.bin/tsx'), [script, ...args], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  return { code, output };
-}

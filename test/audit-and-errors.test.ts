@@ -9,11 +9,9 @@ import {
   IssueCouponDocument,
   JoinHuddleDocument,
 } from './generated/graphql.js';
-import { asTenantAdmin, asUser, createTenant, createTestBackend, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
+import { asTenantAdmin, asUser, createTenant, createTestBackend, DATABASE_WORDS, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
 
 const TENANT = 'audited';
-// Phrases only PostgreSQL's own messages use.
-const DATABASE_WORDS = /relation "|violates|duplicate key|at or near|column "|sqlstate\b.*42|postgres/i;
 
 /** A pino destination that keeps every line, to read what the server logged. */
 function captureLog() {

@@ -7,10 +7,8 @@ import {
   CreateContractDocument as CreateContractMutation,
   CreateTenantDocument,
 } from './generated/graphql.js';
-import { asOperator, asUser, createTestBackend, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
+import { asOperator, asUser, createTestBackend, DATABASE_WORDS, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
 
-// Phrases only PostgreSQL's own messages use.
-const DATABASE_WORDS = /relation "|violates|duplicate key|at or near|column "|sqlstate|postgres/i;
 
 describe('tenants, contracts and document numbers', () => {
   let backend: TestBackend;

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,6 +12,7 @@ import { documentsScenario } from './load/scenarios/documents.js';
 import { huddlesScenario } from './load/scenarios/huddles.js';
 import { percentile } from './load/stats.js';
 import { createTestBackend, serveOverHttp, type TestBackend } from './support/harness.js';
+import { runScript } from './support/scripts.js';
 
 describe('npm run load: arguments', () => {
   it('defaults to the reference coupon scenario at 32 clients', () => {
@@ -122,15 +122,9 @@ describe('npm run load: scenarios and their invariant checks', () => {
   it('runs as a command against a given URL and database: prints the figures, writes JSON, exits 0', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'load-cli-'));
     const json = path.join(dir, 'summary.json');
-    const child = spawn(
-      path.resolve('node_modules/.bin/tsx'),
-      ['test/load/cli.ts', '--scenario', 'documents', '--url', url, '--database-url', backend.databaseUrl, '--requests', '60', '--concurrency', '4', '--json', json],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    const { code, output } = await runScript('test/load/cli.ts', {}, [
+      '--scenario', 'documents', '--url', url, '--database-url', backend.databaseUrl, '--requests', '60', '--concurrency', '4', '--json', json,
+    ]);
     expect(output).toMatch(/requests\s+60 in/);
     expect(output).toMatch(/latency\s+p50 .* p95 .* p99 .* max/);
     expect(output).toContain('invariants    all held (checked in SQL)');

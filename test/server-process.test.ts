@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,8 +9,8 @@ import { print } from 'graphql';
 import { CreateContractDocumentDocument } from './generated/graphql.js';
 import { DEMO_HEADERS } from '../src/http/graphiql.js';
 import { freePort } from './support/ports.js';
+import { captureOutput, runScript, spawnScript } from './support/scripts.js';
 
-const PROJECT = new URL('..', import.meta.url).pathname;
 const DEMO_CONTRACT = '11111111-1111-4111-8111-111111111111';
 
 
@@ -21,45 +21,25 @@ interface Started {
   exited: Promise<number | null>;
 }
 
-function spawnScript(script: string, env: Record<string, string>, args: string[] = []): ChildProcess {
-  return spawn(path.join(PROJECT, 'node_modules/.bin/tsx'), [script, ...args], {
-    cwd: PROJECT,
-    env: { ...process.env, NODE_ENV: 'development', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-}
-
-/** Runs a script to its end; returns its exit code and what it printed. */
-async function runScript(script: string, env: Record<string, string>, args: string[] = []) {
-  const child = spawnScript(script, env, args);
-  let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  return { code, output };
-}
-
 /** Runs `npm start`'s entry point as a user would, and waits for the URL it prints. */
 async function startServer(env: Record<string, string>): Promise<Started> {
   const child = spawnScript('src/main.ts', env);
-  let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const output = captureOutput(child);
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   const base = await new Promise<string>((resolve, reject) => {
     const timer = setInterval(() => {
-      const match = /GraphQL and GraphiQL: (http:\/\/localhost:\d+)\/graphql/.exec(output);
+      const match = /GraphQL and GraphiQL: (http:\/\/localhost:\d+)\/graphql/.exec(output());
       if (match) {
         clearInterval(timer);
         resolve(match[1]!);
       }
       if (child.exitCode !== null) {
         clearInterval(timer);
-        reject(new Error(`server exited: ${output}`));
+        reject(new Error(`server exited: ${output()}`));
       }
     }, 50);
   });
-  return { child, output: () => output, base, exited };
+  return { child, output, base, exited };
 }
 
 const createDocument = (base: string) =>
@@ -112,15 +92,14 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     expect(await pending()).toBe(1);
 
     const worker = spawnScript('src/worker/main.ts', { ...sameDatabase(), OUTBOX_POLL_INTERVAL_MS: '50' });
-    let output = '';
-    worker.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const output = captureOutput(worker);
     const closed = new Promise<number | null>((resolve) => worker.on('close', resolve));
     for (const deadline = Date.now() + 20_000; (await pending()) > 0 && Date.now() < deadline; ) await sleep(100);
     expect(await pending()).toBe(0);
     worker.kill('SIGTERM');
     expect(await closed).toBe(0);
-    expect(output).toContain('attached to the embedded PostgreSQL another process runs');
-    expect(output).toContain('outbox event delivered');
+    expect(output()).toContain('attached to the embedded PostgreSQL another process runs');
+    expect(output()).toContain('outbox event delivered');
     expect((await fetch(`${server.base}/ready`)).status).toBe(200);
   });
 

@@ -132,10 +132,8 @@ export function createActionsHandler(
       return Response.json({ message: first.message, extensions: first.extensions ?? { code } }, { status: actionStatusOf[code] });
     }
     const answer = Response.json(result.data?.[parsed.name] ?? null);
-    for (const name of ['idempotent-replayed']) {
-      const value = response.headers.get(name);
-      if (value !== null) answer.headers.set(name, value);
-    }
+    const replayed = response.headers.get('idempotent-replayed');
+    if (replayed !== null) answer.headers.set('idempotent-replayed', replayed);
     return answer;
   };
 }

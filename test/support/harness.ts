@@ -92,6 +92,9 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
   };
 }
 
+/** Phrases only PostgreSQL's own messages use: none may reach a client. */
+export const DATABASE_WORDS = /relation "|violates|duplicate key|at or near|column "|sqlstate|postgres/i;
+
 export type Headers = Record<string, string>;
 
 export const asUser = (tenantId: string, userId = 'member-1'): Headers => ({
