@@ -17,14 +17,29 @@ const ACQUIRE_TIMEOUT_MS = 1_500;
  * that moment certain instead of likely: every unit waits until all of them hold a connection.
  */
 function buggyUnitsOfWork(count: number) {
-  let arrived = 0;
-  let allHolding!: () => void;
-  const latch = new Promise<void>((resolve) => (allHolding = resolve));
+  const allHolding = barrier(count);
+  // No unit gives its connection back before every unit's second request has ended: otherwise
+  // the first timeout would free a connection for a neighbour still waiting, and it would succeed.
+  const allAnswered = barrier(count);
   return async (root: Kysely<DB>, trx: Transaction<DB>) => {
     await sql`select 1`.execute(trx);
-    if (++arrived === count) allHolding();
-    await latch;
-    await root.selectFrom('tenants').select('id').execute();
+    await allHolding();
+    try {
+      await root.selectFrom('tenants').select('id').execute();
+    } finally {
+      await allAnswered();
+    }
+  };
+}
+
+/** Resolves for everyone once `count` callers have arrived. */
+function barrier(count: number): () => Promise<void> {
+  let arrived = 0;
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return () => {
+    if (++arrived === count) open();
+    return opened;
   };
 }
 
