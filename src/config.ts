@@ -37,6 +37,29 @@ export interface AppConfig {
   huddles: HuddleConfig;
   idempotencyTtlHours: number;
   idempotencyCleanupIntervalMs: number;
+  edge: EdgeConfig;
+}
+
+/** What the public endpoint accepts from anyone on the internet (DESIGN §12). */
+export interface EdgeConfig {
+  maxQueryDepth: number;
+  /** Aliases in one document, root fields included. */
+  maxAliases: number;
+  /** Lexical tokens the parser reads before it gives up. */
+  maxQueryTokens: number;
+  /** A field costs 1, a list its `first` (or its declared maximum) times its selection. */
+  maxQueryCost: number;
+  introspection: boolean;
+  /** Origins allowed with credentials; '*' alone: any origin, without credentials. */
+  corsOrigins: string[];
+  metricsToken: string | null;
+  trustedDocumentsPath: string | null;
+  /** GraphQL operations executing at once; each holds at most one pool connection at a time. */
+  maxInFlight: number;
+  /** Operations of one tenant waiting for a turn; more are refused with TRY_AGAIN at once. */
+  tenantQueueMax: number;
+  httpRequestTimeoutMs: number;
+  httpMaxConnections: number;
 }
 
 export interface HuddleConfig {
@@ -178,6 +201,50 @@ function readTimeZone(env: Env): string {
   return zone;
 }
 
+const ANY_ORIGIN = '*';
+
+/** CORS_ORIGINS: comma-separated origins such as https://app.example.com, or * for any. */
+function readOrigins(env: Env, nodeEnv: AppConfig['nodeEnv']): string[] {
+  const raw = readString(env, 'CORS_ORIGINS');
+  if (raw === null) return nodeEnv === 'production' ? [] : [ANY_ORIGIN];
+  const origins = raw.split(',').map((origin) => origin.trim()).filter(Boolean);
+  for (const origin of origins) {
+    if (origin === ANY_ORIGIN) continue;
+    let parsed: URL | null = null;
+    try {
+      parsed = new URL(origin);
+    } catch {
+      // reported below
+    }
+    if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.origin !== origin) {
+      throw new ConfigError('CORS_ORIGINS', `"${origin}" is not an origin (expected scheme://host[:port] with no path or trailing slash)`);
+    }
+  }
+  if (origins.includes(ANY_ORIGIN) && origins.length > 1) {
+    throw new ConfigError('CORS_ORIGINS', '* stands alone: either any origin or a list of origins');
+  }
+  return origins;
+}
+
+function readEdge(env: Env, nodeEnv: AppConfig['nodeEnv'], dbPoolMax: number): EdgeConfig {
+  const metricsToken = readString(env, 'METRICS_TOKEN');
+  if (metricsToken !== null && metricsToken.length < 16) throw new ConfigError('METRICS_TOKEN', 'must be at least 16 characters');
+  return {
+    maxQueryDepth: readInt(env, 'MAX_QUERY_DEPTH', 10, 1, 100),
+    maxAliases: readInt(env, 'MAX_ALIASES', 15, 0, 1_000),
+    maxQueryTokens: readInt(env, 'MAX_QUERY_TOKENS', 1_000, 50, 100_000),
+    maxQueryCost: readInt(env, 'MAX_QUERY_COST', 5_000, 1, 10_000_000),
+    introspection: readBoolean(env, 'GRAPHQL_INTROSPECTION', nodeEnv !== 'production'),
+    corsOrigins: readOrigins(env, nodeEnv),
+    metricsToken,
+    trustedDocumentsPath: readString(env, 'TRUSTED_DOCUMENTS'),
+    maxInFlight: readInt(env, 'MAX_IN_FLIGHT', dbPoolMax, 1, 10_000),
+    tenantQueueMax: readInt(env, 'TENANT_QUEUE_MAX', 256, 0, 100_000),
+    httpRequestTimeoutMs: readInt(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
+    httpMaxConnections: readInt(env, 'HTTP_MAX_CONNECTIONS', 10_000, 1, 1_000_000),
+  };
+}
+
 export function loadConfig(env: Env = process.env): AppConfig {
   const nodeEnv = readNodeEnv(env);
   const actionSecret = readString(env, 'ACTION_SECRET');
@@ -193,6 +260,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     throw new ConfigError('ACTION_SECRET', 'must be at least 16 characters');
   }
   const requestDeadlineMs = readInt(env, 'REQUEST_DEADLINE_MS', 10_000, 100, 25_000);
+  const dbPoolMax = readInt(env, 'DB_POOL_MAX', 10, 1, 1000);
   const statementTimeoutMs = readInt(env, 'STATEMENT_TIMEOUT_MS', 5_000, 10, 600_000);
   return {
     nodeEnv,
@@ -200,7 +268,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     databaseUrl: readDatabaseUrl(env),
     embeddedPostgresPort: readInt(env, 'EMBEDDED_PG_PORT', 54_329, 1024, 65_535),
     embeddedDataDir: readString(env, 'EMBEDDED_PG_DATA_DIR'),
-    dbPoolMax: readInt(env, 'DB_POOL_MAX', 10, 1, 1000),
+    dbPoolMax,
     dbPoolAcquireTimeoutMs: readInt(env, 'DB_POOL_ACQUIRE_TIMEOUT_MS', 3_000, 1, 600_000),
     lockTimeoutMs: readInt(env, 'LOCK_TIMEOUT_MS', 2_000, 1, 600_000),
     statementTimeoutMs,
@@ -222,6 +290,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       staleAfterMs: readInt(env, 'HUDDLE_STALE_AFTER_MS', 30_000, 100, 86_400_000),
       cleanupBatchSize: readInt(env, 'HUDDLE_CLEANUP_BATCH_SIZE', 100, 1, 10_000),
     },
+    edge: readEdge(env, nodeEnv, dbPoolMax),
   };
 }
 

@@ -11,6 +11,7 @@ import { seedIfEmpty } from './db/seed.js';
 import { defaultBackoff } from './db/transaction.js';
 import type { AppServices } from './graphql/context.js';
 import { createApp, type App } from './http/app.js';
+import { FairAdmission } from './http/admission.js';
 import { listen, type RunningServer } from './http/node-server.js';
 import type { Logger } from './logger.js';
 import { startWorkers } from './worker/index.js';
@@ -51,13 +52,19 @@ export function buildServices(
   clock: Clock = systemClock,
   couponIssuer: CouponIssuer = conditionalUpdates,
 ): AppServices {
+  const admission = new FairAdmission({
+    capacity: config.edge.maxInFlight,
+    queueMax: config.edge.tenantQueueMax,
+    maxWaitMs: config.dbPoolAcquireTimeoutMs,
+  });
   return {
     config,
     couponIssuer,
     db: database.db,
     log,
     clock,
-    metrics: createMetrics(database.pool.raw, database.db),
+    admission,
+    metrics: createMetrics(database.pool.raw, database.db, admission),
     transactions: {
       lockTimeoutMs: config.lockTimeoutMs,
       statementTimeoutMs: config.statementTimeoutMs,
@@ -121,7 +128,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   try {
     const services = buildServices(config, database, log, options.clock, options.couponIssuer);
     const app = createApp(services);
-    const http = await listen(app, config.port, log, options.host);
+    const http = await listen(app, config.port, log, options.host ?? '0.0.0.0', config.edge);
     const workers = config.runWorkers ? startWorkers(services) : null;
     return {
       url: `http://localhost:${http.port}/graphql`,

@@ -178,12 +178,25 @@ describe('WEB_CONCURRENCY=2 npm start (all cores)', () => {
 
   it('serves one port from two HTTP processes with one set of background workers, and stops them all', async () => {
     expect(server.output()).toContain('HTTP processes:       2 (node:cluster, one port)');
-    const pids = new Set<number>();
-    for (let i = 0; i < 40 && pids.size < 2; i++) {
-      const health = (await (await fetch(`${server.base}/health`, { headers: { connection: 'close' } })).json()) as { pid: number };
-      pids.add(health.pid);
+    // Each HTTP process counts the requests it served in its own registry: with the requests
+    // spread over both, scrapes show two counts that add up to all of them.
+    const viewers = 21; // odd, so the two counts differ
+    for (let i = 0; i < viewers; i++) {
+      const response = await fetch(`${server.base}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', connection: 'close', ...DEMO_HEADERS },
+        body: JSON.stringify({ query: '{ viewer { role } }' }),
+      });
+      expect(response.status).toBe(200);
     }
-    expect(pids.size).toBe(2);
+    const counts = new Set<number>();
+    for (let i = 0; i < 40 && counts.size < 2; i++) {
+      const text = await (await fetch(`${server.base}/metrics`, { headers: { connection: 'close' } })).text();
+      const match = /graphql_request_duration_seconds_count\{operation="viewer",outcome="OK"\} (\d+)/.exec(text);
+      counts.add(Number(match?.[1] ?? 0));
+    }
+    expect([...counts].reduce((sum, count) => sum + count, 0)).toBe(viewers);
+    expect([...counts].every((count) => count > 0)).toBe(true);
     const created = await createDocument(server.base);
     expect(((await created.json()) as { data: unknown }).data).toBeTruthy();
     server.child.kill('SIGTERM');

@@ -1,8 +1,11 @@
 import { builder } from '../graphql/builder.js';
 import { requireAdminScope } from '../graphql/auth.js';
 import { badInput } from '../graphql/errors.js';
+import { runRead } from '../graphql/read.js';
+import { requirePageSize } from '../graphql/validate.js';
 import { listAudit, type AuditRecord } from './service.js';
 
+const PAGE_DEFAULT = 50;
 const PAGE_MAX = 500;
 
 const AuditEntryType = builder.objectRef<AuditRecord>('AuditEntry').implement({
@@ -24,15 +27,15 @@ builder.queryField('auditLog', (t) =>
     type: [AuditEntryType],
     description: "The audit trail, oldest first: the tenant's rows for its admin, every row for the platform operator.",
     args: {
-      limit: t.arg.int({ required: false, defaultValue: 50, description: `1 to ${PAGE_MAX}.` }),
+      limit: t.arg.int({ required: false, defaultValue: PAGE_DEFAULT, description: `1 to ${PAGE_MAX}.` }),
       after: t.arg.id({ required: false, description: 'Only rows after this id.' }),
     },
+    complexity: ({ limit }) => ({ field: 1, multiplier: limit ?? PAGE_DEFAULT }),
     resolve: (_root, { limit, after }, ctx) => {
       const tenantId = requireAdminScope(ctx);
-      const size = limit ?? 50;
-      if (!Number.isInteger(size) || size < 1 || size > PAGE_MAX) throw badInput(`limit must be from 1 to ${PAGE_MAX}`, 'limit');
+      const size = requirePageSize(limit ?? PAGE_DEFAULT, 'limit', PAGE_MAX);
       if (after != null && !/^\d{1,18}$/.test(after)) throw badInput('after must be an id from a previous page', 'after');
-      return listAudit(ctx.db, tenantId, size, after == null ? null : Number(after));
+      return runRead(ctx, (trx) => listAudit(trx, tenantId, size, after == null ? null : Number(after)));
     },
   }),
 );

@@ -1,20 +1,57 @@
+import { createContextCache } from '@pothos/core';
+import DataLoader from 'dataloader';
 import { builder } from '../graphql/builder.js';
 import { ACTOR_ROLES, requireTenantActor } from '../graphql/auth.js';
-import { badInput } from '../graphql/errors.js';
+import type { Context } from '../graphql/context.js';
 import { runMutation } from '../graphql/mutation.js';
-import { requireText } from '../graphql/validate.js';
+import { runRead } from '../graphql/read.js';
+import { requirePageSize, requireText } from '../graphql/validate.js';
 import {
   createContractDocument,
   findContract,
   insertContract,
   listContracts,
-  listDocuments,
+  listDocumentsOfContracts,
   type Contract,
   type ContractDocument,
 } from './service.js';
 
 const TITLE_MAX_LENGTH = 200;
+const CONTRACTS_PAGE_DEFAULT = 20;
 const CONTRACTS_PAGE_MAX = 100;
+const DOCUMENTS_PAGE_DEFAULT = 100;
+const DOCUMENTS_PAGE_MAX = 1_000;
+
+interface DocumentsKey {
+  tenantId: string;
+  contractId: string;
+  first: number;
+}
+
+/**
+ * Contract.documents for every contract of a request in one statement per page size: a list of
+ * 100 contracts costs two queries, not 101.
+ */
+const documentsLoader = createContextCache(
+  (ctx: Context) =>
+    new DataLoader<DocumentsKey, ContractDocument[], string>(
+      async (keys) => {
+        const groups = new Map<string, DocumentsKey[]>();
+        for (const key of keys) {
+          const group = `${key.tenantId}\u0000${key.first}`;
+          groups.set(group, [...(groups.get(group) ?? []), key]);
+        }
+        const found = new Map<DocumentsKey, ContractDocument[]>();
+        for (const group of groups.values()) {
+          const { tenantId, first } = group[0]!;
+          const byContract = await runRead(ctx, (trx) => listDocumentsOfContracts(trx, tenantId, group.map((k) => k.contractId), first));
+          for (const key of group) found.set(key, byContract.get(key.contractId) ?? []);
+        }
+        return keys.map((key) => found.get(key) ?? []);
+      },
+      { cacheKeyFn: (key) => `${key.tenantId}\u0000${key.contractId}\u0000${key.first}` },
+    ),
+);
 
 export const ContractDocumentType = builder.objectRef<ContractDocument>('ContractDocument').implement({
   fields: (t) => ({
@@ -34,8 +71,14 @@ export const ContractType = builder.objectRef<Contract>('Contract').implement({
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     documents: t.field({
       type: [ContractDocumentType],
-      description: 'Documents in number order.',
-      resolve: (contract, _args, ctx) => contract.documents ?? listDocuments(ctx.db, contract.tenantId, contract.id),
+      description: `The contract's first documents in number order (\`first\`: 1 to ${DOCUMENTS_PAGE_MAX}).`,
+      args: { first: t.arg.int({ required: false, defaultValue: DOCUMENTS_PAGE_DEFAULT }) },
+      complexity: ({ first }) => ({ field: 1, multiplier: first ?? DOCUMENTS_PAGE_DEFAULT }),
+      resolve: (contract, { first }, ctx) => {
+        const size = requirePageSize(first ?? DOCUMENTS_PAGE_DEFAULT, 'first', DOCUMENTS_PAGE_MAX);
+        if (contract.documents) return contract.documents.slice(0, size);
+        return documentsLoader(ctx).load({ tenantId: contract.tenantId, contractId: contract.id, first: size });
+      },
     }),
   }),
 });
@@ -98,19 +141,23 @@ builder.queryField('contract', (t) =>
     nullable: true,
     description: "A contract of the session's tenant, or null.",
     args: { id: t.arg({ type: 'UUID' }) },
-    resolve: (_root, { id }, ctx) => findContract(ctx.db, requireTenantActor(ctx).tenantId, id),
+    resolve: (_root, { id }, ctx) => {
+      const { tenantId } = requireTenantActor(ctx);
+      return runRead(ctx, (trx) => findContract(trx, tenantId, id));
+    },
   }),
 );
 
 builder.queryField('contracts', (t) =>
   t.field({
     type: [ContractType],
-    description: "The session's tenant's newest contracts.",
-    args: { first: t.arg.int({ required: false, defaultValue: 20 }) },
+    description: `The session's tenant's newest contracts (\`first\`: 1 to ${CONTRACTS_PAGE_MAX}).`,
+    args: { first: t.arg.int({ required: false, defaultValue: CONTRACTS_PAGE_DEFAULT }) },
+    complexity: ({ first }) => ({ field: 1, multiplier: first ?? CONTRACTS_PAGE_DEFAULT }),
     resolve: (_root, { first }, ctx) => {
-      const limit = first ?? 20;
-      if (limit < 1 || limit > CONTRACTS_PAGE_MAX) throw badInput(`first must be from 1 to ${CONTRACTS_PAGE_MAX}`, 'first');
-      return listContracts(ctx.db, requireTenantActor(ctx).tenantId, limit);
+      const { tenantId } = requireTenantActor(ctx);
+      const limit = requirePageSize(first ?? CONTRACTS_PAGE_DEFAULT, 'first', CONTRACTS_PAGE_MAX);
+      return runRead(ctx, (trx) => listContracts(trx, tenantId, limit));
     },
   }),
 );

@@ -105,13 +105,26 @@ export async function listContracts(db: Kysely<DB>, tenantId: string, limit: num
   return rows.map(toContract);
 }
 
-export async function listDocuments(db: Kysely<DB>, tenantId: string, contractId: string): Promise<ContractDocument[]> {
-  const rows = await db
-    .selectFrom('contract_documents')
-    .selectAll()
-    .where('tenant_id', '=', tenantId)
-    .where('contract_id', '=', contractId)
-    .orderBy('doc_number')
-    .execute();
-  return rows.map(toDocument);
+/**
+ * The first `first` documents of each contract, in number order, in one statement whatever the
+ * number of contracts: each contract is a lateral index scan on (tenant_id, contract_id, doc_number).
+ */
+export async function listDocumentsOfContracts(
+  db: Kysely<DB>,
+  tenantId: string,
+  contractIds: readonly string[],
+  first: number,
+): Promise<Map<string, ContractDocument[]>> {
+  const { rows } = await sql<ContractDocumentRow>`
+    select d.*
+      from unnest(${contractIds}::uuid[]) as c(id)
+      cross join lateral (
+        select * from contract_documents
+         where tenant_id = ${tenantId} and contract_id = c.id
+         order by doc_number
+         limit ${first}
+      ) d`.execute(db);
+  const byContract = new Map<string, ContractDocument[]>(contractIds.map((id) => [id, []]));
+  for (const row of rows) byContract.get(row.contract_id)?.push(toDocument(row));
+  return byContract;
 }

@@ -4,7 +4,8 @@ import type { Context } from '../graphql/context.js';
 import { ledgerCheck, type CampaignDrift, type CampaignOverBudget, type LedgerReport, type MemberOverCap, type UsageDrift } from './ledger.js';
 import { badInput } from '../graphql/errors.js';
 import { runMutation } from '../graphql/mutation.js';
-import { requireIdentifier, requireText, requireYen } from '../graphql/validate.js';
+import { runRead } from '../graphql/read.js';
+import { requireIdentifier, requirePageSize, requireText, requireYen } from '../graphql/validate.js';
 import {
   findCampaign,
   insertCampaign,
@@ -15,6 +16,9 @@ import {
   type Coupon,
   type IssueResult,
 } from './service.js';
+
+const LIST_PAGE_DEFAULT = 100;
+const LIST_PAGE_MAX = 500;
 
 export const CampaignType = builder.objectRef<Campaign>('Campaign').implement({
   fields: (t) => ({
@@ -142,25 +146,37 @@ builder.queryField('campaign', (t) =>
     nullable: true,
     description: "A campaign of the session's tenant, or null.",
     args: { id: t.arg.id() },
-    resolve: (_root, { id }, ctx) => findCampaign(ctx.db, requireTenantActor(ctx).tenantId, id),
+    resolve: (_root, { id }, ctx) => {
+      const { tenantId } = requireTenantActor(ctx);
+      return runRead(ctx, (trx) => findCampaign(trx, tenantId, id));
+    },
   }),
 );
 
 builder.queryField('campaigns', (t) =>
   t.field({
     type: [CampaignType],
-    description: "The session's tenant's campaigns, newest first.",
-    resolve: (_root, _args, ctx) => listCampaigns(ctx.db, requireTenantActor(ctx).tenantId),
+    description: `The session's tenant's campaigns, newest first (\`first\`: 1 to ${LIST_PAGE_MAX}).`,
+    args: { first: t.arg.int({ required: false, defaultValue: LIST_PAGE_DEFAULT }) },
+    complexity: ({ first }) => ({ field: 1, multiplier: first ?? LIST_PAGE_DEFAULT }),
+    resolve: (_root, { first }, ctx) => {
+      const { tenantId } = requireTenantActor(ctx);
+      const limit = requirePageSize(first ?? LIST_PAGE_DEFAULT, 'first', LIST_PAGE_MAX);
+      return runRead(ctx, (trx) => listCampaigns(trx, tenantId, limit));
+    },
   }),
 );
 
 builder.queryField('myCoupons', (t) =>
   t.field({
     type: [CouponType],
-    description: "The session's member's coupons, newest first.",
-    resolve: (_root, _args, ctx) => {
+    description: `The session's member's coupons, newest first (\`first\`: 1 to ${LIST_PAGE_MAX}).`,
+    args: { first: t.arg.int({ required: false, defaultValue: LIST_PAGE_DEFAULT }) },
+    complexity: ({ first }) => ({ field: 1, multiplier: first ?? LIST_PAGE_DEFAULT }),
+    resolve: (_root, { first }, ctx) => {
       const { tenantId, userId } = requireMember(ctx);
-      return listMemberCoupons(ctx.db, tenantId, userId);
+      const limit = requirePageSize(first ?? LIST_PAGE_DEFAULT, 'first', LIST_PAGE_MAX);
+      return runRead(ctx, (trx) => listMemberCoupons(trx, tenantId, userId, limit));
     },
   }),
 );
@@ -226,6 +242,9 @@ builder.queryField('ledgerCheck', (t) =>
   t.field({
     type: LedgerReportType,
     description: "Reconciliation of the tenant's coupon counters (every tenant for the platform operator). Admins only.",
-    resolve: (_root, _args, ctx) => ledgerCheck(ctx.db, requireAdminScope(ctx)),
+    resolve: (_root, _args, ctx) => {
+      const tenantId = requireAdminScope(ctx);
+      return runRead(ctx, (trx) => ledgerCheck(trx, tenantId));
+    },
   }),
 );

@@ -117,12 +117,12 @@ export async function findCampaign(db: Kysely<DB>, tenantId: string, id: string)
   return row ? toCampaign(row, row.issued_yen ?? 0) : null;
 }
 
-export async function listCampaigns(db: Kysely<DB>, tenantId: string): Promise<Campaign[]> {
-  const rows = await campaignsWithIssued(db, tenantId).orderBy('c.created_at', 'desc').orderBy('c.id').execute();
+export async function listCampaigns(db: Kysely<DB>, tenantId: string, limit: number): Promise<Campaign[]> {
+  const rows = await campaignsWithIssued(db, tenantId).orderBy('c.created_at', 'desc').orderBy('c.id').limit(limit).execute();
   return rows.map((row) => toCampaign(row, row.issued_yen ?? 0));
 }
 
-export async function listMemberCoupons(db: Kysely<DB>, tenantId: string, memberId: string): Promise<Coupon[]> {
+export async function listMemberCoupons(db: Kysely<DB>, tenantId: string, memberId: string, limit: number): Promise<Coupon[]> {
   const rows = await db
     .selectFrom('coupons')
     .selectAll()
@@ -131,6 +131,7 @@ export async function listMemberCoupons(db: Kysely<DB>, tenantId: string, member
     .where('voided_at', 'is', null)
     .orderBy('issued_at', 'desc')
     .orderBy('id')
+    .limit(limit)
     .execute();
   return rows.map(toCoupon);
 }

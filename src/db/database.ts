@@ -30,9 +30,10 @@ class TimedPostgresDriver extends PostgresDriver {
     if (!timeouts) return super.beginTransaction(connection, settings);
     const ms = (value: number) => String(Math.max(1, Math.floor(value)));
     const isolation = settings.isolationLevel ? ` isolation level ${settings.isolationLevel}` : '';
+    const access = settings.accessMode ? ` ${settings.accessMode}` : '';
     await connection.executeQuery(
       CompiledQuery.raw(
-        `begin${isolation}; select set_config('lock_timeout', '${ms(timeouts.lockTimeoutMs)}', true), ` +
+        `begin${isolation}${access}; select set_config('lock_timeout', '${ms(timeouts.lockTimeoutMs)}', true), ` +
           `set_config('statement_timeout', '${ms(timeouts.statementTimeoutMs)}', true), ` +
           `set_config('idle_in_transaction_session_timeout', '${ms(timeouts.idleInTransactionTimeoutMs)}', true)`,
       ),

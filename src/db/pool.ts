@@ -58,7 +58,7 @@ export class PoolReentryError extends Error {
 }
 
 export class PoolExhaustedError extends Error {
-  constructor(timeoutMs: number) {
+  constructor(readonly timeoutMs: number) {
     super(`No database connection became free within ${timeoutMs} ms`);
     this.name = 'PoolExhaustedError';
   }

@@ -18,11 +18,14 @@ export interface TransactionSettings {
 export const defaultBackoff = { baseDelayMs: 5, maxDelayMs: 250 } as const;
 
 export type Isolation = 'read committed' | 'serializable';
+export type AccessMode = 'read write' | 'read only';
 
 export interface RunOptions {
   /** Epoch milliseconds after which no attempt starts and no statement may run. */
   deadline: number;
   isolation?: Isolation;
+  /** 'read only' for the reads of a query: PostgreSQL then refuses any write. */
+  accessMode?: AccessMode;
   /** Told of every retry, for logs and metrics. */
   onRetry?: (sqlState: string, attempt: number) => void;
 }
@@ -68,14 +71,19 @@ export async function runInTransaction<T>(
     const remainingMs = options.deadline - Date.now();
     if (remainingMs <= 0) throw deadlineError(attempt - 1);
     try {
-      const value = await attemptOnce(db, settings, options.isolation ?? 'read committed', remainingMs, work);
+      const value = await attemptOnce(db, settings, options, remainingMs, work);
       return { value, attempts: attempt, rolledBack: false };
     } catch (error) {
       if (error instanceof RollbackAndReturn) return { value: error.value as T, attempts: attempt, rolledBack: true };
-      if (!isRetryableContention(error)) throw translate(error, attempt);
+      if (!isRetryableContention(error)) throw translate(error, attempt, settings);
       const state = sqlStateOf(error) ?? 'unknown';
       if (attempt >= settings.maxAttempts) {
-        throw tryAgain('The request met too much contention; resend it', { attempts: attempt, reason: state });
+        throw tryAgain('The request met too much contention; resend it', {
+          attempts: attempt,
+          reason: state,
+          // A lock held past lock_timeout is likely held as long again; other contention clears within a backoff.
+          retryAfterMs: state === SqlState.lockNotAvailable ? settings.lockTimeoutMs : settings.maxDelayMs,
+        });
       }
       options.onRetry?.(state, attempt);
       const delayMs = fullJitter(settings, attempt);
@@ -88,7 +96,7 @@ export async function runInTransaction<T>(
 async function attemptOnce<T>(
   db: Kysely<DB>,
   settings: TransactionSettings,
-  isolation: Isolation,
+  options: RunOptions,
   remainingMs: number,
   work: UnitOfWork<T>,
 ): Promise<T> {
@@ -99,20 +107,19 @@ async function attemptOnce<T>(
     statementTimeoutMs: cap(settings.statementTimeoutMs),
     idleInTransactionTimeoutMs: cap(settings.idleInTransactionTimeoutMs),
   };
+  let transaction = db.transaction().setIsolationLevel(options.isolation ?? 'read committed');
+  if (options.accessMode) transaction = transaction.setAccessMode(options.accessMode);
   return withTransactionScope(timeouts, (hold) =>
-    db
-      .transaction()
-      .setIsolationLevel(isolation)
-      .execute(async (trx) => {
-        hold(true);
-        try {
-          return await work(trx);
-        } finally {
-          // Commit or rollback happens after this callback, on the same connection; no query of
-          // ours runs in between, so the mark can drop here.
-          hold(false);
-        }
-      }),
+    transaction.execute(async (trx) => {
+      hold(true);
+      try {
+        return await work(trx);
+      } finally {
+        // Commit or rollback happens after this callback, on the same connection; no query of
+        // ours runs in between, so the mark can drop here.
+        hold(false);
+      }
+    }),
   );
 }
 
@@ -121,23 +128,35 @@ export function fullJitter(settings: Pick<TransactionSettings, 'baseDelayMs' | '
   return Math.random() * ceiling;
 }
 
-function deadlineError(attempts: number) {
-  return tryAgain('The request ran out of time; resend it', { attempts, reason: 'deadline' });
+/** A request that used its whole deadline met a slow moment; a second later is a fair guess. */
+const AFTER_DEADLINE_MS = 1_000;
+
+export function deadlineError(attempts: number) {
+  return tryAgain('The request ran out of time; resend it', { attempts, reason: 'deadline', retryAfterMs: AFTER_DEADLINE_MS });
 }
 
+/** A database that went away is usually back, or failed over, within a couple of seconds. */
+const RECONNECT_AFTER_MS = 2_000;
+
 /** Maps infrastructure failures to TRY_AGAIN; business errors and bugs pass through unchanged. */
-function translate(error: unknown, attempt: number): unknown {
+export function translate(error: unknown, attempt: number, settings: Pick<TransactionSettings, 'statementTimeoutMs'>): unknown {
   if (error instanceof AppError) return error;
   if (error instanceof PoolExhaustedError) {
-    return tryAgain('The server is busy; resend the request', { attempts: attempt, reason: 'pool' });
+    // Every connection stayed busy for the whole wait: the backlog is about that long.
+    return tryAgain('The server is busy; resend the request', { attempts: attempt, reason: 'pool', retryAfterMs: error.timeoutMs });
   }
   if (sqlStateOf(error) === SqlState.queryCanceled) {
-    return tryAgain('The request ran out of time; resend it', { attempts: attempt, reason: SqlState.queryCanceled });
+    return tryAgain('The request ran out of time; resend it', {
+      attempts: attempt,
+      reason: SqlState.queryCanceled,
+      retryAfterMs: settings.statementTimeoutMs,
+    });
   }
   if (isConnectionFailure(error)) {
     return tryAgain('The database connection was lost; resend the request with the same Idempotency-Key', {
       attempts: attempt,
       reason: sqlStateOf(error) ?? 'connection',
+      retryAfterMs: RECONNECT_AFTER_MS,
     });
   }
   return error;

@@ -1,5 +1,9 @@
 import SchemaBuilder from '@pothos/core';
+import ComplexityPlugin from '@pothos/plugin-complexity';
 import type { Context } from './context.js';
+
+/** A list whose size no argument states costs this many times its selection (Pothos's own default). */
+export const UNSIZED_LIST_MULTIPLIER = 10;
 
 export const builder = new SchemaBuilder<{
   Context: Context;
@@ -11,6 +15,10 @@ export const builder = new SchemaBuilder<{
     DateTime: { Input: Date; Output: Date | string };
   };
 }>({
+  plugins: [ComplexityPlugin],
+  // Fields declare their cost here; the document limits check the whole operation before it runs
+  // (src/http/document-limits.ts), so the plugin's own per-resolver check stays off.
+  complexity: { defaultComplexity: 1, defaultListMultiplier: UNSIZED_LIST_MULTIPLIER, disabled: true },
   defaultInputFieldRequiredness: true,
   defaultFieldNullability: false,
 });

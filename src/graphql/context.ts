@@ -7,6 +7,7 @@ import type { TransactionSettings } from '../db/transaction.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Session } from '../http/session.js';
+import type { FairAdmission } from '../http/admission.js';
 
 /** Process-wide parts, built once in main and shared by every request. */
 export interface AppServices {
@@ -17,6 +18,8 @@ export interface AppServices {
   transactions: TransactionSettings;
   metrics: Metrics;
   couponIssuer: CouponIssuer;
+  /** Turns for GraphQL operations, shared fairly between tenants. */
+  admission: FairAdmission;
 }
 
 /** One per GraphQL request. */
@@ -28,6 +31,10 @@ export interface Context {
   requestId: string;
   /** Epoch ms after which the request gives up (REQUEST_DEADLINE_MS after it arrived). */
   deadline: number;
+  /** Aborted when the client goes away: no further SQL is issued for it. */
+  signal: AbortSignal;
+  /** The request's database turns, one at a time (see runRead). */
+  turns: <T>(turn: () => Promise<T>) => Promise<T>;
   log: Logger;
   /** The raw Idempotency-Key header, checked when a mutation executes. */
   idempotencyKeyHeader: string | null;

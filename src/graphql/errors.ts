@@ -44,8 +44,32 @@ export const badInput = (message: string, field?: string) =>
 export const notFound = (what: string) => new AppError(ErrorCode.notFound, `${what} not found`);
 export const unauthenticated = (message: string) => new AppError(ErrorCode.unauthenticated, message);
 export const forbidden = (message: string) => new AppError(ErrorCode.forbidden, message);
-export const tryAgain = (message: string, details: Record<string, unknown> = {}) =>
-  new AppError(ErrorCode.tryAgain, message, details);
+export interface TryAgainDetails {
+  /** What ran out: a SQLSTATE, 'pool', 'deadline', 'connection', 'shed'. */
+  reason: string;
+  /** When a resend has a fair chance, judged from the cause. */
+  retryAfterMs: number;
+  attempts?: number;
+}
+
+/**
+ * TRY_AGAIN: safe to resend with the same Idempotency-Key. `extensions.retryAfterMs` says when;
+ * Yoga turns `extensions.http.headers` into the response's Retry-After header (whole seconds)
+ * and leaves `http` out of the body.
+ */
+export function tryAgain(message: string, details: TryAgainDetails): AppError {
+  const retryAfterMs = Math.max(1, Math.round(details.retryAfterMs));
+  return new AppError(ErrorCode.tryAgain, message, {
+    ...details,
+    retryAfterMs,
+    http: { headers: { 'Retry-After': String(retryAfterSeconds(retryAfterMs)) } },
+  });
+}
+
+/** Retry-After carries whole seconds; anything sooner than a second is 1. */
+export function retryAfterSeconds(retryAfterMs: number): number {
+  return Math.max(1, Math.ceil(retryAfterMs / 1000));
+}
 
 export function isErrorCode(value: unknown): value is ErrorCode {
   return typeof value === 'string' && Object.values(ErrorCode).includes(value as ErrorCode);

@@ -26,3 +26,9 @@ export function requireYen(value: number, field: string, max = 1_000_000_000): n
   if (value > max) throw badInput(`${field} must be at most ${max} yen`, field);
   return value;
 }
+
+/** A page size argument (`first`, `limit`): a whole number from 1 to `max`. */
+export function requirePageSize(value: number, field: string, max: number): number {
+  if (!Number.isInteger(value) || value < 1 || value > max) throw badInput(`${field} must be from 1 to ${max}`, field);
+  return value;
+}

@@ -46,6 +46,21 @@ export function actionDocument(field: GraphQLField<unknown, unknown>): string {
   return `mutation ${field.name}${variables ? `(${variables})` : ''} { ${field.name}${args ? `(${args})` : ''}${selection} }`;
 }
 
+/** What the GraphQL answer tells a client beyond its body: a replay, when to come back. */
+function copyHeaders(from: Response, to: Response): Response {
+  for (const name of ['idempotent-replayed', 'retry-after']) {
+    const value = from.headers.get(name);
+    if (value !== null) to.headers.set(name, value);
+  }
+  return to;
+}
+
+/** The document each action runs, by action (mutation) name. */
+export function actionDocuments(schema: GraphQLSchema): Map<string, string> {
+  const mutations = schema.getMutationType()?.getFields() ?? {};
+  return new Map(Object.values(mutations).map((field) => [field.name, actionDocument(field)]));
+}
+
 function actionError(status: number, code: string, message: string): Response {
   const requestId = currentRequestScope()?.requestId;
   return Response.json({ message, extensions: { code, ...(requestId ? { requestId } : {}) } }, { status });
@@ -92,8 +107,7 @@ export function createActionsHandler(
   schema: GraphQLSchema,
   services: AppServices,
 ): (request: Request) => Promise<Response> {
-  const mutations = schema.getMutationType()?.getFields() ?? {};
-  const documents = new Map(Object.values(mutations).map((field) => [field.name, actionDocument(field)]));
+  const documents = actionDocuments(schema);
 
   return async (request) => {
     if (request.method !== 'POST') return actionError(405, ErrorCode.badUserInput, 'Actions are POST requests');
@@ -129,11 +143,10 @@ export function createActionsHandler(
     const first = result.errors?.[0];
     if (first) {
       const code = isErrorCode(first.extensions?.['code']) ? first.extensions['code'] : ErrorCode.internal;
-      return Response.json({ message: first.message, extensions: first.extensions ?? { code } }, { status: actionStatusOf[code] });
+      return copyHeaders(response, Response.json({ message: first.message, extensions: first.extensions ?? { code } }, { status: actionStatusOf[code] }));
     }
     const answer = Response.json(result.data?.[parsed.name] ?? null);
-    const replayed = response.headers.get('idempotent-replayed');
-    if (replayed !== null) answer.headers.set('idempotent-replayed', replayed);
+    copyHeaders(response, answer);
     return answer;
   };
 }

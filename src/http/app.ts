@@ -7,14 +7,20 @@ import { sql } from 'kysely';
 import { sqlStateOf } from '../db/sqlstate.js';
 import type { AppServices, Context } from '../graphql/context.js';
 import { ErrorCode } from '../graphql/errors.js';
+import { createTurns } from '../graphql/read.js';
 import { schema as appSchema } from '../graphql/schema.js';
 import { createActionsHandler } from './actions.js';
 import { readLimitedBody, BodyTooLargeError } from './body.js';
 import { currentRequestScope, runInRequestScope, type RequestScope } from './request-scope.js';
-import { resolveSession, sessionFromVariables } from './session.js';
+import { bearerToken, resolveSession, secretMatches, sessionFromVariables } from './session.js';
 import { graphiqlOptions } from './graphiql.js';
-import { isOriginalGraphQLError, useErrorContract, useIdempotencyKey, useRequestOutcome } from './plugins.js';
+import { INVALID_OPERATION, isOriginalGraphQLError, useErrorContract, useIdempotencyKey, useRequestOutcome } from './plugins.js';
 import { toFetchRequest, writeFetchResponse } from './node-server.js';
+import { useDocumentLimits } from './document-limits.js';
+import { useAdmission } from './admission.js';
+import { corsOptions, isGraphQLContentType, useVaryOnOrigin } from './edge.js';
+import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
+import { useTrustedDocuments } from './trusted-documents.js';
 
 /** What the /actions adapter hands to Yoga: the session from Hasura's body, already authenticated. */
 export interface ServerContext {
@@ -68,7 +74,22 @@ export function createApp(services: AppServices): App {
         });
       },
     },
-    plugins: [useRequestOutcome(), useIdempotencyKey(), useErrorContract()],
+    cors: corsOptions(config.edge.corsOrigins),
+    plugins: [
+      ...(config.edge.introspection ? [] : [useDisableIntrospection()]),
+      ...(config.edge.trustedDocumentsPath ? [useTrustedDocuments(config, appSchema)] : []),
+      useVaryOnOrigin(),
+      useRequestOutcome(),
+      useDocumentLimits({
+        maxDepth: config.edge.maxQueryDepth,
+        maxAliases: config.edge.maxAliases,
+        maxTokens: config.edge.maxQueryTokens,
+        maxCost: config.edge.maxQueryCost,
+      }),
+      useIdempotencyKey(),
+      useAdmission(services.admission),
+      useErrorContract({ hideSuggestions: !config.edge.introspection }),
+    ],
     context: async ({ request, actionSessionVariables }): Promise<Context> => {
       const scope = currentRequestScope();
       const session = actionSessionVariables
@@ -80,6 +101,8 @@ export function createApp(services: AppServices): App {
         session,
         requestId: scope?.requestId ?? randomUUID(),
         deadline: Date.now() + config.requestDeadlineMs,
+        signal: request.signal,
+        turns: createTurns(),
         log,
         idempotencyKeyHeader: request.headers.get('idempotency-key'),
         idempotency: null,
@@ -101,26 +124,44 @@ export function createApp(services: AppServices): App {
     }
   }
 
+  async function metrics(request: Request): Promise<Response> {
+    const { metricsToken } = config.edge;
+    if (metricsToken !== null && !secretMatches(bearerToken(request.headers.get('authorization')), metricsToken)) {
+      return Response.json({ message: '/metrics needs Authorization: Bearer <METRICS_TOKEN>' }, { status: 401, headers: { 'www-authenticate': 'Bearer' } });
+    }
+    return new Response(await services.metrics.registry.metrics(), {
+      headers: { 'content-type': services.metrics.registry.contentType },
+    });
+  }
+
   async function route(request: Request): Promise<Response> {
     const url = new URL(request.url);
-    if (url.pathname === '/health' && request.method === 'GET') return Response.json({ status: 'ok', pid: process.pid });
+    if (url.pathname === '/health' && request.method === 'GET') return Response.json({ status: 'ok' });
     if (url.pathname === '/ready' && request.method === 'GET') return ready();
-    if (url.pathname === '/metrics' && request.method === 'GET') {
-      return new Response(await services.metrics.registry.metrics(), {
-        headers: { 'content-type': services.metrics.registry.contentType },
-      });
-    }
+    if (url.pathname === '/metrics' && request.method === 'GET') return metrics(request);
     if (url.pathname !== '/graphql' && url.pathname !== '/actions') {
       return Response.json({ message: `No route for ${request.method} ${url.pathname}; GraphQL is at /graphql` }, { status: 404 });
+    }
+    // A form or a text/plain body is what a page of another origin can post without a preflight:
+    // refusing them before anything runs keeps mutations out of reach of cross-site forms.
+    if (request.method === 'POST' && !isGraphQLContentType(request.headers.get('content-type'))) {
+      return Response.json(
+        {
+          message: 'POST bodies must be application/json (or application/graphql-response+json)',
+          extensions: { code: ErrorCode.badUserInput },
+        },
+        { status: 415 },
+      );
     }
     let buffered: Request;
     try {
       buffered = await readLimitedBody(request, config.maxBodyBytes);
     } catch (error) {
       if (error instanceof BodyTooLargeError) {
+        // The rest of the body was never read: the connection cannot carry another request.
         return Response.json(
           { message: error.message, extensions: { code: ErrorCode.badUserInput } },
-          { status: 413 },
+          { status: 413, headers: { connection: 'close' } },
         );
       }
       throw error;
@@ -151,10 +192,14 @@ export function createApp(services: AppServices): App {
 
   /** One line per request: what ran, how it ended, how long it took, how many attempts. No payloads. */
   function logCompleted(scope: RequestScope, method: string, path: string, status: number, started: number) {
-    const { requestId, operation, outcome, attempts, replayed, sqlState } = scope;
+    const { requestId, outcome, attempts, replayed, sqlState } = scope;
     const seconds = (performance.now() - started) / 1000;
+    const isGraphQL = path === '/graphql' || path === '/actions';
+    // A GraphQL request that never reached execution (parse error, a limit, a refused body) is
+    // counted as `invalid`: the label set stays the schema's root fields and a few fixed words.
+    const operation = scope.operation ?? (isGraphQL && method !== 'GET' && method !== 'OPTIONS' ? INVALID_OPERATION : undefined);
     if (operation) services.metrics.requests.observe({ operation, outcome: outcome ?? 'OK' }, seconds);
-    log[path === '/graphql' || path === '/actions' ? 'info' : 'debug'](
+    log[isGraphQL ? 'info' : 'debug'](
       { requestId, operation, method, path, status, outcome, attempts, replayed, sqlState, durationMs: Math.round(seconds * 1000) },
       'request completed',
     );
@@ -175,7 +220,8 @@ export function createApp(services: AppServices): App {
       // The hot path: GraphQL with a declared, acceptable length goes straight to Yoga's own Node
       // adapter (Node's parser holds the body to that length). Everything else takes the
       // Fetch path above, which buffers and limits bodies of unknown length.
-      if (path === '/graphql' && (req.method === 'GET' || declaredLength <= config.maxBodyBytes)) {
+      const isJsonPost = req.method === 'POST' && declaredLength <= config.maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
+      if (path === '/graphql' && (req.method === 'GET' || isJsonPost)) {
         const started = performance.now();
         const scope: RequestScope = { requestId };
         res.setHeader('x-request-id', requestId);
@@ -183,7 +229,7 @@ export function createApp(services: AppServices): App {
         runInRequestScope(scope, () => void yoga.requestListener(req, res));
         return;
       }
-      withinRequest(req.method ?? 'GET', path, requestId, () => route(toFetchRequest(req)))
+      withinRequest(req.method ?? 'GET', path, requestId, () => route(toFetchRequest(req, res)))
         .then((response) => writeFetchResponse(response, res))
         .catch((error: unknown) => {
           log.error({ err: error }, 'could not write the response');

@@ -1,14 +1,15 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
+import type { EdgeConfig } from '../config.js';
 import type { Logger } from '../logger.js';
 
 export interface NodeHandler {
   handleNode(req: IncomingMessage, res: ServerResponse): void;
 }
 
-/** A Node request as a Fetch Request (the body streams through). */
-export function toFetchRequest(req: IncomingMessage): Request {
+/** A Node request as a Fetch Request (the body streams through); its signal aborts when the client leaves. */
+export function toFetchRequest(req: IncomingMessage, res: ServerResponse): Request {
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined) continue;
@@ -16,9 +17,14 @@ export function toFetchRequest(req: IncomingMessage): Request {
   }
   const url = `http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`;
   const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+  const clientLeft = new AbortController();
+  res.once('close', () => {
+    if (!res.writableFinished) clientLeft.abort();
+  });
   return new Request(url, {
     method: req.method ?? 'GET',
     headers,
+    signal: clientLeft.signal,
     ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream<Uint8Array>, duplex: 'half' } : {}),
   } as RequestInit);
 }
@@ -49,8 +55,22 @@ export interface RunningServer {
   close(graceMs?: number): Promise<void>;
 }
 
-export async function listen(app: NodeHandler, port: number, log: Logger, host = '0.0.0.0'): Promise<RunningServer> {
-  const server = createServer((req, res) => {
+/**
+ * HTTP_REQUEST_TIMEOUT_MS: the whole request, headers and body, must arrive within it (a slow
+ * body would hold a socket for Node's default 300 s). HTTP_MAX_CONNECTIONS: open sockets; Node
+ * closes the ones beyond it at once.
+ */
+export type HttpLimits = Pick<EdgeConfig, 'httpRequestTimeoutMs' | 'httpMaxConnections'>;
+
+/** How often Node checks sockets against requestTimeout; its default of 30 s would let a timeout run 30 s late. */
+const TIMEOUT_CHECK_MS = 1_000;
+
+export async function listen(app: NodeHandler, port: number, log: Logger, host: string, limits: HttpLimits): Promise<RunningServer> {
+  const server = createServer({
+    requestTimeout: limits.httpRequestTimeoutMs,
+    headersTimeout: limits.httpRequestTimeoutMs,
+    connectionsCheckingInterval: TIMEOUT_CHECK_MS,
+  }, (req, res) => {
     try {
       app.handleNode(req, res);
     } catch (error) {
@@ -61,6 +81,7 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host =
   });
   // Keep-alive sockets from load generators must not outlive the idle window forever.
   server.keepAliveTimeout = 5_000;
+  server.maxConnections = limits.httpMaxConnections;
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) =>
       reject(error.code === 'EADDRINUSE' ? new Error(`Port ${port} is already in use: stop the other server or set PORT to another port`) : error),

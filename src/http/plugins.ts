@@ -20,14 +20,33 @@ function rootFields(operation: OperationDefinitionNode): string[] {
   return operation.selectionSet.selections.flatMap((s) => (s.kind === Kind.FIELD && s.name.value !== '__typename' ? [s.name.value] : []));
 }
 
+/** The operation label of a request that never reached execution (unparsable, invalid, over a limit). */
+export const INVALID_OPERATION = 'invalid';
+
+/**
+ * What a request's metrics and log line call its operation: the one root field it runs (a name
+ * of the schema, since only valid documents execute), `introspection`, or `multiple`. Never the
+ * client's aliases or operation name, so the set of label values is fixed by the schema.
+ */
+export function operationLabel(operation: OperationDefinitionNode): string {
+  const names = new Set(rootFields(operation));
+  if (names.size === 0) return '__typename';
+  if (names.size > 1) return 'multiple';
+  const [name] = names as unknown as [string];
+  return name.startsWith('__') ? 'introspection' : name;
+}
+
 /**
  * Every error a client reads has one of the codes of DESIGN §7 and the request id. Parse,
  * validation and variable coercion errors are the client's mistakes: BAD_USER_INPUT.
  */
-function withErrorContract(error: GraphQLError, requestId: string): GraphQLError {
+function withErrorContract(error: GraphQLError, requestId: string, hideSuggestions: boolean): GraphQLError {
   const original = error.extensions['code'];
   const code = isErrorCode(original) ? original : ErrorCode.badUserInput;
-  return new GraphQLError(error.message, {
+  // "Did you mean …?" names fields and values of the schema: with introspection off, it would
+  // hand out the schema one guess at a time.
+  const message = hideSuggestions ? error.message.replace(/\s*Did you mean [^?]*\?/g, '') : error.message;
+  return new GraphQLError(message, {
     nodes: error.nodes ?? null,
     source: error.source ?? null,
     positions: error.positions ?? null,
@@ -42,14 +61,14 @@ function withErrorContract(error: GraphQLError, requestId: string): GraphQLError
   });
 }
 
-export function useErrorContract(): Plugin<Context> {
+export function useErrorContract(options: { hideSuggestions: boolean }): Plugin<Context> {
   return {
     onResultProcess({ result, setResult }) {
       const scope = currentRequestScope();
       if (scope === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
       const single = result as ExecutionResult;
       if (!single.errors?.length) return;
-      const errors = single.errors.map((e) => withErrorContract(e, scope.requestId));
+      const errors = single.errors.map((e) => withErrorContract(e, scope.requestId, options.hideSuggestions));
       scope.outcome ??= String(errors[0]!.extensions['code']);
       setResult({ ...single, errors });
     },
@@ -62,8 +81,7 @@ export function useRequestOutcome(): Plugin<Context> {
     onExecute({ args }) {
       const scope = currentRequestScope();
       const operation = operationOf(args.document as DocumentNode, args.operationName);
-      // The root field names what ran (issueCoupon) whatever the client called its operation.
-      if (scope && operation) scope.operation = rootFields(operation).join(',') || args.operationName || operation.operation;
+      if (scope && operation) scope.operation = operationLabel(operation);
       return {
         onExecuteDone({ result }) {
           if (!scope || Array.isArray(result) || Symbol.asyncIterator in result) return;

@@ -45,6 +45,12 @@ export function sessionFromVariables(variables: Record<string, unknown>): Sessio
   return { role: role as Role, tenantId, userId };
 }
 
+/** The token of an `Authorization: Bearer <token>` header, or null. */
+export function bearerToken(authorization: string | null): string | null {
+  const match = authorization === null ? null : /^bearer\s+(\S+)\s*$/i.exec(authorization);
+  return match ? match[1]! : null;
+}
+
 function hasuraHeaders(headers: Headers): Record<string, string> {
   const variables: Record<string, string> = {};
   headers.forEach((value, name) => {
@@ -87,7 +93,9 @@ export async function resolveSession(headers: Headers, config: AppConfig): Promi
   const forwarded = hasuraHeaders(headers);
   if (authorization !== null && /^bearer\s/i.test(authorization)) {
     if (config.jwt === null) throw unauthenticated('Bearer tokens are not accepted: JWT_SECRET is not configured');
-    return sessionFromJwt(authorization.replace(/^bearer\s+/i, ''), config.jwt, forwarded['x-hasura-role'] ?? null);
+    const token = bearerToken(authorization);
+    if (token === null) throw unauthenticated('The JWT is invalid');
+    return sessionFromJwt(token, config.jwt, forwarded['x-hasura-role'] ?? null);
   }
   const presentedSecret = headers.get('x-action-secret');
   if (presentedSecret !== null) {

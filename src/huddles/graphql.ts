@@ -2,6 +2,7 @@ import { builder } from '../graphql/builder.js';
 import { ADMIN_ROLES, MEMBER_ROLES, requireAdminScope, requireMember, requireTenantActor } from '../graphql/auth.js';
 import { badInput } from '../graphql/errors.js';
 import { runMutation } from '../graphql/mutation.js';
+import { runRead } from '../graphql/read.js';
 import { requireText } from '../graphql/validate.js';
 import {
   cleanupHuddles,
@@ -134,7 +135,8 @@ builder.queryField('huddle', (t) =>
       if (objectiveId.length === 0 || objectiveId.length > OBJECTIVE_ID_MAX_LENGTH) {
         throw badInput(`objectiveId must be 1 to ${OBJECTIVE_ID_MAX_LENGTH} characters`, 'objectiveId');
       }
-      return findActiveSession(ctx.db, requireTenantActor(ctx).tenantId, objectiveId);
+      const { tenantId } = requireTenantActor(ctx);
+      return runRead(ctx, (trx) => findActiveSession(trx, tenantId, objectiveId));
     },
   }),
 );

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DB } from '../db/schema.js';
 import { outboxStats, type OutboxStats } from '../worker/outbox.js';
+import type { AdmissionStats } from '../http/admission.js';
 
 /** Latency buckets in seconds: fine below 100 ms, where the targets are. */
 const LATENCY_BUCKETS = [0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -20,7 +21,7 @@ export interface Metrics {
  * One registry per app (tests run several apps in a process). Pool and outbox gauges are read when
  * Prometheus scrapes, so they cost nothing between scrapes.
  */
-export function createMetrics(pool: pg.Pool, db: Kysely<DB>): Metrics {
+export function createMetrics(pool: pg.Pool, db: Kysely<DB>, admission: { stats(): AdmissionStats }): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const requests = new Histogram({
@@ -51,6 +52,17 @@ export function createMetrics(pool: pg.Pool, db: Kysely<DB>): Metrics {
       this.set({ state: 'in_use' }, pool.totalCount - pool.idleCount);
       this.set({ state: 'idle' }, pool.idleCount);
       this.set({ state: 'waiting' }, pool.waitingCount);
+    },
+  });
+  new Gauge({
+    name: 'graphql_operations',
+    help: 'GraphQL operations executing (in_flight, at most MAX_IN_FLIGHT) and waiting for a turn (queued).',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    collect() {
+      const { inFlight, queued } = admission.stats();
+      this.set({ state: 'in_flight' }, inFlight);
+      this.set({ state: 'queued' }, queued);
     },
   });
   // Both outbox gauges come from one query per scrape, whichever of them is collected first.

@@ -2,6 +2,7 @@ import { builder } from '../graphql/builder.js';
 import { ADMIN_ROLES, requireOperator, requireTenantActor } from '../graphql/auth.js';
 import { badInput } from '../graphql/errors.js';
 import { runMutation } from '../graphql/mutation.js';
+import { runRead } from '../graphql/read.js';
 import { requireIdentifier, requireText, requireYen } from '../graphql/validate.js';
 import { DEFAULT_MONTHLY_CAP_YEN, findTenant, insertTenant, type Tenant } from './service.js';
 
@@ -58,6 +59,9 @@ builder.queryField('tenant', (t) =>
     type: TenantType,
     nullable: true,
     description: "The session's tenant.",
-    resolve: (_root, _args, ctx) => findTenant(ctx.db, requireTenantActor(ctx).tenantId),
+    resolve: (_root, _args, ctx) => {
+      const { tenantId } = requireTenantActor(ctx);
+      return runRead(ctx, (trx) => findTenant(trx, tenantId));
+    },
   }),
 );

@@ -1,5 +1,6 @@
 import { builder } from '../graphql/builder.js';
 import { requireAdminScope } from '../graphql/auth.js';
+import { runRead } from '../graphql/read.js';
 import { outboxStats, type OutboxStats } from './outbox.js';
 
 const OutboxStatsType = builder.objectRef<OutboxStats>('OutboxStats').implement({
@@ -17,6 +18,9 @@ builder.queryField('outboxStats', (t) =>
   t.field({
     type: OutboxStatsType,
     description: "The notification outbox of the session's tenant (every tenant for the platform operator). Admins only.",
-    resolve: (_root, _args, ctx) => outboxStats(ctx.db, requireAdminScope(ctx)),
+    resolve: (_root, _args, ctx) => {
+      const tenantId = requireAdminScope(ctx);
+      return runRead(ctx, (trx) => outboxStats(trx, tenantId));
+    },
   }),
 );

@@ -79,10 +79,15 @@ export type CleanupHuddlesPayload = {
 export type Contract = {
   __typename?: 'Contract';
   createdAt: Scalars['DateTime']['output'];
-  /** Documents in number order. */
+  /** The contract's first documents in number order (`first`: 1 to 1000). */
   documents: Array<ContractDocument>;
   id: Scalars['UUID']['output'];
   title: Scalars['String']['output'];
+};
+
+
+export type ContractDocumentsArgs = {
+  first?: InputMaybe<Scalars['Int']['input']>;
 };
 
 export type ContractDocument = {
@@ -316,17 +321,17 @@ export type Query = {
   auditLog: Array<AuditEntry>;
   /** A campaign of the session's tenant, or null. */
   campaign?: Maybe<Campaign>;
-  /** The session's tenant's campaigns, newest first. */
+  /** The session's tenant's campaigns, newest first (`first`: 1 to 500). */
   campaigns: Array<Campaign>;
   /** A contract of the session's tenant, or null. */
   contract?: Maybe<Contract>;
-  /** The session's tenant's newest contracts. */
+  /** The session's tenant's newest contracts (`first`: 1 to 100). */
   contracts: Array<Contract>;
   /** The objective's active huddle in the session's tenant, or null. */
   huddle?: Maybe<HuddleSession>;
   /** Reconciliation of the tenant's coupon counters (every tenant for the platform operator). Admins only. */
   ledgerCheck: LedgerReport;
-  /** The session's member's coupons, newest first. */
+  /** The session's member's coupons, newest first (`first`: 1 to 500). */
   myCoupons: Array<Coupon>;
   /** The notification outbox of the session's tenant (every tenant for the platform operator). Admins only. */
   outboxStats: OutboxStats;
@@ -348,6 +353,11 @@ export type QueryCampaignArgs = {
 };
 
 
+export type QueryCampaignsArgs = {
+  first?: InputMaybe<Scalars['Int']['input']>;
+};
+
+
 export type QueryContractArgs = {
   id: Scalars['UUID']['input'];
 };
@@ -360,6 +370,11 @@ export type QueryContractsArgs = {
 
 export type QueryHuddleArgs = {
   objectiveId: Scalars['ID']['input'];
+};
+
+
+export type QueryMyCouponsArgs = {
+  first?: InputMaybe<Scalars['Int']['input']>;
 };
 
 export type Tenant = {

@@ -8,6 +8,7 @@ import { insertCampaign } from '../../src/coupons/service.js';
 import { createDatabase } from '../../src/db/database.js';
 import { runInTransaction } from '../../src/db/transaction.js';
 import type { Context } from '../../src/graphql/context.js';
+import { createTurns } from '../../src/graphql/read.js';
 import { createLogger } from '../../src/logger.js';
 import { buildServices } from '../../src/server.js';
 import { LoadClient, runReleasedTogether } from './client.js';
@@ -126,6 +127,8 @@ async function throughPg(databaseUrl: string, sql: pg.Pool, scenario: CouponScen
       session: { role: 'user', tenantId: scenario.tenantId, userId: memberId },
       requestId: randomUUID(),
       deadline: Date.now() + config.requestDeadlineMs,
+      signal: new AbortController().signal,
+      turns: createTurns(),
       log,
       idempotencyKeyHeader: null,
       idempotency: null,

@@ -153,7 +153,7 @@ export function errorCodes(response: GraphQLResponse<unknown>): unknown[] {
 
 /** A real socket in front of the app, for tests that need HTTP as a client sees it. */
 export async function serveOverHttp(backend: TestBackend): Promise<{ url: string; server: RunningServer }> {
-  const server = await listen(backend.app, 0, backend.log, '127.0.0.1');
+  const server = await listen(backend.app, 0, backend.log, '127.0.0.1', backend.config.edge);
   return { url: `http://127.0.0.1:${server.port}/graphql`, server };
 }
 

@@ -1,0 +1,76 @@
+import { maxAliasesPlugin } from '@escape.tech/graphql-armor-max-aliases';
+import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
+import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
+import { createComplexityRule } from '@pothos/plugin-complexity';
+import { GraphQLError, validate, type DocumentNode, type ValidationContext } from 'graphql';
+import type { Plugin } from 'graphql-yoga';
+import type { Context } from '../graphql/context.js';
+import { ErrorCode } from '../graphql/errors.js';
+
+export interface DocumentLimitsOptions {
+  maxDepth: number;
+  maxAliases: number;
+  maxTokens: number;
+  maxCost: number;
+}
+
+/** A refused document: 400 BAD_USER_INPUT, naming the variable that sets the limit. */
+function limitError(message: string, variable: string, limit: number): GraphQLError {
+  return new GraphQLError(`${message} (${variable} = ${limit})`, {
+    extensions: { code: ErrorCode.badUserInput, limit: variable, http: { status: 400 } },
+  });
+}
+
+/** GraphQL Armor phrases its refusals as syntax errors; ours name the variable instead. */
+const armorMessage = (error: GraphQLError) => error.message.replace(/^Syntax Error: /, '').replace(/\.$/, '');
+
+function reportInstead(variable: string, limit: number) {
+  return [(context: ValidationContext | null, error: GraphQLError) => context?.reportError(limitError(armorMessage(error), variable, limit))];
+}
+
+/**
+ * Bounds what one document may ask for, before anything of it executes (DESIGN §12):
+ * - MAX_QUERY_TOKENS: the parser stops reading after that many tokens, so a huge or deeply nested
+ *   document (a 5,000-deep list literal) is refused without recursing through it;
+ * - MAX_ALIASES: aliases anywhere in the operation, root fields included (800 aliased mutations);
+ * - MAX_QUERY_DEPTH: nesting of selections (introspection exempt);
+ * - MAX_QUERY_COST: each field costs 1 and a list its `first` (or its default) times its
+ *   selection, as the fields declare with Pothos's complexity plugin; checked with the request's
+ *   variables, so `first: $n` counts what $n says.
+ */
+export function useDocumentLimits(options: DocumentLimitsOptions): Plugin<Context> {
+  const { maxDepth, maxAliases, maxTokens, maxCost } = options;
+  return {
+    onPluginInit({ addPlugin }) {
+      addPlugin(
+        maxTokensPlugin({
+          n: maxTokens,
+          // The parser has no validation context to report to: throwing stops it where it is.
+          onReject: [
+            (_context: ValidationContext | null, error: GraphQLError) => {
+              throw limitError(armorMessage(error), 'MAX_QUERY_TOKENS', maxTokens);
+            },
+          ],
+        }),
+      );
+      addPlugin(maxAliasesPlugin({ n: maxAliases, propagateOnRejection: false, onReject: reportInstead('MAX_ALIASES', maxAliases) }));
+      addPlugin(maxDepthPlugin({ n: maxDepth, propagateOnRejection: false, onReject: reportInstead('MAX_QUERY_DEPTH', maxDepth) }));
+    },
+    onExecute({ args, setResultAndStopExecution }) {
+      const refusals: GraphQLError[] = [];
+      const rule = createComplexityRule({
+        variableValues: (args.variableValues ?? {}) as Record<string, unknown>,
+        operationName: args.operationName ?? undefined,
+        context: args.contextValue,
+        // Invalid variables are left to execution, which answers them in the standard way.
+        validate: ({ complexity }) => {
+          if (complexity > maxCost) {
+            refusals.push(limitError(`The operation costs ${complexity}, more than allowed`, 'MAX_QUERY_COST', maxCost));
+          }
+        },
+      });
+      validate(args.schema, args.document as DocumentNode, [rule]);
+      if (refusals.length > 0) setResultAndStopExecution({ errors: refusals });
+    },
+  };
+}
