@@ -5,6 +5,7 @@ import {
   PostgresDriver,
   type DatabaseConnection,
   type Driver,
+  type KyselyPlugin,
   type PostgresDialectConfig,
   type TransactionSettings,
 } from 'kysely';
@@ -51,9 +52,9 @@ class TimedPostgresDialect extends PostgresDialect {
   }
 }
 
-export function createDatabase(options: PoolOptions, log: Logger): Database {
+export function createDatabase(options: PoolOptions & { plugins?: KyselyPlugin[] }, log: Logger): Database {
   const pool = createGuardedPool(options, log);
-  const db = new Kysely<DB>({ dialect: new TimedPostgresDialect({ pool: pool.kyselyPool }) });
+  const db = new Kysely<DB>({ dialect: new TimedPostgresDialect({ pool: pool.kyselyPool }), plugins: options.plugins ?? [] });
   let closed: Promise<void> | null = null;
   return {
     db,

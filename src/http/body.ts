@@ -26,5 +26,5 @@ export async function readLimitedBody(request: Request, limit: number): Promise<
     }
     chunks.push(value);
   }
-  return new Request(request.url, { method: request.method, headers: request.headers, body: Buffer.concat(chunks) });
+  return new Request(request.url, { method: request.method, headers: request.headers, body: Buffer.concat(chunks), signal: request.signal });
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { print } from 'graphql';
+import type { KyselyPlugin } from 'kysely';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { loadConfig, type AppConfig } from '../../src/config.js';
@@ -63,6 +64,19 @@ export interface TestBackendOptions {
   databaseUrl?: string;
   /** The coupon strategy the server runs (the naive one, to prove a test can fail). */
   couponIssuer?: CouponIssuer;
+  /** Told of every statement the app sends through Kysely (not BEGIN and COMMIT), by its node kind. */
+  onStatement?: (kind: string) => void;
+}
+
+/** A Kysely plugin that reports each statement and changes nothing. */
+function statementWatcher(onStatement: (kind: string) => void): KyselyPlugin {
+  return {
+    transformQuery: ({ node }) => {
+      onStatement(node.kind);
+      return node;
+    },
+    transformResult: async ({ result }) => result,
+  };
 }
 
 export async function createTestBackend(options: TestBackendOptions = {}): Promise<TestBackend> {
@@ -70,7 +84,13 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
   const config = loadConfig({ NODE_ENV: 'test', DATABASE_URL: url, ...options.env });
   const log = options.log ?? createLogger(process.env['TEST_LOG_LEVEL'] ?? 'silent');
   const database = createDatabase(
-    { connectionString: url, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName: 'test-app' },
+    {
+      connectionString: url,
+      max: config.dbPoolMax,
+      acquireTimeoutMs: config.dbPoolAcquireTimeoutMs,
+      applicationName: 'test-app',
+      ...(options.onStatement ? { plugins: [statementWatcher(options.onStatement)] } : {}),
+    },
     log,
   );
   const services = buildServices(config, database, log, options.clock, options.couponIssuer);
