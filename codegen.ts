@@ -9,7 +9,8 @@ const config: CodegenConfig = {
   generates: {
     'test/generated/': {
       preset: 'client',
-      presetConfig: { fragmentMasking: false, gqlTagName: 'graphql' },
+      // persisted-documents.json (hash -> document) is the manifest TRUSTED_DOCUMENTS reads.
+      presetConfig: { fragmentMasking: false, gqlTagName: 'graphql', persistedDocuments: { hashAlgorithm: 'sha256' } },
       config: {
         useTypeImports: true,
         enumsAsTypes: true,
