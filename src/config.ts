@@ -11,7 +11,12 @@ export interface JwtConfig {
 }
 
 export interface AppConfig {
-  nodeEnv: 'development' | 'production' | 'test';
+  /** As set; unset is `development`. */
+  nodeEnv: string;
+  /** NODE_ENV unset, `development` or `test`: the only environments where dev mode may run. */
+  development: boolean;
+  /** The interface the HTTP server binds to. */
+  host: string;
   port: number;
   databaseUrl: string | null;
   embeddedPostgresPort: number;
@@ -140,11 +145,20 @@ function readOutbox(env: Env): OutboxConfig {
   };
 }
 
-function readNodeEnv(env: Env): AppConfig['nodeEnv'] {
+const DEVELOPMENT_ENVIRONMENTS = ['development', 'test'];
+
+function readNodeEnv(env: Env): string {
   const raw = readString(env, 'NODE_ENV') ?? 'development';
-  if (raw !== 'development' && raw !== 'production' && raw !== 'test') {
-    throw new ConfigError('NODE_ENV', `expected development, production or test, got "${raw}"`);
-  }
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(raw)) throw new ConfigError('NODE_ENV', `expected a name such as production or development, got "${raw}"`);
+  return raw;
+}
+
+/** HOST: an IPv4 or IPv6 address or a host name to bind to. */
+function readHost(env: Env, devMode: boolean): string {
+  const raw = readString(env, 'HOST');
+  // Dev mode trusts x-hasura-* headers from anyone who can connect: only this machine may.
+  if (raw === null) return devMode ? '127.0.0.1' : '0.0.0.0';
+  if (!/^[A-Za-z0-9.:-]{1,253}$/.test(raw)) throw new ConfigError('HOST', `expected an address or host name to bind to, got "${raw}"`);
   return raw;
 }
 
@@ -204,9 +218,9 @@ function readTimeZone(env: Env): string {
 const ANY_ORIGIN = '*';
 
 /** CORS_ORIGINS: comma-separated origins such as https://app.example.com, or * for any. */
-function readOrigins(env: Env, nodeEnv: AppConfig['nodeEnv']): string[] {
+function readOrigins(env: Env, development: boolean): string[] {
   const raw = readString(env, 'CORS_ORIGINS');
-  if (raw === null) return nodeEnv === 'production' ? [] : [ANY_ORIGIN];
+  if (raw === null) return development ? [ANY_ORIGIN] : [];
   const origins = raw.split(',').map((origin) => origin.trim()).filter(Boolean);
   for (const origin of origins) {
     if (origin === ANY_ORIGIN) continue;
@@ -226,7 +240,7 @@ function readOrigins(env: Env, nodeEnv: AppConfig['nodeEnv']): string[] {
   return origins;
 }
 
-function readEdge(env: Env, nodeEnv: AppConfig['nodeEnv'], dbPoolMax: number): EdgeConfig {
+function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig {
   const metricsToken = readString(env, 'METRICS_TOKEN');
   if (metricsToken !== null && metricsToken.length < 16) throw new ConfigError('METRICS_TOKEN', 'must be at least 16 characters');
   return {
@@ -234,8 +248,8 @@ function readEdge(env: Env, nodeEnv: AppConfig['nodeEnv'], dbPoolMax: number): E
     maxAliases: readInt(env, 'MAX_ALIASES', 15, 0, 1_000),
     maxQueryTokens: readInt(env, 'MAX_QUERY_TOKENS', 1_000, 50, 100_000),
     maxQueryCost: readInt(env, 'MAX_QUERY_COST', 5_000, 1, 10_000_000),
-    introspection: readBoolean(env, 'GRAPHQL_INTROSPECTION', nodeEnv !== 'production'),
-    corsOrigins: readOrigins(env, nodeEnv),
+    introspection: readBoolean(env, 'GRAPHQL_INTROSPECTION', development),
+    corsOrigins: readOrigins(env, development),
     metricsToken,
     trustedDocumentsPath: readString(env, 'TRUSTED_DOCUMENTS'),
     maxInFlight: readInt(env, 'MAX_IN_FLIGHT', dbPoolMax, 1, 10_000),
@@ -247,13 +261,14 @@ function readEdge(env: Env, nodeEnv: AppConfig['nodeEnv'], dbPoolMax: number): E
 
 export function loadConfig(env: Env = process.env): AppConfig {
   const nodeEnv = readNodeEnv(env);
+  const development = DEVELOPMENT_ENVIRONMENTS.includes(nodeEnv);
   const actionSecret = readString(env, 'ACTION_SECRET');
   const jwtRaw = readString(env, 'JWT_SECRET');
   const jwt = jwtRaw === null ? null : parseJwtSecret(jwtRaw);
-  if (nodeEnv === 'production' && actionSecret === null && jwt === null) {
+  if (!development && actionSecret === null && jwt === null) {
     throw new ConfigError(
       'ACTION_SECRET',
-      'NODE_ENV=production needs ACTION_SECRET or JWT_SECRET: dev mode trusts x-hasura-* headers from anyone',
+      `NODE_ENV=${nodeEnv} needs ACTION_SECRET or JWT_SECRET: dev mode, which trusts x-hasura-* headers from anyone, runs only with NODE_ENV unset, development or test`,
     );
   }
   if (actionSecret !== null && actionSecret.length < 16) {
@@ -264,6 +279,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
   const statementTimeoutMs = readInt(env, 'STATEMENT_TIMEOUT_MS', 5_000, 10, 600_000);
   return {
     nodeEnv,
+    development,
+    host: readHost(env, actionSecret === null && jwt === null),
     port: readInt(env, 'PORT', 4000, 0, 65_535),
     databaseUrl: readDatabaseUrl(env),
     embeddedPostgresPort: readInt(env, 'EMBEDDED_PG_PORT', 54_329, 1024, 65_535),
@@ -290,7 +307,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       staleAfterMs: readInt(env, 'HUDDLE_STALE_AFTER_MS', 30_000, 100, 86_400_000),
       cleanupBatchSize: readInt(env, 'HUDDLE_CLEANUP_BATCH_SIZE', 100, 1, 10_000),
     },
-    edge: readEdge(env, nodeEnv, dbPoolMax),
+    edge: readEdge(env, development, dbPoolMax),
   };
 }
 

@@ -6,9 +6,16 @@ import type { Logger } from './logger.js';
 import { buildServices, openDatabase, startBackend } from './server.js';
 import { startWorkers } from './worker/index.js';
 
+/** The address to open: localhost when the server listens on this machine's loopback or everywhere. */
+function baseUrl(host: string, port: number): string {
+  if (host === '0.0.0.0' || host === '::' || host === '127.0.0.1' || host === '::1') return `http://localhost:${port}`;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
 function banner(config: AppConfig, port: number, processes: string) {
-  const base = `http://localhost:${port}`;
+  const base = baseUrl(config.host, port);
   console.log(`
+  Listening on:         ${config.host}:${port}${config.host === '127.0.0.1' ? ' (this machine only: dev mode; set HOST to change)' : ''}
   GraphQL and GraphiQL: ${base}/graphql
   Health: ${base}/health   Ready: ${base}/ready   Metrics: ${base}/metrics
   Hasura Actions:       POST ${base}/actions

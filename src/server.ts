@@ -128,7 +128,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   try {
     const services = buildServices(config, database, log, options.clock, options.couponIssuer);
     const app = createApp(services);
-    const http = await listen(app, config.port, log, options.host ?? '0.0.0.0', config.edge);
+    const http = await listen(app, config.port, log, options.host ?? config.host, config.edge);
     const workers = config.runWorkers ? startWorkers(services) : null;
     return {
       url: `http://localhost:${http.port}/graphql`,

@@ -81,8 +81,17 @@ describe('audit trail, request ids, logs and the error contract', () => {
     const made = await gql(backend.app.fetch, CreateContract, { input: { title: '' } }, asUser(TENANT));
     expect(made.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     expect(made.body.errors?.[0]?.extensions?.['requestId']).toBe(made.headers.get('x-request-id'));
-    const garbage = await gql(backend.app.fetch, '{ viewer { role } }', {}, { 'x-request-id': 'bad id with spaces' });
-    expect(garbage.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    // Only 1 to 128 characters of [A-Za-z0-9._:-] are taken; anything else is replaced, never stored.
+    const longest = 'a'.repeat(128);
+    expect((await gql(backend.app.fetch, '{ viewer { role } }', {}, { 'x-request-id': longest })).headers.get('x-request-id')).toBe(longest);
+    for (const refused of ['bad id with spaces', 'a'.repeat(129), 'quote"d', 'semi;colon', '../../etc', 'ümlaut']) {
+      const response = await gql(backend.app.fetch, CreateContract, { input: { title: 'Renamed request' } }, { ...asUser(TENANT), 'x-request-id': refused });
+      const id = response.headers.get('x-request-id');
+      expect(id).toMatch(/^[0-9a-f-]{36}$/);
+      const stored = (await auditRows()).at(-1)!;
+      expect(stored.request_id).toBe(id);
+      expect(captured.lines.some((line) => JSON.stringify(line).includes(refused))).toBe(false);
+    }
   });
 
   it('masks an unexpected error, and its request id leads to the log line with the cause', async () => {

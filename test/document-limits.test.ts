@@ -1,42 +1,11 @@
 import { readdir, readFile } from 'node:fs/promises';
-import {
-  getIntrospectionQuery,
-  isInputObjectType,
-  isListType,
-  isNonNullType,
-  Kind,
-  parse,
-  print,
-  typeFromAST,
-  type GraphQLInputType,
-  type GraphQLSchema,
-  type OperationDefinitionNode,
-} from 'graphql';
+import { getIntrospectionQuery, Kind, parse, print, type OperationDefinitionNode } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../src/logger.js';
 import { asUser, createContractRow, createTenant, createTestBackend, gql, type TestBackend } from './support/harness.js';
+import { sampleVariables } from './support/samples.js';
 
 const OPERATIONS_DIR = new URL('../schema/operations/', import.meta.url);
-
-/** A value of the type that coerces: what a client would send, with the list sizes at their defaults. */
-function sampleValue(schema: GraphQLSchema, type: GraphQLInputType): unknown {
-  if (isNonNullType(type)) return sampleValue(schema, type.ofType);
-  if (isListType(type)) return [sampleValue(schema, type.ofType)];
-  if (isInputObjectType(type)) {
-    const fields = Object.values(type.getFields()).filter((field) => isNonNullType(field.type) && field.defaultValue === undefined);
-    return Object.fromEntries(fields.map((field) => [field.name, sampleValue(schema, field.type)]));
-  }
-  const samples: Record<string, unknown> = { UUID: '11111111-1111-4111-8111-111111111111', Int: 1, Float: 1, Boolean: true };
-  return samples[type.name] ?? 'x';
-}
-
-function sampleVariables(schema: GraphQLSchema, operation: OperationDefinitionNode) {
-  return Object.fromEntries(
-    (operation.variableDefinitions ?? [])
-      .filter((definition) => definition.type.kind === Kind.NON_NULL_TYPE)
-      .map((definition) => [definition.variable.name.value, sampleValue(schema, typeFromAST(schema, definition.type) as GraphQLInputType)]),
-  );
-}
 
 describe('document limits, before anything executes', () => {
   let backend: TestBackend;

@@ -118,6 +118,18 @@ describe('Idempotency-Key', () => {
     expect(theirs.body.data!.createContractDocument.document.id).not.toBe(mine.body.data!.createContractDocument.document.id);
   });
 
+  it('scopes keys to the role too: the same user id acting as admin is not served a member\'s stored response', async () => {
+    const asMember = await createDocument('role-scoped', contractId, 'm9');
+    const asAdmin = await gql(backend.app.fetch, CreateContractDocumentDocument, { input: { contractId } }, {
+      ...asTenantAdmin(TENANT),
+      'x-hasura-user-id': 'm9',
+      'idempotency-key': 'role-scoped',
+    });
+    expect(asAdmin.body.errors).toBeUndefined();
+    expect(asAdmin.headers.get('idempotent-replayed')).toBeNull();
+    expect(asAdmin.body.data!.createContractDocument.document.id).not.toBe(asMember.body.data!.createContractDocument.document.id);
+  });
+
   it('refuses a malformed key and a key spread over several mutations, and writes nothing', async () => {
     const before = await count('contract_documents');
     expect(errorCodes(await createDocument('x'.repeat(256)))).toEqual(['BAD_USER_INPUT']);

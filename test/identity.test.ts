@@ -111,15 +111,27 @@ describe('configuration', () => {
     ['JWT_SECRET', '{"type":"RS256","key":"0123456789abcdef0123456789abcdef"}'],
     ['JWT_SECRET', 'plain text'],
     ['BUSINESS_TIME_ZONE', 'Mars/Olympus'],
-    ['NODE_ENV', 'staging'],
+    ['NODE_ENV', 'not an environment'],
+    ['HOST', 'no spaces please'],
     ['ACTION_SECRET', 'short'],
   ])('stops on %s=%s with a message naming the variable', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
   });
 
-  it('refuses dev mode (no secret, no JWT key) in production', () => {
-    expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(/ACTION_SECRET/);
-    expect(loadConfig({ NODE_ENV: 'production', ACTION_SECRET: SECRET }).actionSecret).toBe(SECRET);
+  it('runs dev mode (no secret, no JWT key) only with NODE_ENV unset, development or test', () => {
+    for (const nodeEnv of ['production', 'staging', 'prod']) {
+      expect(() => loadConfig({ NODE_ENV: nodeEnv })).toThrow(new RegExp(`^ACTION_SECRET: NODE_ENV=${nodeEnv} needs ACTION_SECRET or JWT_SECRET`));
+      expect(loadConfig({ NODE_ENV: nodeEnv, ACTION_SECRET: SECRET })).toMatchObject({ actionSecret: SECRET, development: false });
+    }
+    for (const env of [{}, { NODE_ENV: 'development' }, { NODE_ENV: 'test' }]) expect(loadConfig(env).development).toBe(true);
+  });
+
+  it('binds dev mode to this machine only, and anything else to every interface unless HOST says otherwise', () => {
+    expect(loadConfig({}).host).toBe('127.0.0.1');
+    expect(loadConfig({ ACTION_SECRET: SECRET }).host).toBe('0.0.0.0');
+    expect(loadConfig({ NODE_ENV: 'production', ACTION_SECRET: SECRET }).host).toBe('0.0.0.0');
+    expect(loadConfig({ HOST: '0.0.0.0' }).host).toBe('0.0.0.0');
+    expect(loadConfig({ ACTION_SECRET: SECRET, HOST: '10.0.0.5' }).host).toBe('10.0.0.5');
   });
 });

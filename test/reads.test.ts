@@ -46,6 +46,7 @@ describe('queries: one statement per level, whatever the data', () => {
   }
 
   it(`lists ${CONTRACTS} contracts of ${DOCUMENTS_EACH} documents with as many statements as 1 or 5 contracts`, async () => {
+    await statementsFor(1); // the first request of a tenant also looks the tenant up
     const counts = { one: await statementsFor(1), five: await statementsFor(5), all: await statementsFor(CONTRACTS) };
     console.log(`statements per request: ${JSON.stringify(counts)}`);
     expect(counts).toEqual({ one: 2, five: 2, all: 2 });

@@ -74,6 +74,8 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
 
   it('migrates, loads the demo data, prints the headers and serves GraphQL, /health and /ready', async () => {
     expect(server.output()).toContain(JSON.stringify(DEMO_HEADERS));
+    // Dev mode trusts x-hasura-* headers as sent: it listens on this machine only.
+    expect(server.output()).toMatch(/Listening on: +127\.0\.0\.1:\d+ \(this machine only/);
     expect((await fetch(`${server.base}/health`)).status).toBe(200);
     expect((await fetch(`${server.base}/ready`)).status).toBe(200);
     const graphiql = await fetch(`${server.base}/graphql`, { headers: { accept: 'text/html' } });

@@ -1,5 +1,4 @@
 import { builder } from '../graphql/builder.js';
-import { requireAdminScope } from '../graphql/auth.js';
 import { badInput } from '../graphql/errors.js';
 import { runRead } from '../graphql/read.js';
 import { requirePageSize } from '../graphql/validate.js';
@@ -23,7 +22,7 @@ const AuditEntryType = builder.objectRef<AuditRecord>('AuditEntry').implement({
 });
 
 builder.queryField('auditLog', (t) =>
-  t.field({
+  t.withAuth({ tenantAdmin: true, operator: true }).field({
     type: [AuditEntryType],
     description: "The audit trail, oldest first: the tenant's rows for its admin, every row for the platform operator.",
     args: {
@@ -32,7 +31,7 @@ builder.queryField('auditLog', (t) =>
     },
     complexity: ({ limit }) => ({ field: 1, multiplier: limit ?? PAGE_DEFAULT }),
     resolve: (_root, { limit, after }, ctx) => {
-      const tenantId = requireAdminScope(ctx);
+      const { tenantId } = ctx.session;
       const size = requirePageSize(limit ?? PAGE_DEFAULT, 'limit', PAGE_MAX);
       if (after != null && !/^\d{1,18}$/.test(after)) throw badInput('after must be an id from a previous page', 'after');
       return runRead(ctx, (trx) => listAudit(trx, tenantId, size, after == null ? null : Number(after)));

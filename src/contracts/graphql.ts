@@ -1,7 +1,6 @@
 import { createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
 import { builder } from '../graphql/builder.js';
-import { ACTOR_ROLES, requireTenantActor } from '../graphql/auth.js';
 import type { Context } from '../graphql/context.js';
 import { runMutation } from '../graphql/mutation.js';
 import { runRead } from '../graphql/read.js';
@@ -100,13 +99,12 @@ const CreateContractDocumentPayload = builder
   .implement({ fields: (t) => ({ document: t.expose('document', { type: ContractDocumentType }) }) });
 
 builder.mutationField('createContract', (t) =>
-  t.field({
-    extensions: { roles: ACTOR_ROLES },
+  t.withAuth({ member: true, tenantAdmin: true }).field({
     type: CreateContractPayload,
     description: "Creates a contract in the session's tenant.",
     args: { input: t.arg({ type: CreateContractInput }) },
     resolve: async (_root, { input }, ctx) => {
-      const { tenantId } = requireTenantActor(ctx);
+      const { tenantId } = ctx.session;
       const title = requireText(input.title, 'title', TITLE_MAX_LENGTH);
       return runMutation(ctx, {
         operation: 'createContract',
@@ -118,14 +116,13 @@ builder.mutationField('createContract', (t) =>
 );
 
 builder.mutationField('createContractDocument', (t) =>
-  t.field({
-    extensions: { roles: ACTOR_ROLES },
+  t.withAuth({ member: true, tenantAdmin: true }).field({
     type: CreateContractDocumentPayload,
     description:
       "Issues the contract's next document with the tenant's next number. A contract of another tenant is NOT_FOUND.",
     args: { input: t.arg({ type: CreateContractDocumentInput }) },
     resolve: async (_root, { input }, ctx) => {
-      const { tenantId } = requireTenantActor(ctx);
+      const { tenantId } = ctx.session;
       return runMutation(ctx, {
         operation: 'createContractDocument',
         work: async (trx) => ({ document: await createContractDocument(trx, tenantId, input.contractId) }),
@@ -136,28 +133,24 @@ builder.mutationField('createContractDocument', (t) =>
 );
 
 builder.queryField('contract', (t) =>
-  t.field({
+  t.withAuth({ member: true, tenantAdmin: true }).field({
     type: ContractType,
     nullable: true,
     description: "A contract of the session's tenant, or null.",
     args: { id: t.arg({ type: 'UUID' }) },
-    resolve: (_root, { id }, ctx) => {
-      const { tenantId } = requireTenantActor(ctx);
-      return runRead(ctx, (trx) => findContract(trx, tenantId, id));
-    },
+    resolve: (_root, { id }, ctx) => runRead(ctx, (trx) => findContract(trx, ctx.session.tenantId, id)),
   }),
 );
 
 builder.queryField('contracts', (t) =>
-  t.field({
+  t.withAuth({ member: true, tenantAdmin: true }).field({
     type: [ContractType],
     description: `The session's tenant's newest contracts (\`first\`: 1 to ${CONTRACTS_PAGE_MAX}).`,
     args: { first: t.arg.int({ required: false, defaultValue: CONTRACTS_PAGE_DEFAULT }) },
     complexity: ({ first }) => ({ field: 1, multiplier: first ?? CONTRACTS_PAGE_DEFAULT }),
     resolve: (_root, { first }, ctx) => {
-      const { tenantId } = requireTenantActor(ctx);
       const limit = requirePageSize(first ?? CONTRACTS_PAGE_DEFAULT, 'first', CONTRACTS_PAGE_MAX);
-      return runRead(ctx, (trx) => listContracts(trx, tenantId, limit));
+      return runRead(ctx, (trx) => listContracts(trx, ctx.session.tenantId, limit));
     },
   }),
 );

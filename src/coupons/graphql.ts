@@ -1,6 +1,5 @@
 import { builder } from '../graphql/builder.js';
-import { ADMIN_ROLES, MEMBER_ROLES, requireAdminScope, requireMember, requireTenantActor, requireTenantAdmin } from '../graphql/auth.js';
-import type { Context } from '../graphql/context.js';
+import type { AccessContexts } from '../graphql/access.js';
 import { ledgerCheck, type CampaignDrift, type CampaignOverBudget, type LedgerReport, type MemberOverCap, type UsageDrift } from './ledger.js';
 import { badInput } from '../graphql/errors.js';
 import { runMutation } from '../graphql/mutation.js';
@@ -83,13 +82,12 @@ const IssueCouponInput = builder.inputType('IssueCouponInput', {
 });
 
 builder.mutationField('createCampaign', (t) =>
-  t.field({
-    extensions: { roles: ADMIN_ROLES },
+  t.withAuth({ tenantAdmin: true }).field({
     type: CreateCampaignPayload,
     description: "Creates a coupon campaign in the session's tenant. Tenant admin only.",
     args: { input: t.arg({ type: CreateCampaignInput }) },
     resolve: async (_root, { input }, ctx) => {
-      const { tenantId } = requireTenantAdmin(ctx);
+      const { tenantId } = ctx.session;
       const budgetSlots = input.budgetSlots ?? 1;
       if (!Number.isInteger(budgetSlots) || budgetSlots < 1 || budgetSlots > MAX_BUDGET_SLOTS) {
         throw badInput(`budgetSlots must be from 1 to ${MAX_BUDGET_SLOTS}`, 'budgetSlots');
@@ -115,8 +113,8 @@ builder.mutationField('createCampaign', (t) =>
  * The issueCoupon mutation's unit of work for the session's member: what the resolver runs, and
  * what the benchmark runs straight through pg to measure the endpoint against.
  */
-export async function issueCouponForSession(ctx: Context, campaignId: string): Promise<IssueResult> {
-  const { tenantId, userId } = requireMember(ctx);
+export async function issueCouponForSession(ctx: AccessContexts['member'], campaignId: string): Promise<IssueResult> {
+  const { tenantId, userId } = ctx.session;
   const { clock, config, couponIssuer } = ctx.services;
   const result = await runMutation(ctx, {
     operation: 'issueCoupon',
@@ -129,8 +127,7 @@ export async function issueCouponForSession(ctx: Context, campaignId: string): P
 }
 
 builder.mutationField('issueCoupon', (t) =>
-  t.field({
-    extensions: { roles: MEMBER_ROLES },
+  t.withAuth({ member: true }).field({
     type: IssueCouponPayload,
     description:
       "Issues the campaign's coupon to the session's member (x-hasura-user-id), at most once per campaign, " +
@@ -141,40 +138,36 @@ builder.mutationField('issueCoupon', (t) =>
 );
 
 builder.queryField('campaign', (t) =>
-  t.field({
+  t.withAuth({ member: true, tenantAdmin: true }).field({
     type: CampaignType,
     nullable: true,
     description: "A campaign of the session's tenant, or null.",
     args: { id: t.arg.id() },
-    resolve: (_root, { id }, ctx) => {
-      const { tenantId } = requireTenantActor(ctx);
-      return runRead(ctx, (trx) => findCampaign(trx, tenantId, id));
-    },
+    resolve: (_root, { id }, ctx) => runRead(ctx, (trx) => findCampaign(trx, ctx.session.tenantId, id)),
   }),
 );
 
 builder.queryField('campaigns', (t) =>
-  t.field({
+  t.withAuth({ member: true, tenantAdmin: true }).field({
     type: [CampaignType],
     description: `The session's tenant's campaigns, newest first (\`first\`: 1 to ${LIST_PAGE_MAX}).`,
     args: { first: t.arg.int({ required: false, defaultValue: LIST_PAGE_DEFAULT }) },
     complexity: ({ first }) => ({ field: 1, multiplier: first ?? LIST_PAGE_DEFAULT }),
     resolve: (_root, { first }, ctx) => {
-      const { tenantId } = requireTenantActor(ctx);
       const limit = requirePageSize(first ?? LIST_PAGE_DEFAULT, 'first', LIST_PAGE_MAX);
-      return runRead(ctx, (trx) => listCampaigns(trx, tenantId, limit));
+      return runRead(ctx, (trx) => listCampaigns(trx, ctx.session.tenantId, limit));
     },
   }),
 );
 
 builder.queryField('myCoupons', (t) =>
-  t.field({
+  t.withAuth({ member: true }).field({
     type: [CouponType],
     description: `The session's member's coupons, newest first (\`first\`: 1 to ${LIST_PAGE_MAX}).`,
     args: { first: t.arg.int({ required: false, defaultValue: LIST_PAGE_DEFAULT }) },
     complexity: ({ first }) => ({ field: 1, multiplier: first ?? LIST_PAGE_DEFAULT }),
     resolve: (_root, { first }, ctx) => {
-      const { tenantId, userId } = requireMember(ctx);
+      const { tenantId, userId } = ctx.session;
       const limit = requirePageSize(first ?? LIST_PAGE_DEFAULT, 'first', LIST_PAGE_MAX);
       return runRead(ctx, (trx) => listMemberCoupons(trx, tenantId, userId, limit));
     },
@@ -239,12 +232,9 @@ const LedgerReportType = builder.objectRef<LedgerReport>('LedgerReport').impleme
 });
 
 builder.queryField('ledgerCheck', (t) =>
-  t.field({
+  t.withAuth({ tenantAdmin: true, operator: true }).field({
     type: LedgerReportType,
     description: "Reconciliation of the tenant's coupon counters (every tenant for the platform operator). Admins only.",
-    resolve: (_root, _args, ctx) => {
-      const tenantId = requireAdminScope(ctx);
-      return runRead(ctx, (trx) => ledgerCheck(trx, tenantId));
-    },
+    resolve: (_root, _args, ctx) => runRead(ctx, (trx) => ledgerCheck(trx, ctx.session.tenantId)),
   }),
 );

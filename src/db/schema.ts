@@ -109,6 +109,7 @@ export interface HuddleParticipantsTable {
 export interface IdempotencyKeysTable {
   tenant_id: string;
   user_id: string;
+  role: string;
   key: string;
   fingerprint: string;
   operation: string;

@@ -1,5 +1,7 @@
 import SchemaBuilder from '@pothos/core';
 import ComplexityPlugin from '@pothos/plugin-complexity';
+import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
+import { accessRefusal, accessScopes, type AccessContexts, type AccessScopes } from './access.js';
 import type { Context } from './context.js';
 
 /** A list whose size no argument states costs this many times its selection (Pothos's own default). */
@@ -7,6 +9,8 @@ export const UNSIZED_LIST_MULTIPLIER = 10;
 
 export const builder = new SchemaBuilder<{
   Context: Context;
+  AuthScopes: AccessScopes;
+  AuthContexts: AccessContexts;
   DefaultInputFieldRequiredness: true;
   DefaultFieldNullability: false;
   Scalars: {
@@ -15,7 +19,11 @@ export const builder = new SchemaBuilder<{
     DateTime: { Input: Date; Output: Date | string };
   };
 }>({
-  plugins: [ComplexityPlugin],
+  plugins: [ScopeAuthPlugin, ComplexityPlugin],
+  scopeAuth: {
+    authScopes: accessScopes,
+    unauthorizedError: (_parent, ctx, info) => accessRefusal(ctx, info),
+  },
   // Fields declare their cost here; the document limits check the whole operation before it runs
   // (src/http/document-limits.ts), so the plugin's own per-resolver check stays off.
   complexity: { defaultComplexity: 1, defaultListMultiplier: UNSIZED_LIST_MULTIPLIER, disabled: true },

@@ -37,7 +37,11 @@ interface Outcome<T> {
 export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promise<T> {
   const scope = currentRequestScope();
   const idempotency = ctx.idempotency;
-  const keyScope: KeyScope = { tenantId: ctx.session?.tenantId ?? '', userId: ctx.session?.userId ?? '' };
+  const keyScope: KeyScope = {
+    tenantId: ctx.session?.tenantId ?? '',
+    userId: ctx.session?.userId ?? '',
+    role: ctx.session?.role ?? '',
+  };
   const run = await runInTransaction<Outcome<T>>(
     ctx.db,
     ctx.services.transactions,

@@ -21,6 +21,7 @@ import { useAdmission } from './admission.js';
 import { corsOptions, isGraphQLContentType, useVaryOnOrigin } from './edge.js';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import { useTrustedDocuments } from './trusted-documents.js';
+import { useWellFormedStrings } from './string-inputs.js';
 
 /** What the /actions adapter hands to Yoga: the session from Hasura's body, already authenticated. */
 export interface ServerContext {
@@ -86,6 +87,7 @@ export function createApp(services: AppServices): App {
         maxTokens: config.edge.maxQueryTokens,
         maxCost: config.edge.maxQueryCost,
       }),
+      useWellFormedStrings(),
       useIdempotencyKey(),
       useAdmission(services.admission),
       useErrorContract({ hideSuggestions: !config.edge.introspection }),

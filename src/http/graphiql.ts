@@ -32,7 +32,7 @@ mutation IssueWelcome {
 `;
 
 export function graphiqlOptions(config: AppConfig) {
-  if (config.nodeEnv === 'production') return false;
+  if (!config.development) return false;
   return {
     title: 'Mutation backend',
     defaultQuery: DEFAULT_QUERY,

@@ -12,6 +12,7 @@ import {
   type GraphQLSchema,
   type GraphQLType,
 } from 'graphql';
+import { declaredScopes, HASURA_ROLE_OF } from '../graphql/access.js';
 
 /**
  * Hasura action metadata from the schema: every public mutation as a synchronous action whose
@@ -27,10 +28,11 @@ export function actionTimeoutSeconds(requestDeadlineMs: number): number {
   return Math.min(HASURA_DEFAULT_TIMEOUT_SECONDS - 1, Math.ceil(requestDeadlineMs / 1000) + DEADLINE_MARGIN_SECONDS);
 }
 
-function rolesOf(field: GraphQLField<unknown, unknown>): string[] {
-  const roles = (field.extensions as { roles?: readonly string[] }).roles;
-  if (!roles?.length) throw new Error(`mutation ${field.name} declares no roles (extensions.roles)`);
-  return [...roles];
+/** The Hasura roles of the scopes the mutation declares (`t.withAuth`): the same declaration the server enforces. */
+export function rolesOf(field: GraphQLField<unknown, unknown>): string[] {
+  const scopes = declaredScopes(field);
+  if (!scopes?.length) throw new Error(`mutation ${field.name} declares no access scopes (t.withAuth)`);
+  return [...new Set(scopes.map((scope) => HASURA_ROLE_OF[scope]))].sort();
 }
 
 /** Every type an action's arguments and payload reach, which the action SDL must declare. */

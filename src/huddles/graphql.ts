@@ -1,5 +1,4 @@
 import { builder } from '../graphql/builder.js';
-import { ADMIN_ROLES, MEMBER_ROLES, requireAdminScope, requireMember, requireTenantActor } from '../graphql/auth.js';
 import { badInput } from '../graphql/errors.js';
 import { runMutation } from '../graphql/mutation.js';
 import { runRead } from '../graphql/read.js';
@@ -67,13 +66,12 @@ type Operation = typeof joinHuddle;
 
 function huddleMutation(name: string, description: string, operation: Operation) {
   builder.mutationField(name, (t) =>
-    t.field({
-      extensions: { roles: MEMBER_ROLES },
+    t.withAuth({ member: true }).field({
       type: HuddlePayload,
       description,
       args: { input: t.arg({ type: HuddleInput }) },
       resolve: (_root, { input }, ctx) => {
-        const { tenantId, userId } = requireMember(ctx);
+        const { tenantId, userId } = ctx.session;
         const objectiveId = requireText(input.objectiveId, 'objectiveId', OBJECTIVE_ID_MAX_LENGTH);
         return runMutation(ctx, {
           operation: name,
@@ -105,13 +103,12 @@ const CleanupResultType = builder.objectRef<CleanupResult>('CleanupHuddlesPayloa
 });
 
 builder.mutationField('cleanupHuddles', (t) =>
-  t.field({
-    extensions: { roles: ADMIN_ROLES },
+  t.withAuth({ tenantAdmin: true, operator: true }).field({
     type: CleanupResultType,
     description:
       "Runs one stale-huddle cleanup pass now (the worker runs one every HUDDLE_CLEANUP_INTERVAL_MS): the tenant's, or every tenant's for the platform operator. Admins only.",
     resolve: (_root, _args, ctx) => {
-      const tenantId = requireAdminScope(ctx);
+      const { tenantId } = ctx.session;
       const { staleAfterMs, cleanupBatchSize } = ctx.services.config.huddles;
       return runMutation(ctx, {
         operation: 'cleanupHuddles',
@@ -126,7 +123,7 @@ builder.mutationField('cleanupHuddles', (t) =>
 );
 
 builder.queryField('huddle', (t) =>
-  t.field({
+  t.withAuth({ member: true, tenantAdmin: true }).field({
     type: HuddleSessionType,
     nullable: true,
     description: "The objective's active huddle in the session's tenant, or null.",
@@ -135,8 +132,7 @@ builder.queryField('huddle', (t) =>
       if (objectiveId.length === 0 || objectiveId.length > OBJECTIVE_ID_MAX_LENGTH) {
         throw badInput(`objectiveId must be 1 to ${OBJECTIVE_ID_MAX_LENGTH} characters`, 'objectiveId');
       }
-      const { tenantId } = requireTenantActor(ctx);
-      return runRead(ctx, (trx) => findActiveSession(trx, tenantId, objectiveId));
+      return runRead(ctx, (trx) => findActiveSession(trx, ctx.session.tenantId, objectiveId));
     },
   }),
 );

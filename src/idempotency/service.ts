@@ -6,6 +6,7 @@ import type { DB } from '../db/schema.js';
 export interface KeyScope {
   tenantId: string;
   userId: string;
+  role: string;
 }
 
 export interface IdempotentRequest {
@@ -50,10 +51,10 @@ export function fingerprint(printedOperation: string, variables: unknown): strin
  */
 export async function claimKey(trx: Transaction<DB>, scope: KeyScope, request: IdempotentRequest, ttlHours: number): Promise<Claim> {
   const inserted = await sql<{ key: string }>`
-    insert into idempotency_keys (tenant_id, user_id, key, fingerprint, operation, expires_at)
-    values (${scope.tenantId}, ${scope.userId}, ${request.key}, ${request.fingerprint}, ${request.operation},
+    insert into idempotency_keys (tenant_id, user_id, role, key, fingerprint, operation, expires_at)
+    values (${scope.tenantId}, ${scope.userId}, ${scope.role}, ${request.key}, ${request.fingerprint}, ${request.operation},
             now() + make_interval(hours => ${ttlHours}))
-    on conflict (tenant_id, user_id, key) do update
+    on conflict (tenant_id, user_id, role, key) do update
       set fingerprint = excluded.fingerprint, operation = excluded.operation, response = null,
           created_at = now(), expires_at = excluded.expires_at
       where idempotency_keys.expires_at <= now()
@@ -64,6 +65,7 @@ export async function claimKey(trx: Transaction<DB>, scope: KeyScope, request: I
     .select(['fingerprint', 'response'])
     .where('tenant_id', '=', scope.tenantId)
     .where('user_id', '=', scope.userId)
+    .where('role', '=', scope.role)
     .where('key', '=', request.key)
     .executeTakeFirstOrThrow();
   return existing.fingerprint === request.fingerprint ? { kind: 'replay', response: existing.response } : { kind: 'reused' };
@@ -76,6 +78,7 @@ export async function storeResponse(trx: Transaction<DB>, scope: KeyScope, key: 
     .set({ response: JSON.stringify(response) })
     .where('tenant_id', '=', scope.tenantId)
     .where('user_id', '=', scope.userId)
+    .where('role', '=', scope.role)
     .where('key', '=', key)
     .execute();
 }

@@ -1,5 +1,4 @@
 import { builder } from '../graphql/builder.js';
-import { ADMIN_ROLES, requireOperator, requireTenantActor } from '../graphql/auth.js';
 import { badInput } from '../graphql/errors.js';
 import { runMutation } from '../graphql/mutation.js';
 import { runRead } from '../graphql/read.js';
@@ -28,13 +27,11 @@ const CreateTenantPayload = builder.objectRef<{ tenant: Tenant }>('CreateTenantP
 });
 
 builder.mutationField('createTenant', (t) =>
-  t.field({
-    extensions: { roles: ADMIN_ROLES },
+  t.withAuth({ operator: true }).field({
     type: CreateTenantPayload,
     description: 'Creates a tenant. Platform operator only (role admin without a tenant id).',
     args: { input: t.arg({ type: CreateTenantInput }) },
     resolve: async (_root, { input }, ctx) => {
-      requireOperator(ctx);
       const values = {
         id: requireIdentifier(input.id, 'id'),
         name: requireText(input.name, 'name', 200),
@@ -55,13 +52,10 @@ builder.mutationField('createTenant', (t) =>
 );
 
 builder.queryField('tenant', (t) =>
-  t.field({
+  t.withAuth({ member: true, tenantAdmin: true }).field({
     type: TenantType,
     nullable: true,
     description: "The session's tenant.",
-    resolve: (_root, _args, ctx) => {
-      const { tenantId } = requireTenantActor(ctx);
-      return runRead(ctx, (trx) => findTenant(trx, tenantId));
-    },
+    resolve: (_root, _args, ctx) => runRead(ctx, (trx) => findTenant(trx, ctx.session.tenantId)),
   }),
 );

@@ -1,5 +1,4 @@
 import { builder } from '../graphql/builder.js';
-import { requireAdminScope } from '../graphql/auth.js';
 import { runRead } from '../graphql/read.js';
 import { outboxStats, type OutboxStats } from './outbox.js';
 
@@ -15,12 +14,9 @@ const OutboxStatsType = builder.objectRef<OutboxStats>('OutboxStats').implement(
 });
 
 builder.queryField('outboxStats', (t) =>
-  t.field({
+  t.withAuth({ tenantAdmin: true, operator: true }).field({
     type: OutboxStatsType,
     description: "The notification outbox of the session's tenant (every tenant for the platform operator). Admins only.",
-    resolve: (_root, _args, ctx) => {
-      const tenantId = requireAdminScope(ctx);
-      return runRead(ctx, (trx) => outboxStats(trx, tenantId));
-    },
+    resolve: (_root, _args, ctx) => runRead(ctx, (trx) => outboxStats(trx, ctx.session.tenantId)),
   }),
 );

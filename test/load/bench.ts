@@ -7,7 +7,7 @@ import { issueCouponForSession } from '../../src/coupons/graphql.js';
 import { insertCampaign } from '../../src/coupons/service.js';
 import { createDatabase } from '../../src/db/database.js';
 import { runInTransaction } from '../../src/db/transaction.js';
-import type { Context } from '../../src/graphql/context.js';
+import type { AccessContexts } from '../../src/graphql/access.js';
 import { createTurns } from '../../src/graphql/read.js';
 import { createLogger } from '../../src/logger.js';
 import { buildServices } from '../../src/server.js';
@@ -121,7 +121,7 @@ async function throughPg(databaseUrl: string, sql: pg.Pool, scenario: CouponScen
     }
     const retries = services.metrics.transactionRetries;
     const retriesBefore = (await retries.get()).values.reduce((sum, v) => sum + v.value, 0);
-    const contextFor = (memberId: string): Context => ({
+    const contextFor = (memberId: string): AccessContexts['member'] => ({
       services,
       db: database.db,
       session: { role: 'user', tenantId: scenario.tenantId, userId: memberId },

@@ -1,0 +1,85 @@
+import { readFile } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { declaredScopes, HASURA_ROLE_OF, type AccessScope } from '../src/graphql/access.js';
+import { asOperator, asTenantAdmin, asUser, createTenant, createTestBackend, gql, type TestBackend } from './support/harness.js';
+import { rootFieldRequest } from './support/samples.js';
+
+/** Every kind of caller, with the scope it should hold (null: none) and its Hasura role. */
+const SESSIONS: { kind: string; headers: Record<string, string>; scope: AccessScope | null; role: string | null }[] = [
+  { kind: 'anonymous', headers: {}, scope: null, role: null },
+  { kind: 'member', headers: asUser('access'), scope: 'member', role: 'user' },
+  { kind: 'tenant admin', headers: asTenantAdmin('access'), scope: 'tenantAdmin', role: 'admin' },
+  { kind: 'operator', headers: asOperator(), scope: 'operator', role: 'admin' },
+  { kind: "another tenant's member", headers: asUser('access-other', 'member-2'), scope: 'member', role: 'user' },
+  { kind: 'a user without a user id', headers: { 'x-hasura-role': 'user', 'x-hasura-tenant-id': 'access' }, scope: null, role: 'user' },
+];
+
+const REFUSALS = ['UNAUTHENTICATED', 'FORBIDDEN'];
+
+/** The roles each action is permitted to in the committed schema/hasura/actions.yaml. */
+async function metadataRoles(): Promise<Map<string, string[]>> {
+  const yaml = await readFile(new URL('../schema/hasura/actions.yaml', import.meta.url), 'utf8');
+  const blocks = yaml.split(/\n  - name: /).slice(1);
+  return new Map(
+    blocks.map((block) => [block.split('\n')[0]!.trim(), [...block.matchAll(/^ {6}- role: (\w+)$/gm)].map((m) => m[1]!).sort()]),
+  );
+}
+
+describe('who may call what: one declaration, enforced and published alike', () => {
+  let backend: TestBackend;
+  beforeAll(async () => {
+    backend = await createTestBackend();
+    await createTenant(backend, 'access');
+    await createTenant(backend, 'access-other');
+  });
+  afterAll(() => backend.close());
+
+  it('admits exactly the declared kinds of session on every root field, and the Hasura metadata says the same', async () => {
+    const schema = backend.app.schema;
+    const published = await metadataRoles();
+    const roots = [
+      ...Object.values(schema.getQueryType()!.getFields()).map((field) => ({ operation: 'query' as const, field })),
+      ...Object.values(schema.getMutationType()!.getFields()).map((field) => ({ operation: 'mutation' as const, field })),
+    ];
+    expect(roots.length).toBeGreaterThanOrEqual(20);
+    for (const { operation, field } of roots) {
+      const declared = declaredScopes(field);
+      if (field.name === 'viewer') expect(declared).toBeNull();
+      else expect(declared?.length, `${field.name} declares who may call it`).toBeGreaterThan(0);
+      const admittedRoles = new Set<string>();
+      for (const session of SESSIONS) {
+        const { query, variables } = rootFieldRequest(operation, field);
+        const response = await gql(backend.app.fetch, query, variables, session.headers);
+        const codes = (response.body.errors ?? []).map((e) => String(e.extensions?.['code']));
+        const admitted = !codes.some((code) => REFUSALS.includes(code));
+        const expected = declared === null || (session.scope !== null && declared.includes(session.scope));
+        expect({ field: field.name, session: session.kind, admitted, codes }).toMatchObject({ field: field.name, session: session.kind, admitted: expected });
+        expect(codes).not.toContain('INTERNAL_SERVER_ERROR');
+        if (admitted && session.role !== null && declared !== null) admittedRoles.add(session.role);
+      }
+      if (operation === 'mutation') {
+        expect({ field: field.name, roles: published.get(field.name) }).toEqual({ field: field.name, roles: [...admittedRoles].sort() });
+        expect(published.get(field.name)).toEqual([...new Set(declared!.map((scope) => HASURA_ROLE_OF[scope]))].sort());
+      }
+    }
+  });
+
+  it('names who may call a field when it refuses', async () => {
+    const response = await gql(backend.app.fetch, 'mutation { issueCoupon(input: { campaignId: "c" }) { status } }', {}, asTenantAdmin('access'));
+    expect(response.body.errors?.[0]).toMatchObject({
+      message: 'issueCoupon is for a member (role user with x-hasura-tenant-id and x-hasura-user-id)',
+      extensions: { code: 'FORBIDDEN' },
+    });
+  });
+
+  it('answers NOT_FOUND, never an internal error, to a session naming a tenant that does not exist', async () => {
+    for (const field of ['joinHuddle', 'issueCoupon', 'createContract']) {
+      const mutation = backend.app.schema.getMutationType()!.getFields()[field]!;
+      const { query, variables } = rootFieldRequest('mutation', mutation);
+      const response = await gql(backend.app.fetch, query, variables, asUser('no-such-tenant'));
+      expect({ field, codes: response.body.errors?.map((e) => e.extensions?.['code']) }).toEqual({ field, codes: ['NOT_FOUND'] });
+    }
+    const { rows } = await backend.sql.query("select count(*)::int as n from huddle_sessions where tenant_id = 'no-such-tenant'");
+    expect(rows[0].n).toBe(0);
+  });
+});
