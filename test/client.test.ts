@@ -1,0 +1,111 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mutate, MutationError, type Transport } from '../src/client/mutate.js';
+import { runInTransaction } from '../src/db/transaction.js';
+import { listen } from '../src/http/node-server.js';
+import { CreateContractDocumentDocument } from './generated/graphql.js';
+import { asUser, createContractRow, createTenant, createTestBackend, type TestBackend } from './support/harness.js';
+import { freePort } from './support/ports.js';
+
+const URL_IN_PROCESS = 'http://test.local/graphql';
+
+describe('the typed client: one change per user action, whatever fails in between', () => {
+  let backend: TestBackend;
+  let contractId: string;
+  const documents = async () =>
+    (await backend.sql.query<{ n: number }>("select count(*)::int as n from contract_documents where tenant_id = 'client'")).rows[0]!.n;
+
+  /** The app in process, as a transport: what a fetch over the network would answer. */
+  const inProcess: Transport = async (url, init) => {
+    const response = await backend.app.fetch(new Request(url, { method: 'POST', headers: init.headers, body: init.body }));
+    return { status: response.status, headers: response.headers, body: await response.json() };
+  };
+
+  /** Holds the app's only pool connection for `ms`, so that requests meanwhile answer TRY_AGAIN. */
+  function holdThePool(ms: number) {
+    return runInTransaction(backend.database.db, backend.services.transactions, { deadline: Date.now() + 20_000 }, async (trx) => {
+      await sql`select 1`.execute(trx);
+      await sleep(ms);
+    });
+  }
+
+  beforeAll(async () => {
+    backend = await createTestBackend({ env: { DB_POOL_MAX: '1', MAX_IN_FLIGHT: '2', DB_POOL_ACQUIRE_TIMEOUT_MS: '150' } });
+    await createTenant(backend, 'client');
+    contractId = await createContractRow(backend, 'client');
+  });
+  afterAll(() => backend.close());
+
+  const create = (options: Partial<Parameters<typeof mutate>[2]> = {}) =>
+    mutate(CreateContractDocumentDocument, { input: { contractId } }, { url: URL_IN_PROCESS, headers: asUser('client'), transport: inProcess, ...options });
+
+  it('resends a mutation whose answer was lost with the same key, and gets the stored answer', async () => {
+    const before = await documents();
+    let sent = 0;
+    const lossy: Transport = async (url, init) => {
+      const answer = await inProcess(url, init);
+      if (++sent === 1) throw new Error('socket hang up');
+      return answer;
+    };
+    const result = await create({ transport: lossy });
+    expect(result).toMatchObject({ replayed: true, attempts: 2 });
+    expect(await documents()).toBe(before + 1);
+  });
+
+  it('rides out an exhausted pool, never resending sooner than the server asked', async () => {
+    const before = await documents();
+    const pauses: number[] = [];
+    const held = holdThePool(700);
+    await sleep(20);
+    const result = await create({ baseDelayMs: 1, sleep: async (ms) => (pauses.push(ms), await sleep(ms)) });
+    await held;
+    expect(result.attempts).toBeGreaterThan(1);
+    expect(result.replayed).toBe(false);
+    expect(pauses.length).toBe(result.attempts - 1);
+    // TRY_AGAIN after a pool wait of DB_POOL_ACQUIRE_TIMEOUT_MS says retryAfterMs: 150.
+    expect(Math.min(...pauses)).toBeGreaterThanOrEqual(150);
+    expect(await documents()).toBe(before + 1);
+  });
+
+  it('rides out a server that is not listening yet', async () => {
+    const before = await documents();
+    const port = await freePort();
+    let server: Awaited<ReturnType<typeof listen>> | null = null;
+    const starting = sleep(300).then(async () => {
+      server = await listen(backend.app, port, backend.log, '127.0.0.1', backend.config.edge);
+    });
+    try {
+      const result = await mutate(CreateContractDocumentDocument, { input: { contractId } }, {
+        url: `http://127.0.0.1:${port}/graphql`,
+        headers: asUser('client'),
+        baseDelayMs: 50,
+      });
+      expect(result.attempts).toBeGreaterThan(1);
+      expect(await documents()).toBe(before + 1);
+    } finally {
+      await starting;
+      await server!.close();
+    }
+  });
+
+  it('does not resend a refusal, and gives up at its deadline', async () => {
+    const refused = mutate(CreateContractDocumentDocument, { input: { contractId: '00000000-0000-4000-8000-000000000000' } }, {
+      url: URL_IN_PROCESS,
+      headers: asUser('client'),
+      transport: inProcess,
+    });
+    await expect(refused).rejects.toMatchObject({ name: 'MutationError', code: 'NOT_FOUND', attempts: 1 });
+    const before = await documents();
+    const held = holdThePool(1_500);
+    await sleep(20);
+    const started = performance.now();
+    const gaveUp = await create({ deadlineMs: 600 }).catch((error: unknown) => error);
+    const waited = performance.now() - started;
+    await held;
+    expect(gaveUp).toBeInstanceOf(MutationError);
+    expect(gaveUp).toMatchObject({ code: 'TRY_AGAIN' });
+    expect(waited).toBeLessThan(1_500);
+    expect(await documents()).toBe(before);
+  });
+});
