@@ -110,20 +110,29 @@ describe('issueCoupon, one request at a time', () => {
   });
 
   it('ledgerCheck is clean after real issues and finds drift planted with SQL', async () => {
-    const ledger = async () => (await gqlOk(fetch, LedgerCheckDocument, {}, asTenantAdmin(TENANT))).ledgerCheck;
+    // A tenant of its own, so that the other tests' issues (in any order) do not matter.
+    const tenant = 'ledger';
+    await createTenant(backend, tenant, 2_000);
+    for (const id of ['spring', 'summer', 'autumn']) {
+      await gqlOk(fetch, CreateCampaignDocument, { input: { id, name: id, discountYen: 1_000, budgetYen: 100_000 } }, asTenantAdmin(tenant));
+    }
+    for (const id of ['summer', 'autumn']) {
+      expect((await gqlOk(fetch, IssueCouponDocument, { input: { campaignId: id } }, asUser(tenant, 'alice'))).issueCoupon.status).toBe('ISSUED');
+    }
+    const ledger = async () => (await gqlOk(fetch, LedgerCheckDocument, {}, asTenantAdmin(tenant))).ledgerCheck;
     expect(await ledger()).toMatchObject({ ok: true, campaignDrift: [], usageDrift: [], membersOverCap: [], campaignsOverBudget: [] });
 
-    await backend.sql.query("update campaign_budget_slots set issued_yen = issued_yen + 1000 where tenant_id = $1 and campaign_id = 'summer'", [TENANT]);
-    await backend.sql.query("update member_monthly_usage set used_yen = used_yen - 1000 where tenant_id = $1 and member_id = 'alice'", [TENANT]);
+    await backend.sql.query("update campaign_budget_slots set issued_yen = issued_yen + 1000 where tenant_id = $1 and campaign_id = 'summer'", [tenant]);
+    await backend.sql.query("update member_monthly_usage set used_yen = used_yen - 1000 where tenant_id = $1 and member_id = 'alice'", [tenant]);
     await backend.sql.query(
-      "insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at) values ($1, 'autumn', 'alice', '2026-10', 1000, now())",
-      [TENANT],
+      "insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at) values ($1, 'spring', 'alice', '2026-10', 1000, now())",
+      [tenant],
     );
     const report = await ledger();
     expect(report.ok).toBe(false);
-    expect(report.campaignDrift.map((d) => d.campaignId).sort()).toEqual(['autumn', 'summer']);
-    expect(report.usageDrift).toContainEqual({ tenantId: TENANT, memberId: 'alice', month: '2026-10', usedYen: 1000, couponsYen: 3000 });
-    expect(report.membersOverCap).toContainEqual({ tenantId: TENANT, memberId: 'alice', month: '2026-10', couponsYen: 3000, capYen: 2000 });
-    expect(errorCodes(await gql(fetch, LedgerCheckDocument, {}, asUser(TENANT)))).toEqual(['FORBIDDEN']);
+    expect(report.campaignDrift.map((d) => d.campaignId).sort()).toEqual(['spring', 'summer']);
+    expect(report.usageDrift).toEqual([{ tenantId: tenant, memberId: 'alice', month: '2026-10', usedYen: 1000, couponsYen: 3000 }]);
+    expect(report.membersOverCap).toEqual([{ tenantId: tenant, memberId: 'alice', month: '2026-10', couponsYen: 3000, capYen: 2000 }]);
+    expect(errorCodes(await gql(fetch, LedgerCheckDocument, {}, asUser(tenant)))).toEqual(['FORBIDDEN']);
   });
 });
