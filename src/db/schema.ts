@@ -3,6 +3,9 @@ import type { ColumnType, Generated, Selectable } from 'kysely';
 /** Columns the database fills in: optional on insert, present on select. */
 type Defaulted<T> = ColumnType<T, T | undefined, T>;
 
+/** A jsonb value as pg returns it; written as JSON text. */
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+
 export interface TenantsTable {
   id: string;
   name: string;
@@ -79,7 +82,7 @@ export interface OutboxEventsTable {
   tenant_id: string;
   id: Generated<string>;
   topic: string;
-  payload: ColumnType<unknown, string, string>;
+  payload: ColumnType<JsonValue, string, string>;
   created_at: Defaulted<Date>;
   status: Defaulted<OutboxStatus>;
   attempts: Defaulted<number>;
@@ -113,7 +116,7 @@ export interface IdempotencyKeysTable {
   key: string;
   fingerprint: string;
   operation: string;
-  response: ColumnType<unknown, string | null, string | null>;
+  response: ColumnType<JsonValue | null, string | null, string | null>;
   created_at: Defaulted<Date>;
   expires_at: ColumnType<Date, Date | string, Date | string>;
 }
@@ -133,7 +136,7 @@ export interface AdoptionsTable {
   id: Generated<number>;
   tenant_id: string;
   adopted_at: Defaulted<Date>;
-  report: ColumnType<unknown, string, string>;
+  report: ColumnType<JsonValue, string, string>;
 }
 
 export interface SchemaMigrationsTable {
