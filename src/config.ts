@@ -4,6 +4,10 @@
  * a silent default.
  */
 
+import { ConfigError } from './config-error.js';
+
+export { ConfigError };
+
 export interface JwtConfig {
   type: 'HS256' | 'HS384' | 'HS512';
   key: string;
@@ -78,13 +82,6 @@ export interface OutboxConfig {
   maxAttempts: number;
   retryBaseDelayMs: number;
   retryMaxDelayMs: number;
-}
-
-export class ConfigError extends Error {
-  constructor(readonly variable: string, problem: string) {
-    super(`${variable}: ${problem}`);
-    this.name = 'ConfigError';
-  }
 }
 
 type Env = Record<string, string | undefined>;
