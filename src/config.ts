@@ -4,11 +4,10 @@
  * a silent default.
  */
 
-export interface JwtConfig {
-  type: 'HS256' | 'HS384' | 'HS512';
-  key: string;
-  claimsNamespace: string;
-}
+import { ConfigError } from './config-error.js';
+import { parseJwtSecret, type JwtConfig } from './http/jwt-config.js';
+
+export { ConfigError, parseJwtSecret, type JwtConfig };
 
 export interface AppConfig {
   /** As set; unset is `development`. */
@@ -83,13 +82,6 @@ export interface OutboxConfig {
   maxAttempts: number;
   retryBaseDelayMs: number;
   retryMaxDelayMs: number;
-}
-
-export class ConfigError extends Error {
-  constructor(readonly variable: string, problem: string) {
-    super(`${variable}: ${problem}`);
-    this.name = 'ConfigError';
-  }
 }
 
 type Env = Record<string, string | undefined>;
@@ -175,34 +167,6 @@ function readDatabaseUrl(env: Env): string | null {
     throw new ConfigError('DATABASE_URL', `expected a postgres:// URL, got the scheme "${url.protocol}"`);
   }
   return raw;
-}
-
-const HMAC_ALGORITHMS = ['HS256', 'HS384', 'HS512'] as const;
-const HASURA_CLAIMS_NAMESPACE = 'https://hasura.io/jwt/claims';
-
-/** Reads Hasura's HASURA_GRAPHQL_JWT_SECRET JSON form: {"type":"HS256","key":"...","claims_namespace"?}. */
-export function parseJwtSecret(raw: string, variable = 'JWT_SECRET'): JwtConfig {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw);
-  } catch {
-    throw new ConfigError(variable, 'not JSON; expected {"type":"HS256","key":"<at least 32 characters>"}');
-  }
-  if (typeof parsed !== 'object' || parsed === null) {
-    throw new ConfigError(variable, 'expected a JSON object with "type" and "key"');
-  }
-  const { type, key, claims_namespace: namespace } = parsed as Record<string, unknown>;
-  if (typeof type !== 'string' || !(HMAC_ALGORITHMS as readonly string[]).includes(type)) {
-    throw new ConfigError(variable, `"type" must be one of ${HMAC_ALGORITHMS.join(', ')}`);
-  }
-  // HS256 with a key shorter than its 256-bit output is brute-forceable; Hasura refuses it too.
-  if (typeof key !== 'string' || key.length < 32) {
-    throw new ConfigError(variable, '"key" must be a string of at least 32 characters');
-  }
-  if (namespace !== undefined && typeof namespace !== 'string') {
-    throw new ConfigError(variable, '"claims_namespace" must be a string');
-  }
-  return { type: type as JwtConfig['type'], key, claimsNamespace: namespace ?? HASURA_CLAIMS_NAMESPACE };
 }
 
 function readTimeZone(env: Env): string {

@@ -96,7 +96,7 @@ export function createApp(services: AppServices): App {
       const scope = currentRequestScope();
       const session = actionSessionVariables
         ? sessionFromVariables(actionSessionVariables)
-        : await resolveSession(request.headers, config);
+        : await resolveSession(request.headers, config, log);
       return {
         services,
         db: services.db,

@@ -1,7 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { errors as joseErrors, jwtVerify } from 'jose';
+import { parseCookie } from 'cookie';
 import { isDevMode, type AppConfig, type JwtConfig } from '../config.js';
 import { forbidden, unauthenticated } from '../graphql/errors.js';
+import type { Logger } from '../logger.js';
+import { jwtVerifierFor } from './jwt.js';
 
 export type Role = 'user' | 'admin';
 
@@ -59,17 +61,23 @@ function hasuraHeaders(headers: Headers): Record<string, string> {
   return variables;
 }
 
-async function sessionFromJwt(token: string, jwt: JwtConfig, requestedRole: string | null): Promise<Session> {
-  let payload: Record<string, unknown>;
-  try {
-    ({ payload } = await jwtVerify(token, new TextEncoder().encode(jwt.key), { algorithms: [jwt.type] }));
-  } catch (error) {
-    if (error instanceof joseErrors.JWTExpired) throw unauthenticated('The JWT has expired');
-    throw unauthenticated('The JWT is invalid');
+/** The JWT a request presents, where JWT_SECRET's `header` says to look; null when it presents none. */
+function presentedJwt(headers: Headers, jwt: JwtConfig | null): string | null {
+  const authorization = headers.get('authorization');
+  const isBearer = authorization !== null && /^bearer\s/i.test(authorization);
+  if (jwt?.token.in === 'Cookie') {
+    if (isBearer) throw unauthenticated(`Bearer tokens are not accepted: the JWT is read from the "${jwt.token.name}" cookie`);
+    return parseCookie(headers.get('cookie') ?? '')[jwt.token.name] || null;
   }
-  const claims = payload[jwt.claimsNamespace];
-  if (typeof claims !== 'object' || claims === null) throw unauthenticated(`The JWT has no "${jwt.claimsNamespace}" claims`);
-  const record = claims as Record<string, unknown>;
+  if (!isBearer) return null;
+  if (jwt === null) throw unauthenticated('Bearer tokens are not accepted: JWT_SECRET is not configured');
+  const token = bearerToken(authorization);
+  if (token === null) throw unauthenticated('The JWT is invalid');
+  return token;
+}
+
+async function sessionFromJwt(token: string, jwt: JwtConfig, requestedRole: string | null, log?: Logger): Promise<Session> {
+  const record = await jwtVerifierFor(jwt).hasuraClaims(token, log);
   const allowed = record['x-hasura-allowed-roles'];
   const fallback = record['x-hasura-default-role'];
   if (!Array.isArray(allowed) || typeof fallback !== 'string') {
@@ -88,15 +96,10 @@ async function sessionFromJwt(token: string, jwt: JwtConfig, requestedRole: stri
  * anonymous caller (introspection still works); throws for credentials that are presented and
  * wrong, so a forged header never degrades into anonymous access.
  */
-export async function resolveSession(headers: Headers, config: AppConfig): Promise<Session | null> {
-  const authorization = headers.get('authorization');
+export async function resolveSession(headers: Headers, config: AppConfig, log?: Logger): Promise<Session | null> {
   const forwarded = hasuraHeaders(headers);
-  if (authorization !== null && /^bearer\s/i.test(authorization)) {
-    if (config.jwt === null) throw unauthenticated('Bearer tokens are not accepted: JWT_SECRET is not configured');
-    const token = bearerToken(authorization);
-    if (token === null) throw unauthenticated('The JWT is invalid');
-    return sessionFromJwt(token, config.jwt, forwarded['x-hasura-role'] ?? null);
-  }
+  const token = presentedJwt(headers, config.jwt);
+  if (token !== null && config.jwt !== null) return sessionFromJwt(token, config.jwt, forwarded['x-hasura-role'] ?? null, log);
   const presentedSecret = headers.get('x-action-secret');
   if (presentedSecret !== null) {
     if (config.actionSecret === null || !secretMatches(presentedSecret, config.actionSecret)) {
