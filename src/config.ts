@@ -1,3 +1,6 @@
+import { statSync } from 'node:fs';
+import path from 'node:path';
+
 /**
  * Environment -> typed configuration. Every value is checked once at start-up; a wrong value stops
  * the process with a message that names the variable, so a typo never surfaces later as a hang or
@@ -14,6 +17,8 @@ export interface AppConfig {
   nodeEnv: 'development' | 'production' | 'test';
   port: number;
   databaseUrl: string | null;
+  /** How long start-up keeps trying to reach DATABASE_URL before it gives up. */
+  dbConnectTimeoutMs: number;
   embeddedPostgresPort: number;
   /** Null: .data/postgres in the project. */
   embeddedDataDir: string | null;
@@ -125,8 +130,14 @@ function readNodeEnv(env: Env): AppConfig['nodeEnv'] {
   return raw;
 }
 
-function readDatabaseUrl(env: Env): string | null {
+function readDatabaseUrl(env: Env, nodeEnv: AppConfig['nodeEnv']): string | null {
   const raw = readString(env, 'DATABASE_URL');
+  if (raw === null && nodeEnv === 'production') {
+    throw new ConfigError(
+      'DATABASE_URL',
+      'NODE_ENV=production needs DATABASE_URL: the embedded PostgreSQL is for development and tests (one local folder, no backups)',
+    );
+  }
   if (raw === null) return null;
   let url: URL;
   try {
@@ -168,6 +179,29 @@ export function parseJwtSecret(raw: string, variable = 'JWT_SECRET'): JwtConfig 
   return { type: type as JwtConfig['type'], key, claimsNamespace: namespace ?? HASURA_CLAIMS_NAMESPACE };
 }
 
+/** pino's level names; anything else would reach pino as a raw exception. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+function readLogLevel(env: Env, nodeEnv: AppConfig['nodeEnv']): string {
+  const raw = readString(env, 'LOG_LEVEL');
+  if (raw === null) return nodeEnv === 'test' ? 'silent' : 'info';
+  if (!(LOG_LEVELS as readonly string[]).includes(raw)) {
+    throw new ConfigError('LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got "${raw}"`);
+  }
+  return raw;
+}
+
+/** An absolute folder path; a file in its place is a mistake worth naming before PostgreSQL trips on it. */
+function readFolder(env: Env, name: string): string | null {
+  const raw = readString(env, name);
+  if (raw === null) return null;
+  const folder = path.resolve(raw);
+  if (statSync(folder, { throwIfNoEntry: false })?.isDirectory() === false) {
+    throw new ConfigError(name, `${folder} is a file; expected a folder (created when missing)`);
+  }
+  return folder;
+}
+
 function readTimeZone(env: Env): string {
   const zone = readString(env, 'BUSINESS_TIME_ZONE') ?? 'Asia/Tokyo';
   try {
@@ -197,9 +231,10 @@ export function loadConfig(env: Env = process.env): AppConfig {
   return {
     nodeEnv,
     port: readInt(env, 'PORT', 4000, 0, 65_535),
-    databaseUrl: readDatabaseUrl(env),
+    databaseUrl: readDatabaseUrl(env, nodeEnv),
+    dbConnectTimeoutMs: readInt(env, 'DB_CONNECT_TIMEOUT_MS', 30_000, 0, 3_600_000),
     embeddedPostgresPort: readInt(env, 'EMBEDDED_PG_PORT', 54_329, 1024, 65_535),
-    embeddedDataDir: readString(env, 'EMBEDDED_PG_DATA_DIR'),
+    embeddedDataDir: readFolder(env, 'EMBEDDED_PG_DATA_DIR'),
     dbPoolMax: readInt(env, 'DB_POOL_MAX', 10, 1, 1000),
     dbPoolAcquireTimeoutMs: readInt(env, 'DB_POOL_ACQUIRE_TIMEOUT_MS', 3_000, 1, 600_000),
     lockTimeoutMs: readInt(env, 'LOCK_TIMEOUT_MS', 2_000, 1, 600_000),
@@ -211,7 +246,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     jwt,
     businessTimeZone: readTimeZone(env),
     maxBodyBytes: readInt(env, 'MAX_BODY_BYTES', 100_000, 1_000, 10_000_000),
-    logLevel: readString(env, 'LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info'),
+    logLevel: readLogLevel(env, nodeEnv),
     runWorkers: readBoolean(env, 'RUN_WORKERS', true),
     webConcurrency: readInt(env, 'WEB_CONCURRENCY', 1, 1, 64),
     outbox: readOutbox(env),

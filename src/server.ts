@@ -2,6 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AppConfig } from './config.js';
 import { systemClock, type Clock } from './clock.js';
+import { waitForDatabase } from './db/connect.js';
 import { createDatabase, type Database } from './db/database.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
@@ -93,6 +94,7 @@ export async function openDatabase(
           ephemeral: options.ephemeral ?? false,
         })
       : null;
+  if (config.databaseUrl !== null) await waitForDatabase(config.databaseUrl, config.dbConnectTimeoutMs, log);
   const connectionString = config.databaseUrl ?? embedded!.connectionString();
   const database = createDatabase(
     { connectionString, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName },

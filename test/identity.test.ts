@@ -120,6 +120,6 @@ describe('configuration', () => {
 
   it('refuses dev mode (no secret, no JWT key) in production', () => {
     expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(/ACTION_SECRET/);
-    expect(loadConfig({ NODE_ENV: 'production', ACTION_SECRET: SECRET }).actionSecret).toBe(SECRET);
+    expect(loadConfig({ NODE_ENV: 'production', ACTION_SECRET: SECRET, DATABASE_URL: 'postgres://app@db/app' }).actionSecret).toBe(SECRET);
   });
 });
