@@ -30,7 +30,7 @@ async function single(config: AppConfig, log: Logger) {
  * share the port and serve HTTP. A process that dies is replaced.
  */
 async function primary(config: AppConfig, log: Logger) {
-  const opened = await openDatabase({ config, log, seed: true }, 'mutation-backend-primary');
+  const opened = await openDatabase({ config, log, seed: true, schema: 'migrate' }, 'mutation-backend-primary');
   const databaseUrl = config.databaseUrl ?? opened.embedded!.connectionString();
   const workers = config.runWorkers ? startWorkers(buildServices(config, opened.database, log)) : null;
   let stopping = false;

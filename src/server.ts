@@ -5,7 +5,7 @@ import { systemClock, type Clock } from './clock.js';
 import { waitForDatabase } from './db/connect.js';
 import { createDatabase, type Database } from './db/database.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js';
-import { migrate } from './db/migrate.js';
+import { assertSchemaCurrent, migrate } from './db/migrate.js';
 import { createMetrics } from './metrics/metrics.js';
 import { conditionalUpdates, type CouponIssuer } from './coupons/service.js';
 import { seedIfEmpty } from './db/seed.js';
@@ -77,13 +77,22 @@ export interface OpenedDatabase {
 }
 
 /**
- * DATABASE_URL, or the embedded server (started, or attached to when `npm start` already runs
- * it), with every migration applied.
+ * What a process does with the schema it finds: the server migrates; the other tools work with a
+ * current schema and never change it (a ledger check pointed at the wrong database must not create
+ * tables there); adoption brings its own migrations.
  */
-export async function openDatabase(
-  options: Pick<BackendOptions, 'config' | 'log' | 'dataDir' | 'ephemeral' | 'seed'> & { migrate?: boolean },
-  applicationName: string,
-): Promise<OpenedDatabase> {
+export type SchemaPolicy = 'migrate' | 'require-current' | 'leave';
+
+export interface OpenDatabaseOptions extends Pick<BackendOptions, 'config' | 'log' | 'dataDir' | 'ephemeral' | 'seed'> {
+  schema: SchemaPolicy;
+}
+
+/**
+ * DATABASE_URL (waited for up to DB_CONNECT_TIMEOUT_MS), or the embedded server: the server
+ * creates it when missing; the tools only use one that exists (started, or attached to when
+ * `npm start` already runs it).
+ */
+export async function openDatabase(options: OpenDatabaseOptions, applicationName: string): Promise<OpenedDatabase> {
   const { config, log } = options;
   const embedded =
     config.databaseUrl === null
@@ -92,6 +101,7 @@ export async function openDatabase(
           port: config.embeddedPostgresPort,
           log,
           ephemeral: options.ephemeral ?? false,
+          create: options.schema === 'migrate',
         })
       : null;
   if (config.databaseUrl !== null) await waitForDatabase(config.databaseUrl, config.dbConnectTimeoutMs, log);
@@ -105,10 +115,12 @@ export async function openDatabase(
     await embedded?.stop();
   };
   try {
-    if (options.migrate === false) return { database, embedded, close };
-    const applied = await migrate(database.db);
-    log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
-    if (embedded && options.seed && (await seedIfEmpty(database.db))) log.info('demo data loaded');
+    if (options.schema === 'require-current') await assertSchemaCurrent(database.db);
+    if (options.schema === 'migrate') {
+      const applied = await migrate(database.db);
+      log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
+      if (embedded && options.seed && (await seedIfEmpty(database.db))) log.info('demo data loaded');
+    }
     return { database, embedded, close };
   } catch (error) {
     await close();
@@ -118,7 +130,7 @@ export async function openDatabase(
 
 export async function startBackend(options: BackendOptions): Promise<Backend> {
   const { config, log } = options;
-  const opened = await openDatabase({ ...options, seed: options.seed ?? true }, 'mutation-backend');
+  const opened = await openDatabase({ ...options, seed: options.seed ?? true, schema: 'migrate' }, 'mutation-backend');
   const { database, embedded } = opened;
   try {
     const services = buildServices(config, database, log, options.clock, options.couponIssuer);

@@ -30,6 +30,14 @@ export interface EmbeddedPostgresOptions {
   /** Trade durability for speed (fsync off): for throwaway test clusters only. */
   ephemeral?: boolean;
   maxConnections?: number;
+  /** Make a new cluster when the folder holds none (the server); tools only use one that exists. */
+  create?: boolean;
+}
+
+/** The embedded database cannot be used as things stand: the user must act first (exit 2). */
+export class EmbeddedPostgresUnavailableError extends Error {
+  override name = 'EmbeddedPostgresUnavailableError';
+  readonly exitCode = 2;
 }
 
 const SUPERUSER = 'postgres';
@@ -233,7 +241,13 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     await stopServer(running.pid);
   }
   const port = options.port;
-  const password = (await readPassword(dataDir)) ?? (await initialise(binaries, dataDir, runAs, log));
+  const existing = await readPassword(dataDir);
+  if (existing === null && options.create === false) {
+    throw new EmbeddedPostgresUnavailableError(
+      `No embedded database in ${dataDir} yet: npm start creates it. Or set DATABASE_URL (EMBEDDED_PG_DATA_DIR names another folder).`,
+    );
+  }
+  const password = existing ?? (await initialise(binaries, dataDir, runAs, log));
   if (runAs) await chmod(dataDir, 0o700);
 
   const flags = [
