@@ -1,15 +1,17 @@
 import cluster from 'node:cluster';
 import { bootstrap, onShutdown, run } from './cli/bootstrap.js';
 import { isDevMode, type AppConfig } from './config.js';
-import { DEMO_HEADERS } from './http/graphiql.js';
+import { DEMO_HEADERS, graphiqlOptions } from './http/graphiql.js';
 import type { Logger } from './logger.js';
 import { buildServices, openDatabase, startBackend } from './server.js';
 import { startWorkers } from './worker/index.js';
 
 function banner(config: AppConfig, port: number, processes: string) {
   const base = `http://localhost:${port}`;
+  // Name only what this process serves: production has no GraphiQL.
+  const graphql = graphiqlOptions(config) === false ? 'GraphQL:            ' : 'GraphQL and GraphiQL:';
   console.log(`
-  GraphQL and GraphiQL: ${base}/graphql
+  ${graphql} ${base}/graphql
   Health: ${base}/health   Ready: ${base}/ready   Metrics: ${base}/metrics
   Hasura Actions:       POST ${base}/actions
   HTTP processes:       ${processes}

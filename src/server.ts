@@ -4,7 +4,7 @@ import type { AppConfig } from './config.js';
 import { systemClock, type Clock } from './clock.js';
 import { waitForDatabase } from './db/connect.js';
 import { createDatabase, type Database } from './db/database.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js';
+import type { EmbeddedPostgres } from './db/embedded.js';
 import { assertSchemaCurrent, migrate } from './db/migrate.js';
 import { createMetrics } from './metrics/metrics.js';
 import { conditionalUpdates, type CouponIssuer } from './coupons/service.js';
@@ -69,6 +69,15 @@ export function buildServices(
   };
 }
 
+/**
+ * The embedded PostgreSQL is a development dependency: production installs (npm ci --omit=dev)
+ * have no binaries, and config refuses NODE_ENV=production without DATABASE_URL, so it is loaded
+ * only when it is about to run.
+ */
+function loadEmbedded(): Promise<typeof import('./db/embedded.js')> {
+  return import('./db/embedded.js');
+}
+
 export interface OpenedDatabase {
   database: Database;
   embedded: EmbeddedPostgres | null;
@@ -96,7 +105,7 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
   const { config, log } = options;
   const embedded =
     config.databaseUrl === null
-      ? await startEmbeddedPostgres({
+      ? await (await loadEmbedded()).startEmbeddedPostgres({
           dataDir: options.dataDir ?? config.embeddedDataDir ?? DEFAULT_DATA_DIR,
           port: config.embeddedPostgresPort,
           log,
