@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GraphQLError, type GraphQLSchema } from 'graphql';
-import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { sql } from 'kysely';
 import { sqlStateOf } from '../db/sqlstate.js';
@@ -14,6 +13,7 @@ import { currentRequestScope, runInRequestScope, type RequestScope } from './req
 import { resolveSession, sessionFromVariables } from './session.js';
 import { graphiqlOptions } from './graphiql.js';
 import { isOriginalGraphQLError, useErrorContract, useIdempotencyKey, useRequestOutcome } from './plugins.js';
+import { createGraphiQLPage, GRAPHIQL_PATH, wantsGraphiQLPage } from './graphiql-page.js';
 import { toFetchRequest, writeFetchResponse } from './node-server.js';
 
 /** What the /actions adapter hands to Yoga: the session from Hasura's body, already authenticated. */
@@ -45,9 +45,8 @@ export function createApp(services: AppServices): App {
     schema: appSchema,
     graphqlEndpoint: '/graphql',
     landingPage: false,
-    graphiql: graphiqlOptions(config),
-    // GraphiQL's code is served from this process, not from a CDN: it works offline and behind firewalls.
-    renderGraphiQL,
+    // GraphiQL has a path of its own (see graphiql-page.ts).
+    graphiql: false,
     // Yoga logs several debug lines per request: format them only when someone listens.
     logging: {
       debug: (...args) => log.isLevelEnabled('debug') && log.debug({ yoga: args.map(String) }, 'yoga'),
@@ -88,6 +87,9 @@ export function createApp(services: AppServices): App {
   });
 
   const actions = createActionsHandler(yoga, appSchema, services);
+  const graphiqlSettings = graphiqlOptions(config);
+  // GraphiQL's code is served from this process, not from a CDN: it works offline and behind firewalls.
+  const graphiql = graphiqlSettings ? createGraphiQLPage({ ...graphiqlSettings, endpoint: '/graphql' }) : null;
 
   async function ready(): Promise<Response> {
     try {
@@ -109,6 +111,10 @@ export function createApp(services: AppServices): App {
       return new Response(await services.metrics.registry.metrics(), {
         headers: { 'content-type': services.metrics.registry.contentType },
       });
+    }
+    if (graphiql && url.pathname === GRAPHIQL_PATH && request.method === 'GET') return graphiql.serve(request);
+    if (graphiql && url.pathname === '/graphql' && wantsGraphiQLPage(request.method, request.headers.get('accept'))) {
+      return graphiql.redirect();
     }
     if (url.pathname !== '/graphql' && url.pathname !== '/actions') {
       return Response.json({ message: `No route for ${request.method} ${url.pathname}; GraphQL is at /graphql` }, { status: 404 });
@@ -173,9 +179,11 @@ export function createApp(services: AppServices): App {
       const path = (req.url ?? '/').split('?')[0]!;
       const declaredLength = Number(req.headers['content-length'] ?? 'NaN');
       // The hot path: GraphQL with a declared, acceptable length goes straight to Yoga's own Node
-      // adapter (Node's parser holds the body to that length). Everything else takes the
-      // Fetch path above, which buffers and limits bodies of unknown length.
-      if (path === '/graphql' && (req.method === 'GET' || declaredLength <= config.maxBodyBytes)) {
+      // adapter (Node's parser holds the body to that length). Everything else (a browser asking
+      // for GraphiQL included) takes the Fetch path above, which buffers and limits bodies of
+      // unknown length.
+      const pageRequest = graphiql !== null && wantsGraphiQLPage(req.method ?? 'GET', req.headers.accept);
+      if (path === '/graphql' && !pageRequest && (req.method === 'GET' || declaredLength <= config.maxBodyBytes)) {
         const started = performance.now();
         const scope: RequestScope = { requestId };
         res.setHeader('x-request-id', requestId);
