@@ -3,6 +3,7 @@ import { bootstrap, onShutdown, run } from './cli/bootstrap.js';
 import { isDevMode, type AppConfig } from './config.js';
 import { DEMO_HEADERS, graphiqlOptions } from './http/graphiql.js';
 import type { Logger } from './logger.js';
+import { serveClusterScrapes } from './metrics/cluster.js';
 import { buildServices, openDatabase, startBackend } from './server.js';
 import { startWorkers } from './worker/index.js';
 
@@ -35,6 +36,7 @@ async function primary(config: AppConfig, log: Logger) {
   const opened = await openDatabase({ config, log, seed: true, schema: 'migrate' }, 'mutation-backend-primary');
   const databaseUrl = config.databaseUrl ?? opened.embedded!.connectionString();
   const workers = config.runWorkers ? startWorkers(buildServices(config, opened.database, log)) : null;
+  serveClusterScrapes(log);
   let stopping = false;
   const fork = () => cluster.fork({ DATABASE_URL: databaseUrl, RUN_WORKERS: 'false' });
   let listening = 0;

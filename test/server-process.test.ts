@@ -1,4 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
+import { Agent, request } from 'node:http';
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -144,6 +145,20 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
 
 const ADMIN = { 'x-hasura-role': 'admin', 'x-hasura-tenant-id': 'acme' };
 
+/** A GET (or a POST of `body` to GraphQL as the demo member) on a connection of `agent`. */
+function send(agent: Agent, url: string, body?: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const headers = body ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...DEMO_HEADERS } : {};
+    const req = request(url, { agent, method: body ? 'POST' : 'GET', headers }, (res) => {
+      let text = '';
+      res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      res.on('end', () => resolve({ status: res.statusCode!, body: text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
 async function graphql(base: string, query: string, headers: Record<string, string>): Promise<unknown> {
   const response = await fetch(`${base}/graphql`, {
     method: 'POST',
@@ -174,6 +189,33 @@ describe('WEB_CONCURRENCY=2 npm start (all cores)', () => {
   afterAll(async () => {
     server.child.kill('SIGKILL');
     await rm(dataRoot, { recursive: true, force: true });
+  });
+
+  it('one scrape of /metrics sums the requests both processes served, with per-process gauges labelled by pid', async () => {
+    // A keep-alive connection stays with the process that accepted it: keep one per process.
+    const connections = new Map<number, Agent>();
+    for (let i = 0; i < 40 && connections.size < 2; i++) {
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      const { pid } = JSON.parse((await send(agent, `${server.base}/health`)).body) as { pid: number };
+      if (connections.has(pid)) agent.destroy();
+      else connections.set(pid, agent);
+    }
+    try {
+      expect(connections.size).toBe(2);
+      const [firstPid, secondPid] = [...connections.keys()] as [number, number];
+      const [first, second] = [connections.get(firstPid)!, connections.get(secondPid)!];
+      const viewer = (agent: Agent) => send(agent, `${server.base}/graphql`, JSON.stringify({ query: '{ viewer { role } }' }));
+      for (let i = 0; i < 3; i++) expect((await viewer(first)).body).toContain('"role":"user"');
+      for (let i = 0; i < 5; i++) expect((await viewer(second)).body).toContain('"role":"user"');
+      for (const agent of [first, second]) {
+        const metrics = (await send(agent, `${server.base}/metrics`)).body;
+        expect(metrics).toMatch(/^graphql_request_duration_seconds_count\{operation="viewer",outcome="OK"\} 8$/m);
+        for (const pid of [firstPid, secondPid]) expect(metrics).toContain(`db_pool_connections{state="idle",pid="${pid}"}`);
+        expect(metrics.match(/^# TYPE db_pool_connections gauge$/gm)).toHaveLength(1);
+      }
+    } finally {
+      for (const agent of connections.values()) agent.destroy();
+    }
   });
 
   it('serves one port from two HTTP processes with one set of background workers, and stops them all', async () => {

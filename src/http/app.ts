@@ -108,7 +108,7 @@ export function createApp(services: AppServices): App {
     if (url.pathname === '/health' && request.method === 'GET') return Response.json({ status: 'ok', pid: process.pid });
     if (url.pathname === '/ready' && request.method === 'GET') return ready();
     if (url.pathname === '/metrics' && request.method === 'GET') {
-      return new Response(await services.metrics.registry.metrics(), {
+      return new Response(await services.metrics.scrape(), {
         headers: { 'content-type': services.metrics.registry.contentType },
       });
     }
