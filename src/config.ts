@@ -22,6 +22,10 @@ export interface AppConfig {
   embeddedPostgresPort: number;
   /** Null: .data/postgres in the project. */
   embeddedDataDir: string | null;
+  /** As root, where the embedded binaries and data go when the postgres user cannot reach the project; null: the default. */
+  embeddedSharedDir: string | null;
+  /** Pause between checks that the database answers (a line in the log while it does not). */
+  dbHealthCheckIntervalMs: number;
   dbPoolMax: number;
   dbPoolAcquireTimeoutMs: number;
   lockTimeoutMs: number;
@@ -235,8 +239,10 @@ export function loadConfig(env: Env = process.env): AppConfig {
     dbConnectTimeoutMs: readInt(env, 'DB_CONNECT_TIMEOUT_MS', 30_000, 0, 3_600_000),
     embeddedPostgresPort: readInt(env, 'EMBEDDED_PG_PORT', 54_329, 1024, 65_535),
     embeddedDataDir: readFolder(env, 'EMBEDDED_PG_DATA_DIR'),
+    embeddedSharedDir: readFolder(env, 'EMBEDDED_PG_SHARED_DIR'),
     dbPoolMax: readInt(env, 'DB_POOL_MAX', 10, 1, 1000),
     dbPoolAcquireTimeoutMs: readInt(env, 'DB_POOL_ACQUIRE_TIMEOUT_MS', 3_000, 1, 600_000),
+    dbHealthCheckIntervalMs: readInt(env, 'DB_HEALTH_CHECK_INTERVAL_MS', 5_000, 100, 600_000),
     lockTimeoutMs: readInt(env, 'LOCK_TIMEOUT_MS', 2_000, 1, 600_000),
     statementTimeoutMs,
     idleInTransactionTimeoutMs: readInt(env, 'IDLE_IN_TRANSACTION_TIMEOUT_MS', 10_000, 100, 600_000),

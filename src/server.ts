@@ -2,7 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AppConfig } from './config.js';
 import { systemClock, type Clock } from './clock.js';
-import { waitForDatabase } from './db/connect.js';
+import { waitForDatabase, watchDatabase } from './db/connect.js';
 import { createDatabase, type Database } from './db/database.js';
 import type { EmbeddedPostgres } from './db/embedded.js';
 import { assertSchemaCurrent, migrate } from './db/migrate.js';
@@ -32,6 +32,8 @@ export interface BackendOptions {
   host?: string;
   /** How issueCoupon decides; the benchmark runs the peer designs through the same server. */
   couponIssuer?: CouponIssuer;
+  /** Log while the database is away (one process per server does: the one that owns it). */
+  watchDatabase?: boolean;
 }
 
 export interface Backend {
@@ -92,7 +94,7 @@ export interface OpenedDatabase {
  */
 export type SchemaPolicy = 'migrate' | 'require-current' | 'leave';
 
-export interface OpenDatabaseOptions extends Pick<BackendOptions, 'config' | 'log' | 'dataDir' | 'ephemeral' | 'seed'> {
+export interface OpenDatabaseOptions extends Pick<BackendOptions, 'config' | 'log' | 'dataDir' | 'ephemeral' | 'seed' | 'watchDatabase'> {
   schema: SchemaPolicy;
 }
 
@@ -111,6 +113,9 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
           log,
           ephemeral: options.ephemeral ?? false,
           create: options.schema === 'migrate',
+          // The server owns its database; the tools use the one a running server has.
+          share: options.schema !== 'migrate',
+          sharedDir: config.embeddedSharedDir ?? undefined,
         })
       : null;
   if (config.databaseUrl !== null) await waitForDatabase(config.databaseUrl, config.dbConnectTimeoutMs, log);
@@ -119,7 +124,9 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
     { connectionString, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName },
     log,
   );
+  const watch = options.watchDatabase ? watchDatabase(connectionString, config.dbHealthCheckIntervalMs, log) : null;
   const close = async () => {
+    watch?.stop();
     await database.close();
     await embedded?.stop();
   };

@@ -20,6 +20,7 @@ const NONSENSE: Record<string, string> = {
   DB_CONNECT_TIMEOUT_MS: 'a while',
   EMBEDDED_PG_PORT: '80',
   EMBEDDED_PG_DATA_DIR: fileURLToPath(new URL('../package.json', import.meta.url)),
+  EMBEDDED_PG_SHARED_DIR: fileURLToPath(new URL('../README.md', import.meta.url)),
   DB_POOL_MAX: '0',
   DB_POOL_ACQUIRE_TIMEOUT_MS: '-5',
   DB_HEALTH_CHECK_INTERVAL_MS: 'often',

@@ -84,6 +84,29 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     expect(body.data.createContractDocument.document.docNumber).toBe(10_000_000);
   });
 
+  it('prints the embedded database\'s connection string, and npm run db:url prints it alone for psql', async () => {
+    const printed = /Database: +(postgres:\/\/\S+)/.exec(server.output())?.[1];
+    expect(printed).toMatch(new RegExp(`^postgres://postgres:[^@]+@127\\.0\\.0\\.1:${pgPort}/postgres$`));
+    const { code, output } = await runScript('src/cli/db-url.ts', sameDatabase());
+    expect(code).toBe(0);
+    expect(output).toBe(`${printed}\n`);
+    const client = new pg.Client({ connectionString: output.trim() });
+    await client.connect();
+    try {
+      expect((await client.query('select count(*)::int as n from tenants')).rows).toEqual([{ n: 2 }]);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('a second npm start on the same data folder stops, naming the process that serves it and the variables to change', async () => {
+    const second = await runScript('src/main.ts', { ...sameDatabase(), PORT: String(await freePort()) });
+    expect(second.code).toBe(2);
+    expect(second.output).toMatch(/is already served by process \d+ \(.*src\/main\.ts\)/);
+    expect(second.output).toContain('set EMBEDDED_PG_DATA_DIR to another folder and EMBEDDED_PG_PORT to another port');
+    expect((await fetch(`${server.base}/ready`)).status).toBe(200);
+  });
+
   it('npm run worker attaches to the running database and delivers the outbox', async () => {
     expect(server.output()).toContain('Background workers:   off');
     const issued = await graphql(server.base, 'mutation { issueCoupon(input: {campaignId: "welcome"}) { status } }', DEMO_HEADERS);

@@ -29,7 +29,8 @@ export class DatabaseUnreachableError extends Error {
   override name = 'DatabaseUnreachableError';
 }
 
-async function tryOnce(connectionString: string, timeoutMs: number): Promise<void> {
+/** One connection and `select 1`, outside any pool: a full pool is not a database that is away. */
+export async function pingDatabase(connectionString: string, timeoutMs: number): Promise<void> {
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: timeoutMs });
   client.on('error', () => {}); // a server that goes away mid-handshake: the rejected connect() tells us
   try {
@@ -49,7 +50,7 @@ export async function waitForDatabase(connectionString: string, timeoutMs: numbe
   const deadline = Date.now() + timeoutMs;
   for (let attempt = 1; ; attempt++) {
     try {
-      await tryOnce(connectionString, Math.max(SHORTEST_ATTEMPT_MS, Math.min(ATTEMPT_TIMEOUT_MS, deadline - Date.now())));
+      await pingDatabase(connectionString, Math.max(SHORTEST_ATTEMPT_MS, Math.min(ATTEMPT_TIMEOUT_MS, deadline - Date.now())));
       if (attempt > 1) log.info({ ...target, attempt }, 'database reachable');
       return;
     } catch (error) {
@@ -66,4 +67,36 @@ export async function waitForDatabase(connectionString: string, timeoutMs: numbe
       await sleep(Math.min(left, LONGEST_PAUSE_MS, FIRST_PAUSE_MS * 2 ** (attempt - 1)));
     }
   }
+}
+
+/**
+ * While the process runs: checks every `intervalMs` that the database answers. While it does not,
+ * each check logs an error (an operator tailing the log sees the outage as it lasts); the first
+ * check that succeeds again logs that it is back. The pool replaces its broken connections by
+ * itself, so nothing else has to happen for requests to succeed again.
+ */
+export function watchDatabase(connectionString: string, intervalMs: number, log: Logger): { stop(): void } {
+  const target = describeDatabaseUrl(connectionString);
+  let downSince: number | null = null;
+  let stopped = false;
+  let timer: NodeJS.Timeout | null = null;
+  const check = async () => {
+    try {
+      await pingDatabase(connectionString, Math.min(ATTEMPT_TIMEOUT_MS, Math.max(SHORTEST_ATTEMPT_MS, intervalMs)));
+      if (downSince !== null) log.info({ ...target, downForMs: Date.now() - downSince }, 'database available again');
+      downSince = null;
+    } catch (error) {
+      downSince ??= Date.now();
+      const reason = error instanceof Error ? error.message : String(error);
+      log.error({ ...target, reason, downForMs: Date.now() - downSince }, 'database unavailable: requests answer TRY_AGAIN until it is back');
+    }
+    if (!stopped) timer = setTimeout(() => void check(), intervalMs).unref();
+  };
+  timer = setTimeout(() => void check(), intervalMs).unref();
+  return {
+    stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+    },
+  };
 }
