@@ -85,23 +85,31 @@ async function reachableBinaries(binaries: Binaries, user: RunAs, sharedDir: str
  * `dataDir` becomes a link to, so every tool that looks in `dataDir` finds the same cluster.
  */
 async function reachableDataDir(dataDir: string, user: RunAs, sharedDir: string): Promise<string> {
-  const link = await lstat(dataDir).catch(() => null);
-  if (link?.isSymbolicLink()) return path.resolve(path.dirname(dataDir), await readlink(dataDir));
-  if ((await firstBlockedFolder(path.dirname(dataDir), user)) === null) return dataDir;
-  const shared = path.join(sharedDir, 'data', createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 16));
-  if (link?.isDirectory()) {
-    if (await exists(path.join(dataDir, 'PG_VERSION'))) {
+  const found = await lstat(dataDir).catch(() => null);
+  let target: string;
+  if (found?.isSymbolicLink()) {
+    target = path.resolve(path.dirname(dataDir), await readlink(dataDir));
+  } else {
+    if ((await firstBlockedFolder(path.dirname(dataDir), user)) === null) return dataDir;
+    target = path.join(sharedDir, 'data', createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 16));
+    if (found?.isDirectory() && (await exists(path.join(dataDir, 'PG_VERSION')))) {
       throw new Error(
         `The embedded PostgreSQL data in ${dataDir} is out of reach of the "${SUPERUSER}" user. ` +
           'Move it to a folder that user can enter, or set EMBEDDED_PG_DATA_DIR to one.',
       );
     }
-    await rmdir(dataDir); // empty: a link to the shared folder takes its place
   }
-  await mkdir(shared, { recursive: true, mode: 0o700 });
-  await chown(shared, user.uid, user.gid);
-  await symlink(shared, dataDir);
-  return shared;
+  // The way down stays open to the postgres user; the folder itself is its own.
+  await mkdir(path.dirname(target), { recursive: true, mode: 0o755 });
+  await mkdir(target, { mode: 0o700 }).catch((error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EEXIST') throw error;
+  });
+  await chown(target, user.uid, user.gid);
+  if (!found?.isSymbolicLink()) {
+    if (found?.isDirectory()) await rmdir(dataDir); // empty: the link takes its place
+    await symlink(target, dataDir);
+  }
+  return target;
 }
 
 async function exists(file: string): Promise<boolean> {
