@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { createTestDatabaseUrl } from './support/harness.js';
 import { freePort } from './support/ports.js';
-import { captureOutput, runScript, spawnScript } from './support/scripts.js';
+import { captureOutput, runScript, spawnScript, stopScript } from './support/scripts.js';
 
 const PASSWORD = 'never-print-this-9f3c';
 
@@ -83,7 +83,7 @@ describe('start-up against a database that is not there', () => {
       const base = /(http:\/\/localhost:\d+)\/graphql/.exec(output())![1]!;
       expect((await fetch(`${base}/ready`)).status).toBe(200);
     } finally {
-      child.kill('SIGKILL');
+      await stopScript(child);
       forwarder?.close();
     }
   });

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { createLogger } from '../src/logger.js';
 import { freePort } from './support/ports.js';
-import { captureOutput, spawnScript } from './support/scripts.js';
+import { captureOutput, spawnScript, stopScript } from './support/scripts.js';
 
 const lines = (output: string, message: string) => output.split('\n').filter((line) => line.includes(message));
 
@@ -49,7 +49,7 @@ describe('a server whose database goes away', () => {
       });
       expect(await created.json()).toEqual({ data: { createTenant: { tenant: { id: 'after-outage' } } } });
     } finally {
-      server.kill('SIGKILL');
+      await stopScript(server);
       await database.stop();
       await rm(root, { recursive: true, force: true });
     }

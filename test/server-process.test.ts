@@ -10,7 +10,7 @@ import { print } from 'graphql';
 import { CreateContractDocumentDocument } from './generated/graphql.js';
 import { DEMO_HEADERS } from '../src/http/graphiql.js';
 import { freePort } from './support/ports.js';
-import { captureOutput, runScript, spawnScript } from './support/scripts.js';
+import { captureOutput, runScript, spawnScript, stopScript } from './support/scripts.js';
 
 const DEMO_CONTRACT = '11111111-1111-4111-8111-111111111111';
 
@@ -69,7 +69,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
   });
   const sameDatabase = () => ({ EMBEDDED_PG_PORT: String(pgPort), EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres') });
   afterAll(async () => {
-    server.child.kill('SIGKILL');
+    await stopScript(server.child);
     await rm(dataRoot, { recursive: true, force: true });
   });
 
@@ -210,7 +210,7 @@ describe('WEB_CONCURRENCY=2 npm start (all cores)', () => {
     });
   });
   afterAll(async () => {
-    server.child.kill('SIGKILL');
+    await stopScript(server.child);
     await rm(dataRoot, { recursive: true, force: true });
   });
 
