@@ -152,7 +152,11 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     await admin.query('begin');
     await admin.query("select * from document_sequences where tenant_id = 'acme' for update");
     const inFlight = createDocument(server.base);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // In flight for certain: the server's transaction waits for the row this test holds.
+    const waiting = async () =>
+      (await admin.query("select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and pid <> pg_backend_pid()")).rows[0].n;
+    for (const deadline = Date.now() + 30_000; (await waiting()) === 0 && Date.now() < deadline; ) await sleep(50);
+    expect(await waiting()).toBe(1);
     server.child.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 500));
     await admin.query('commit');
