@@ -1,3 +1,6 @@
+import { statSync } from 'node:fs';
+import path from 'node:path';
+
 /**
  * Environment -> typed configuration. Every value is checked once at start-up; a wrong value stops
  * the process with a message that names the variable, so a typo never surfaces later as a hang or
@@ -18,9 +21,15 @@ export interface AppConfig {
   host: string;
   port: number;
   databaseUrl: string | null;
+  /** How long start-up keeps trying to reach DATABASE_URL before it gives up. */
+  dbConnectTimeoutMs: number;
   embeddedPostgresPort: number;
   /** Null: .data/postgres in the project. */
   embeddedDataDir: string | null;
+  /** As root, where the embedded binaries and data go when the postgres user cannot reach the project; null: the default. */
+  embeddedSharedDir: string | null;
+  /** Pause between checks that the database answers (a line in the log while it does not). */
+  dbHealthCheckIntervalMs: number;
   dbPoolMax: number;
   dbPoolAcquireTimeoutMs: number;
   lockTimeoutMs: number;
@@ -154,8 +163,14 @@ function readHost(env: Env, devMode: boolean): string {
   return raw;
 }
 
-function readDatabaseUrl(env: Env): string | null {
+function readDatabaseUrl(env: Env, nodeEnv: string, development: boolean): string | null {
   const raw = readString(env, 'DATABASE_URL');
+  if (raw === null && !development) {
+    throw new ConfigError(
+      'DATABASE_URL',
+      `NODE_ENV=${nodeEnv} needs DATABASE_URL: the embedded PostgreSQL is for development and tests (one local folder, no backups)`,
+    );
+  }
   if (raw === null) return null;
   let url: URL;
   try {
@@ -167,6 +182,39 @@ function readDatabaseUrl(env: Env): string | null {
     throw new ConfigError('DATABASE_URL', `expected a postgres:// URL, got the scheme "${url.protocol}"`);
   }
   return raw;
+}
+
+/** pino's level names; anything else would reach pino as a raw exception. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+function readLogLevel(env: Env, nodeEnv: string): string {
+  const raw = readString(env, 'LOG_LEVEL');
+  if (raw === null) return nodeEnv === 'test' ? 'silent' : 'info';
+  if (!(LOG_LEVELS as readonly string[]).includes(raw)) {
+    throw new ConfigError('LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got "${raw}"`);
+  }
+  return raw;
+}
+
+/** An absolute path of a file that exists (its contents are checked where they are read). */
+function readFile(env: Env, name: string): string | null {
+  const raw = readString(env, name);
+  if (raw === null) return null;
+  const file = path.resolve(raw);
+  const found = statSync(file, { throwIfNoEntry: false });
+  if (!found?.isFile()) throw new ConfigError(name, `${file} ${found ? 'is not a file' : 'does not exist'}`);
+  return file;
+}
+
+/** An absolute folder path; a file in its place is a mistake worth naming before PostgreSQL trips on it. */
+function readFolder(env: Env, name: string): string | null {
+  const raw = readString(env, name);
+  if (raw === null) return null;
+  const folder = path.resolve(raw);
+  if (statSync(folder, { throwIfNoEntry: false })?.isDirectory() === false) {
+    throw new ConfigError(name, `${folder} is a file; expected a folder (created when missing)`);
+  }
+  return folder;
 }
 
 function readTimeZone(env: Env): string {
@@ -215,7 +263,7 @@ function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig
     introspection: readBoolean(env, 'GRAPHQL_INTROSPECTION', development),
     corsOrigins: readOrigins(env, development),
     metricsToken,
-    trustedDocumentsPath: readString(env, 'TRUSTED_DOCUMENTS'),
+    trustedDocumentsPath: readFile(env, 'TRUSTED_DOCUMENTS'),
     maxInFlight: readInt(env, 'MAX_IN_FLIGHT', dbPoolMax, 1, 10_000),
     tenantQueueMax: readInt(env, 'TENANT_QUEUE_MAX', 256, 0, 100_000),
     httpRequestTimeoutMs: readInt(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
@@ -246,11 +294,14 @@ export function loadConfig(env: Env = process.env): AppConfig {
     development,
     host: readHost(env, actionSecret === null && jwt === null),
     port: readInt(env, 'PORT', 4000, 0, 65_535),
-    databaseUrl: readDatabaseUrl(env),
+    databaseUrl: readDatabaseUrl(env, nodeEnv, development),
+    dbConnectTimeoutMs: readInt(env, 'DB_CONNECT_TIMEOUT_MS', 30_000, 0, 3_600_000),
     embeddedPostgresPort: readInt(env, 'EMBEDDED_PG_PORT', 54_329, 1024, 65_535),
-    embeddedDataDir: readString(env, 'EMBEDDED_PG_DATA_DIR'),
+    embeddedDataDir: readFolder(env, 'EMBEDDED_PG_DATA_DIR'),
+    embeddedSharedDir: readFolder(env, 'EMBEDDED_PG_SHARED_DIR'),
     dbPoolMax,
     dbPoolAcquireTimeoutMs: readInt(env, 'DB_POOL_ACQUIRE_TIMEOUT_MS', 3_000, 1, 600_000),
+    dbHealthCheckIntervalMs: readInt(env, 'DB_HEALTH_CHECK_INTERVAL_MS', 5_000, 100, 600_000),
     lockTimeoutMs: readInt(env, 'LOCK_TIMEOUT_MS', 2_000, 1, 600_000),
     statementTimeoutMs,
     idleInTransactionTimeoutMs: readInt(env, 'IDLE_IN_TRANSACTION_TIMEOUT_MS', 10_000, 100, 600_000),
@@ -260,7 +311,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     jwt,
     businessTimeZone: readTimeZone(env),
     maxBodyBytes: readInt(env, 'MAX_BODY_BYTES', 100_000, 1_000, 10_000_000),
-    logLevel: readString(env, 'LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info'),
+    logLevel: readLogLevel(env, nodeEnv),
     runWorkers: readBoolean(env, 'RUN_WORKERS', true),
     webConcurrency: readInt(env, 'WEB_CONCURRENCY', 1, 1, 64),
     outbox: readOutbox(env),

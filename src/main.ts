@@ -1,8 +1,11 @@
 import cluster from 'node:cluster';
 import { bootstrap, onShutdown, run } from './cli/bootstrap.js';
 import { isDevMode, type AppConfig } from './config.js';
-import { DEMO_HEADERS } from './http/graphiql.js';
+import { DEMO_HEADERS, graphiqlOptions } from './http/graphiql.js';
+import { describeDatabaseUrl } from './db/connect.js';
+import type { EmbeddedPostgres } from './db/embedded.js';
 import type { Logger } from './logger.js';
+import { serveClusterScrapes } from './metrics/cluster.js';
 import { buildServices, openDatabase, startBackend } from './server.js';
 import { startWorkers } from './worker/index.js';
 
@@ -12,13 +15,23 @@ function baseUrl(host: string, port: number): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-function banner(config: AppConfig, port: number, processes: string) {
+/** Where the data is: the embedded server's full connection string (development only), or DATABASE_URL's host. */
+function databaseLine(config: AppConfig, embedded: EmbeddedPostgres | null): string {
+  if (embedded) return `${embedded.connectionString()}   (npm run -s db:url prints it)`;
+  const { host, port, database } = describeDatabaseUrl(config.databaseUrl!);
+  return `${host}:${port}/${database} (DATABASE_URL)`;
+}
+
+function banner(config: AppConfig, port: number, processes: string, database: string) {
   const base = baseUrl(config.host, port);
+  // Name only what this process serves: production has no GraphiQL.
+  const graphql = graphiqlOptions(config) === false ? 'GraphQL:            ' : 'GraphQL and GraphiQL:';
   console.log(`
   Listening on:         ${config.host}:${port}${config.host === '127.0.0.1' ? ' (this machine only: dev mode; set HOST to change)' : ''}
-  GraphQL and GraphiQL: ${base}/graphql
+  ${graphql} ${base}/graphql
   Health: ${base}/health   Ready: ${base}/ready   Metrics: ${base}/metrics
   Hasura Actions:       POST ${base}/actions
+  Database:             ${database}
   HTTP processes:       ${processes}
   Background workers:   ${config.runWorkers ? 'running (one set: outbox relay, huddle cleanup, key expiry)' : 'off (RUN_WORKERS=false)'}
 ${isDevMode(config) ? `  Headers for GraphiQL (dev mode):\n  ${JSON.stringify(DEMO_HEADERS)}\n` : ''}`);
@@ -26,8 +39,8 @@ ${isDevMode(config) ? `  Headers for GraphiQL (dev mode):\n  ${JSON.stringify(DE
 
 /** One process: the database, the HTTP server and the background workers. */
 async function single(config: AppConfig, log: Logger) {
-  const backend = await startBackend({ config, log });
-  banner(config, backend.http.port, '1');
+  const backend = await startBackend({ config, log, watchDatabase: true });
+  banner(config, backend.http.port, '1', databaseLine(config, backend.embedded));
   onShutdown(log, () => backend.stop());
 }
 
@@ -37,14 +50,15 @@ async function single(config: AppConfig, log: Logger) {
  * share the port and serve HTTP. A process that dies is replaced.
  */
 async function primary(config: AppConfig, log: Logger) {
-  const opened = await openDatabase({ config, log, seed: true }, 'mutation-backend-primary');
+  const opened = await openDatabase({ config, log, seed: true, schema: 'migrate', watchDatabase: true }, 'mutation-backend-primary');
   const databaseUrl = config.databaseUrl ?? opened.embedded!.connectionString();
   const workers = config.runWorkers ? startWorkers(buildServices(config, opened.database, log)) : null;
+  serveClusterScrapes(log);
   let stopping = false;
   const fork = () => cluster.fork({ DATABASE_URL: databaseUrl, RUN_WORKERS: 'false' });
   let listening = 0;
   cluster.on('listening', (_worker, address) => {
-    if (++listening === config.webConcurrency) banner(config, address.port, `${config.webConcurrency} (node:cluster, one port)`);
+    if (++listening === config.webConcurrency) banner(config, address.port, `${config.webConcurrency} (node:cluster, one port)`, databaseLine(config, opened.embedded));
   });
   cluster.on('exit', (worker, code, signal) => {
     if (stopping) return;

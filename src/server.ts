@@ -2,9 +2,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AppConfig } from './config.js';
 import { systemClock, type Clock } from './clock.js';
+import { waitForDatabase, watchDatabase } from './db/connect.js';
 import { createDatabase, type Database } from './db/database.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js';
-import { migrate } from './db/migrate.js';
+import type { EmbeddedPostgres } from './db/embedded.js';
+import { assertSchemaCurrent, migrate } from './db/migrate.js';
 import { createMetrics } from './metrics/metrics.js';
 import { conditionalUpdates, type CouponIssuer } from './coupons/service.js';
 import { seedIfEmpty } from './db/seed.js';
@@ -32,6 +33,8 @@ export interface BackendOptions {
   host?: string;
   /** How issueCoupon decides; the benchmark runs the peer designs through the same server. */
   couponIssuer?: CouponIssuer;
+  /** Log while the database is away (one process per server does: the one that owns it). */
+  watchDatabase?: boolean;
 }
 
 export interface Backend {
@@ -75,6 +78,15 @@ export function buildServices(
   };
 }
 
+/**
+ * The embedded PostgreSQL is a development dependency: production installs (npm ci --omit=dev)
+ * have no binaries, and config refuses NODE_ENV=production without DATABASE_URL, so it is loaded
+ * only when it is about to run.
+ */
+function loadEmbedded(): Promise<typeof import('./db/embedded.js')> {
+  return import('./db/embedded.js');
+}
+
 export interface OpenedDatabase {
   database: Database;
   embedded: EmbeddedPostgres | null;
@@ -83,37 +95,55 @@ export interface OpenedDatabase {
 }
 
 /**
- * DATABASE_URL, or the embedded server (started, or attached to when `npm start` already runs
- * it), with every migration applied.
+ * What a process does with the schema it finds: the server migrates; the other tools work with a
+ * current schema and never change it (a ledger check pointed at the wrong database must not create
+ * tables there); adoption brings its own migrations.
  */
-export async function openDatabase(
-  options: Pick<BackendOptions, 'config' | 'log' | 'dataDir' | 'ephemeral' | 'seed'> & { migrate?: boolean },
-  applicationName: string,
-): Promise<OpenedDatabase> {
+export type SchemaPolicy = 'migrate' | 'require-current' | 'leave';
+
+export interface OpenDatabaseOptions extends Pick<BackendOptions, 'config' | 'log' | 'dataDir' | 'ephemeral' | 'seed' | 'watchDatabase'> {
+  schema: SchemaPolicy;
+}
+
+/**
+ * DATABASE_URL (waited for up to DB_CONNECT_TIMEOUT_MS), or the embedded server: the server
+ * creates it when missing; the tools only use one that exists (started, or attached to when
+ * `npm start` already runs it).
+ */
+export async function openDatabase(options: OpenDatabaseOptions, applicationName: string): Promise<OpenedDatabase> {
   const { config, log } = options;
   const embedded =
     config.databaseUrl === null
-      ? await startEmbeddedPostgres({
+      ? await (await loadEmbedded()).startEmbeddedPostgres({
           dataDir: options.dataDir ?? config.embeddedDataDir ?? DEFAULT_DATA_DIR,
           port: config.embeddedPostgresPort,
           log,
           ephemeral: options.ephemeral ?? false,
+          create: options.schema === 'migrate',
+          // The server owns its database; the tools use the one a running server has.
+          share: options.schema !== 'migrate',
+          sharedDir: config.embeddedSharedDir ?? undefined,
         })
       : null;
+  if (config.databaseUrl !== null) await waitForDatabase(config.databaseUrl, config.dbConnectTimeoutMs, log);
   const connectionString = config.databaseUrl ?? embedded!.connectionString();
   const database = createDatabase(
     { connectionString, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName },
     log,
   );
+  const watch = options.watchDatabase ? watchDatabase(connectionString, config.dbHealthCheckIntervalMs, log) : null;
   const close = async () => {
+    watch?.stop();
     await database.close();
     await embedded?.stop();
   };
   try {
-    if (options.migrate === false) return { database, embedded, close };
-    const applied = await migrate(database.db);
-    log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
-    if (embedded && options.seed && (await seedIfEmpty(database.db))) log.info('demo data loaded');
+    if (options.schema === 'require-current') await assertSchemaCurrent(database.db);
+    if (options.schema === 'migrate') {
+      const applied = await migrate(database.db);
+      log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
+      if (embedded && options.seed && (await seedIfEmpty(database.db))) log.info('demo data loaded');
+    }
     return { database, embedded, close };
   } catch (error) {
     await close();
@@ -123,7 +153,7 @@ export async function openDatabase(
 
 export async function startBackend(options: BackendOptions): Promise<Backend> {
   const { config, log } = options;
-  const opened = await openDatabase({ ...options, seed: options.seed ?? true }, 'mutation-backend');
+  const opened = await openDatabase({ ...options, seed: options.seed ?? true, schema: 'migrate' }, 'mutation-backend');
   const { database, embedded } = opened;
   try {
     const services = buildServices(config, database, log, options.clock, options.couponIssuer);

@@ -83,8 +83,8 @@ describe('GET /metrics', () => {
     expect(text).toMatch(/transaction_retries_total\{sqlstate="55P03"\} 2/);
     expect(text).toMatch(/graphql_request_duration_seconds_count\{operation="issueCoupon",outcome="ISSUED"\} 1/);
     expect(text).toMatch(/graphql_request_duration_seconds_count\{operation="issueCoupon",outcome="TRY_AGAIN"\} 1/);
-    expect(text).toMatch(/db_pool_connections\{state="in_use"\} \d+/);
-    expect(text).toMatch(/db_pool_connections\{state="waiting"\} 0/);
+    expect(text).toMatch(new RegExp(`db_pool_connections\\{state="in_use",pid="${process.pid}"\\} \\d+`));
+    expect(text).toMatch(new RegExp(`db_pool_connections\\{state="waiting",pid="${process.pid}"\\} 0`));
     expect(text).toMatch(/outbox_pending_events 1/);
     expect(text).toMatch(/outbox_oldest_pending_age_seconds \d/);
   });

@@ -109,7 +109,7 @@ describe('production hygiene', () => {
     expect((await metrics('Bearer not-the-token-at-all')).status).toBe(401);
     const allowed = await metrics(`Bearer ${METRICS_TOKEN}`);
     expect(allowed.status).toBe(200);
-    expect(await allowed.text()).toMatch(/graphql_operations\{state="in_flight"\}/);
+    expect(await allowed.text()).toMatch(/graphql_operations\{state="in_flight",pid="\d+"\}/);
     const health = await backend.app.fetch(new Request('http://test.local/health'));
     expect(await health.json()).toEqual({ status: 'ok' });
   });

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Request } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedIfEmpty } from '../src/db/seed.js';
 import { DEMO_HEADERS } from '../src/http/graphiql.js';
@@ -77,5 +77,32 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
 
     const stored = await backend.sql.query("select doc_number from contract_documents where tenant_id = 'acme'");
     expect(stored.rows).toEqual([{ doc_number: 10_000_000 }]);
+  });
+
+  it('loads the page and its assets in under 2 MB, and a reload after running a query transfers almost nothing', async () => {
+    const page = await browser.newPage();
+    /** Bytes on the wire (headers and encoded bodies) of the requests a page load makes, as Chromium counts them. */
+    const transferred = async (load: () => Promise<unknown>) => {
+      const sizes: Promise<number>[] = [];
+      const count = (request: Request) => {
+        if (request.method() === 'GET') sizes.push(request.sizes().then((s) => s.responseHeadersSize + s.responseBodySize));
+      };
+      page.on('requestfinished', count);
+      await load();
+      await page.locator('.graphiql-execute-button').waitFor({ timeout: 60_000 });
+      page.off('requestfinished', count);
+      return { requests: sizes.length, bytes: (await Promise.all(sizes)).reduce((sum, size) => sum + size, 0) };
+    };
+    // GraphiQL POSTs its introspection query to /graphql as soon as it opens: the cached page must survive that.
+    const introspected = page.waitForResponse((response) => response.url() === url && response.request().method() === 'POST');
+    const first = await transferred(() => page.goto(url, { waitUntil: 'load' }));
+    expect((await introspected).status()).toBe(200);
+    const reload = await transferred(() => page.reload({ waitUntil: 'load' }));
+    console.log(`GraphiQL transferred: first load ${first.bytes} bytes in ${first.requests} GETs, reload ${reload.bytes} bytes in ${reload.requests} GETs`);
+    expect(first.bytes).toBeGreaterThan(100_000);
+    expect(first.bytes).toBeLessThan(2_000_000);
+    expect(reload.requests).toBeGreaterThan(0);
+    expect(reload.bytes).toBeLessThan(10_000);
+    await page.close();
   });
 });

@@ -5,6 +5,8 @@ import { CreateContractDocument as CreateContract, ViewerDocument } from './gene
 import { asUser, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
 
 const SECRET = 'action-secret-for-tests-0123456789';
+/** Anything but development or test also needs a database of its own. */
+const DATABASE_URL = 'postgres://app@db/app';
 const JWT_KEY = 'jwt-key-for-tests-0123456789abcdef0123456789';
 const JWT_SECRET = JSON.stringify({ type: 'HS256', key: JWT_KEY });
 
@@ -122,7 +124,7 @@ describe('configuration', () => {
   it('runs dev mode (no secret, no JWT key) only with NODE_ENV unset, development or test', () => {
     for (const nodeEnv of ['production', 'staging', 'prod']) {
       expect(() => loadConfig({ NODE_ENV: nodeEnv })).toThrow(new RegExp(`^ACTION_SECRET: NODE_ENV=${nodeEnv} needs ACTION_SECRET or JWT_SECRET`));
-      expect(loadConfig({ NODE_ENV: nodeEnv, ACTION_SECRET: SECRET })).toMatchObject({ actionSecret: SECRET, development: false });
+      expect(loadConfig({ NODE_ENV: nodeEnv, ACTION_SECRET: SECRET, DATABASE_URL })).toMatchObject({ actionSecret: SECRET, development: false });
     }
     for (const env of [{}, { NODE_ENV: 'development' }, { NODE_ENV: 'test' }]) expect(loadConfig(env).development).toBe(true);
   });
@@ -130,7 +132,7 @@ describe('configuration', () => {
   it('binds dev mode to this machine only, and anything else to every interface unless HOST says otherwise', () => {
     expect(loadConfig({}).host).toBe('127.0.0.1');
     expect(loadConfig({ ACTION_SECRET: SECRET }).host).toBe('0.0.0.0');
-    expect(loadConfig({ NODE_ENV: 'production', ACTION_SECRET: SECRET }).host).toBe('0.0.0.0');
+    expect(loadConfig({ NODE_ENV: 'production', ACTION_SECRET: SECRET, DATABASE_URL }).host).toBe('0.0.0.0');
     expect(loadConfig({ HOST: '0.0.0.0' }).host).toBe('0.0.0.0');
     expect(loadConfig({ ACTION_SECRET: SECRET, HOST: '10.0.0.5' }).host).toBe('10.0.0.5');
   });

@@ -9,7 +9,7 @@ import { print } from 'graphql';
 import { CreateContractDocumentDocument } from './generated/graphql.js';
 import { DEMO_HEADERS } from '../src/http/graphiql.js';
 import { freePort } from './support/ports.js';
-import { captureOutput, runScript, spawnScript } from './support/scripts.js';
+import { captureOutput, runScript, spawnScript, stopScript } from './support/scripts.js';
 
 const DEMO_CONTRACT = '11111111-1111-4111-8111-111111111111';
 
@@ -68,7 +68,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
   });
   const sameDatabase = () => ({ EMBEDDED_PG_PORT: String(pgPort), EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres') });
   afterAll(async () => {
-    server.child.kill('SIGKILL');
+    await stopScript(server.child);
     await rm(dataRoot, { recursive: true, force: true });
   });
 
@@ -83,6 +83,29 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     const response = await createDocument(server.base);
     const body = (await response.json()) as { data: { createContractDocument: { document: { docNumber: number } } } };
     expect(body.data.createContractDocument.document.docNumber).toBe(10_000_000);
+  });
+
+  it('prints the embedded database\'s connection string, and npm run db:url prints it alone for psql', async () => {
+    const printed = /Database: +(postgres:\/\/\S+)/.exec(server.output())?.[1];
+    expect(printed).toMatch(new RegExp(`^postgres://postgres:[^@]+@127\\.0\\.0\\.1:${pgPort}/postgres$`));
+    const { code, output } = await runScript('src/cli/db-url.ts', sameDatabase());
+    expect(code).toBe(0);
+    expect(output).toBe(`${printed}\n`);
+    const client = new pg.Client({ connectionString: output.trim() });
+    await client.connect();
+    try {
+      expect((await client.query('select count(*)::int as n from tenants')).rows).toEqual([{ n: 2 }]);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('a second npm start on the same data folder stops, naming the process that serves it and the variables to change', async () => {
+    const second = await runScript('src/main.ts', { ...sameDatabase(), PORT: String(await freePort()) });
+    expect(second.code).toBe(2);
+    expect(second.output).toMatch(/is already served by process \d+ \(.*src\/main\.ts\)/);
+    expect(second.output).toContain('set EMBEDDED_PG_DATA_DIR to another folder and EMBEDDED_PG_PORT to another port');
+    expect((await fetch(`${server.base}/ready`)).status).toBe(200);
   });
 
   it('npm run worker attaches to the running database and delivers the outbox', async () => {
@@ -130,7 +153,11 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     await admin.query('begin');
     await admin.query("select * from document_sequences where tenant_id = 'acme' for update");
     const inFlight = createDocument(server.base);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // In flight for certain: the server's transaction waits for the row this test holds.
+    const waiting = async () =>
+      (await admin.query("select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and pid <> pg_backend_pid()")).rows[0].n;
+    for (const deadline = Date.now() + 30_000; (await waiting()) === 0 && Date.now() < deadline; ) await sleep(50);
+    expect(await waiting()).toBe(1);
     server.child.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 500));
     await admin.query('commit');
@@ -174,15 +201,15 @@ describe('WEB_CONCURRENCY=2 npm start (all cores)', () => {
     });
   });
   afterAll(async () => {
-    server.child.kill('SIGKILL');
+    await stopScript(server.child);
     await rm(dataRoot, { recursive: true, force: true });
   });
 
-  it('serves one port from two HTTP processes with one set of background workers, and stops them all', async () => {
-    expect(server.output()).toContain('HTTP processes:       2 (node:cluster, one port)');
-    // Each HTTP process counts the requests it served in its own registry: with the requests
-    // spread over both, scrapes show two counts that add up to all of them.
-    const viewers = 21; // odd, so the two counts differ
+  it('one scrape of /metrics sums the requests both processes served, with per-process gauges labelled by pid', async () => {
+    // Each new connection goes to the next HTTP process (node:cluster hands them out in turn),
+    // so 21 requests on fresh connections reach both, 11 and 10. Every scrape, whichever process
+    // answers it, must count all 21 and name both processes.
+    const viewers = 21;
     for (let i = 0; i < viewers; i++) {
       const response = await fetch(`${server.base}/graphql`, {
         method: 'POST',
@@ -191,14 +218,17 @@ describe('WEB_CONCURRENCY=2 npm start (all cores)', () => {
       });
       expect(response.status).toBe(200);
     }
-    const counts = new Set<number>();
-    for (let i = 0; i < 40 && counts.size < 2; i++) {
-      const text = await (await fetch(`${server.base}/metrics`, { headers: { connection: 'close' } })).text();
-      const match = /graphql_request_duration_seconds_count\{operation="viewer",outcome="OK"\} (\d+)/.exec(text);
-      counts.add(Number(match?.[1] ?? 0));
+    for (let scrape = 0; scrape < 4; scrape++) {
+      const metrics = await (await fetch(`${server.base}/metrics`, { headers: { connection: 'close' } })).text();
+      expect(metrics).toMatch(new RegExp(`^graphql_request_duration_seconds_count\\{operation="viewer",outcome="OK"\\} ${viewers}$`, 'm'));
+      const pids = new Set([...metrics.matchAll(/^db_pool_connections\{state="idle",pid="(\d+)"\}/gm)].map((m) => m[1]));
+      expect(pids.size).toBe(2);
+      expect(metrics.match(/^# TYPE db_pool_connections gauge$/gm)).toHaveLength(1);
     }
-    expect([...counts].reduce((sum, count) => sum + count, 0)).toBe(viewers);
-    expect([...counts].every((count) => count > 0)).toBe(true);
+  });
+
+  it('serves one port from two HTTP processes with one set of background workers, and stops them all', async () => {
+    expect(server.output()).toContain('HTTP processes:       2 (node:cluster, one port)');
     const created = await createDocument(server.base);
     expect(((await created.json()) as { data: unknown }).data).toBeTruthy();
     server.child.kill('SIGTERM');

@@ -53,7 +53,7 @@ run(async () => {
   }
   const { config, log } = bootstrap();
   // No migrations first: the legacy tables may hold the very names the migrations create.
-  const opened = await openDatabase({ config, log, migrate: false }, 'mutation-backend-adopt');
+  const opened = await openDatabase({ config, log, schema: 'leave' }, 'mutation-backend-adopt');
   try {
     const report = await adoptLegacyData(opened.database.db, { tenantId, dryRun: args.includes('--dry-run') });
     printReport(report);

@@ -15,7 +15,10 @@ export function bootstrap(): { config: AppConfig; log: Logger } {
   }
 }
 
-/** Runs `main`, printing a failure's message (not a stack trace) and exiting 1. */
+/**
+ * Runs `main`, printing a failure's message (not a stack trace) and exiting 1, or 2 for an error
+ * that says the setup must change first (its `exitCode`).
+ */
 export function run(main: () => Promise<void>): void {
   // A promise nobody awaited failed: that is a bug. Say so and stop rather than run on in an unknown state.
   process.on('unhandledRejection', (reason) => {
@@ -24,7 +27,8 @@ export function run(main: () => Promise<void>): void {
   });
   main().catch((error: unknown) => {
     console.error(error instanceof Error ? error.message : error);
-    process.exit(1);
+    const exitCode = (error as { exitCode?: unknown } | null)?.exitCode;
+    process.exit(exitCode === 2 ? 2 : 1);
   });
 }
 

@@ -15,7 +15,7 @@ run(async () => {
   const tenantIndex = args.indexOf('--tenant');
   const tenantId = tenantIndex >= 0 ? (args[tenantIndex + 1] ?? null) : null;
   const { config, log } = bootstrap();
-  const opened = await openDatabase({ config, log }, 'mutation-backend-reconcile');
+  const opened = await openDatabase({ config, log, schema: 'require-current' }, 'mutation-backend-reconcile');
   try {
     const report = await ledgerCheck(opened.database.db, tenantId);
     const print = (title: string, rows: object[]) => {

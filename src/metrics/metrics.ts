@@ -1,9 +1,11 @@
+import cluster from 'node:cluster';
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DB } from '../db/schema.js';
 import { outboxStats, type OutboxStats } from '../worker/outbox.js';
 import type { AdmissionStats } from '../http/admission.js';
+import { clusterScrape } from './cluster.js';
 
 /** Latency buckets in seconds: fine below 100 ms, where the targets are. */
 const LATENCY_BUCKETS = [0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -12,6 +14,8 @@ const OUTBOX_STATS_REUSE_MS = 500;
 
 export interface Metrics {
   registry: Registry;
+  /** The Prometheus text a scrape of /metrics answers: this process's, or the whole cluster's. */
+  scrape(): Promise<string>;
   requests: Histogram<'operation' | 'outcome'>;
   couponOutcomes: Counter<'status'>;
   transactionRetries: Counter<'sqlstate'>;
@@ -20,10 +24,16 @@ export interface Metrics {
 /**
  * One registry per app (tests run several apps in a process). Pool and outbox gauges are read when
  * Prometheus scrapes, so they cost nothing between scrapes.
+ *
+ * Counters and histograms carry no process label: across the HTTP processes of WEB_CONCURRENCY
+ * they add up (see cluster.ts). What belongs to one process (its pool, memory, event loop) is
+ * labelled with its `pid`; the outbox gauges read the shared database, so the same value from
+ * every process is reported once.
  */
 export function createMetrics(pool: pg.Pool, db: Kysely<DB>, admission: { stats(): AdmissionStats }): Metrics {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  const thisProcess = { pid: String(process.pid) };
+  collectDefaultMetrics({ register: registry, labels: thisProcess });
   const requests = new Histogram({
     name: 'graphql_request_duration_seconds',
     help: 'GraphQL requests by root field and outcome (status or error code), with their latency.',
@@ -45,24 +55,24 @@ export function createMetrics(pool: pg.Pool, db: Kysely<DB>, admission: { stats(
   });
   new Gauge({
     name: 'db_pool_connections',
-    help: 'Database pool connections by state: in use, idle, and requests waiting for one.',
-    labelNames: ['state'] as const,
+    help: "Database pool connections by state (in use, idle, requests waiting for one), per process.",
+    labelNames: ['state', 'pid'] as const,
     registers: [registry],
     collect() {
-      this.set({ state: 'in_use' }, pool.totalCount - pool.idleCount);
-      this.set({ state: 'idle' }, pool.idleCount);
-      this.set({ state: 'waiting' }, pool.waitingCount);
+      this.set({ state: 'in_use', ...thisProcess }, pool.totalCount - pool.idleCount);
+      this.set({ state: 'idle', ...thisProcess }, pool.idleCount);
+      this.set({ state: 'waiting', ...thisProcess }, pool.waitingCount);
     },
   });
   new Gauge({
     name: 'graphql_operations',
-    help: 'GraphQL operations executing (in_flight, at most MAX_IN_FLIGHT) and waiting for a turn (queued).',
-    labelNames: ['state'] as const,
+    help: 'GraphQL operations executing (in_flight, at most MAX_IN_FLIGHT) and waiting for a turn (queued), per process.',
+    labelNames: ['state', 'pid'] as const,
     registers: [registry],
     collect() {
       const { inFlight, queued } = admission.stats();
-      this.set({ state: 'in_flight' }, inFlight);
-      this.set({ state: 'queued' }, queued);
+      this.set({ state: 'in_flight', ...thisProcess }, inFlight);
+      this.set({ state: 'queued', ...thisProcess }, queued);
     },
   });
   // Both outbox gauges come from one query per scrape, whichever of them is collected first.
@@ -81,6 +91,7 @@ export function createMetrics(pool: pg.Pool, db: Kysely<DB>, admission: { stats(
     name: 'outbox_pending_events',
     help: 'Outbox events waiting for delivery.',
     registers: [registry],
+    aggregator: 'max',
     async collect() {
       const stats = await currentStats();
       if (stats) this.set(stats.pending);
@@ -91,11 +102,14 @@ export function createMetrics(pool: pg.Pool, db: Kysely<DB>, admission: { stats(
     name: 'outbox_oldest_pending_age_seconds',
     help: 'Age of the oldest pending outbox event (0 when none).',
     registers: [registry],
+    aggregator: 'max',
     async collect() {
       const stats = await currentStats();
       if (stats) this.set(stats.oldestPendingAgeSeconds ?? 0);
       else this.reset();
     },
   });
-  return { registry, requests, couponOutcomes, transactionRetries };
+  // A forked HTTP process of WEB_CONCURRENCY answers for the whole cluster.
+  const scrape = cluster.isWorker ? clusterScrape(registry) : () => registry.metrics();
+  return { registry, scrape, requests, couponOutcomes, transactionRetries };
 }

@@ -80,6 +80,7 @@ export default async function setup(project: TestProject) {
       log: createLogger(process.env['PG_LOG_LEVEL'] ?? 'warn'),
       ephemeral: true,
       maxConnections: 400,
+      sharedDir: process.env['EMBEDDED_PG_SHARED_DIR'] || undefined,
     });
     adminUrl = embedded.connectionString('postgres');
   }

@@ -27,3 +27,14 @@ export async function runScript(script: string, env: Record<string, string>, arg
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   return { code, output: output() };
 }
+
+/**
+ * Stops a script started with spawnScript and waits for it: tsx passes SIGTERM on to the script,
+ * whereas SIGKILL would end tsx alone and leave the script running.
+ */
+export async function stopScript(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const closed = new Promise((resolve) => child.once('close', resolve));
+  child.kill('SIGTERM');
+  await closed;
+}

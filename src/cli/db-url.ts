@@ -1,0 +1,24 @@
+import { embeddedConnectionString } from '../db/embedded.js';
+import { DEFAULT_DATA_DIR } from '../server.js';
+import { bootstrap, run } from './bootstrap.js';
+
+/**
+ * `npm run -s db:url`: the connection string of the database this project uses, alone on stdout,
+ * so that `psql "$(npm run -s db:url)"` opens it: DATABASE_URL when set, else the embedded one.
+ */
+run(async () => {
+  const { config } = bootstrap();
+  if (config.databaseUrl !== null) {
+    console.log(config.databaseUrl);
+    return;
+  }
+  const dataDir = config.embeddedDataDir ?? DEFAULT_DATA_DIR;
+  const embedded = await embeddedConnectionString(dataDir, config.embeddedPostgresPort);
+  if (!embedded) {
+    console.error(`No embedded database in ${dataDir} yet: npm start creates it.`);
+    process.exitCode = 2;
+    return;
+  }
+  if (!embedded.running) console.error('The embedded PostgreSQL is not running now: npm start serves it.');
+  console.log(embedded.url);
+});

@@ -1,0 +1,121 @@
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, LOG_LEVELS, loadConfig } from '../src/config.js';
+
+/** The variables of the README's configuration table, in its order. */
+async function documentedVariables(): Promise<string[]> {
+  const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');
+  const section = readme.split(/^## Configuration$/m)[1]!.split(/^## /m)[0]!;
+  return section
+    .split('\n')
+    .filter((line) => line.startsWith('| `'))
+    .flatMap((line) => [...line.split('|')[1]!.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((match) => match[1]!));
+}
+
+/** A value no one could mean, per variable. A variable missing here fails the walk below. */
+const NONSENSE: Record<string, string> = {
+  PORT: 'eighty',
+  DATABASE_URL: 'mysql://localhost/shop',
+  DB_CONNECT_TIMEOUT_MS: 'a while',
+  EMBEDDED_PG_PORT: '80',
+  EMBEDDED_PG_DATA_DIR: fileURLToPath(new URL('../package.json', import.meta.url)),
+  EMBEDDED_PG_SHARED_DIR: fileURLToPath(new URL('../README.md', import.meta.url)),
+  DB_POOL_MAX: '0',
+  DB_POOL_ACQUIRE_TIMEOUT_MS: '-5',
+  DB_HEALTH_CHECK_INTERVAL_MS: 'often',
+  LOCK_TIMEOUT_MS: '1.5',
+  STATEMENT_TIMEOUT_MS: 'soon',
+  IDLE_IN_TRANSACTION_TIMEOUT_MS: '0',
+  REQUEST_DEADLINE_MS: '60000',
+  TRANSACTION_MAX_ATTEMPTS: 'many',
+  ACTION_SECRET: 'short',
+  JWT_SECRET: 'plain text',
+  BUSINESS_TIME_ZONE: 'Mars/Olympus',
+  MAX_BODY_BYTES: '1e6',
+  LOG_LEVEL: 'loud',
+  NODE_ENV: 'not an environment',
+  HOST: 'no spaces please',
+  WEB_CONCURRENCY: 'all',
+  RUN_WORKERS: 'maybe',
+  NOTIFY_WEBHOOK_URL: 'ftp://example.com/hook',
+  NOTIFY_WEBHOOK_TIMEOUT_MS: '5s',
+  OUTBOX_BATCH_SIZE: '0',
+  OUTBOX_POLL_INTERVAL_MS: 'idle',
+  OUTBOX_LEASE_MS: '30 seconds',
+  OUTBOX_MAX_ATTEMPTS: '0',
+  OUTBOX_RETRY_BASE_MS: '0',
+  OUTBOX_RETRY_MAX_MS: 'never',
+  HUDDLE_CLEANUP_INTERVAL_MS: '-1',
+  HUDDLE_STALE_AFTER_MS: 'stale',
+  HUDDLE_CLEANUP_BATCH_SIZE: '100000000',
+  IDEMPOTENCY_TTL_HOURS: 'a day',
+  IDEMPOTENCY_CLEANUP_INTERVAL_MS: '1',
+  MAX_QUERY_TOKENS: '10',
+  MAX_ALIASES: '-1',
+  MAX_QUERY_DEPTH: '0',
+  MAX_QUERY_COST: 'cheap',
+  GRAPHQL_INTROSPECTION: 'sometimes',
+  CORS_ORIGINS: 'https://app.example.com/path',
+  METRICS_TOKEN: 'short',
+  TRUSTED_DOCUMENTS: fileURLToPath(new URL('..', import.meta.url)),
+  MAX_IN_FLIGHT: '0',
+  TENANT_QUEUE_MAX: 'lots',
+  HTTP_REQUEST_TIMEOUT_MS: '10',
+  HTTP_MAX_CONNECTIONS: '0',
+};
+
+function configErrorOf(env: Record<string, string>): ConfigError | null {
+  try {
+    loadConfig(env);
+    return null;
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+}
+
+describe('the configuration table of the README', () => {
+  it('every documented variable stops start-up on a nonsense value, with a message naming it', async () => {
+    const variables = await documentedVariables();
+    expect(variables.length).toBeGreaterThan(30);
+    for (const name of variables) {
+      expect(NONSENSE, `add a nonsense value for ${name} to this test`).toHaveProperty(name);
+      const error = configErrorOf({ NODE_ENV: 'test', [name]: NONSENSE[name]! });
+      expect(error, `${name}=${NONSENSE[name]} was accepted`).not.toBeNull();
+      expect(error!.variable).toBe(name);
+      expect(error!.message).toMatch(new RegExp(`^${name}: `));
+    }
+  });
+
+  it('every variable the configuration reads is documented in the table', async () => {
+    const documented = new Set(await documentedVariables());
+    const read = new Set<string>();
+    const env = new Proxy({} as Record<string, string | undefined>, {
+      get: (_target, name) => {
+        if (typeof name === 'string') read.add(name);
+        return undefined;
+      },
+    });
+    loadConfig(env);
+    expect(read.size).toBeGreaterThan(30);
+    expect([...read].filter((name) => !documented.has(name))).toEqual([]);
+  });
+});
+
+describe('single rules', () => {
+  it('LOG_LEVEL takes only pino level names', () => {
+    for (const level of LOG_LEVELS) expect(loadConfig({ LOG_LEVEL: level }).logLevel).toBe(level);
+    expect(() => loadConfig({ LOG_LEVEL: 'verbose' })).toThrow(/^LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent/);
+  });
+
+  it('production needs DATABASE_URL: the embedded PostgreSQL is for development', () => {
+    const production = { NODE_ENV: 'production', ACTION_SECRET: 'a-secret-of-16-chars-or-more' };
+    expect(() => loadConfig(production)).toThrow(/^DATABASE_URL: NODE_ENV=production needs DATABASE_URL/);
+    expect(loadConfig({ ...production, DATABASE_URL: 'postgres://app@db.internal/app' }).databaseUrl).toBe('postgres://app@db.internal/app');
+  });
+
+  it('EMBEDDED_PG_DATA_DIR becomes an absolute path', () => {
+    expect(loadConfig({ EMBEDDED_PG_DATA_DIR: 'some/where' }).embeddedDataDir).toBe(`${process.cwd()}/some/where`);
+  });
+});

@@ -1,0 +1,90 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { createTestDatabaseUrl } from './support/harness.js';
+import { freePort } from './support/ports.js';
+import { captureOutput, runScript, spawnScript, stopScript } from './support/scripts.js';
+
+const PASSWORD = 'never-print-this-9f3c';
+
+/** Forwards a port to the test database: a database that "comes up" when the test says so. */
+async function forward(from: number, to: number): Promise<Server> {
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(to, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => socket.destroy());
+      socket.on('close', () => sockets.delete(socket));
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  server.on('close', () => sockets.forEach((socket) => socket.destroy()));
+  await new Promise<void>((resolve) => server.listen(from, '127.0.0.1', resolve));
+  return server;
+}
+
+const attemptLines = (output: string) => output.split('\n').filter((line) => line.includes('database not reachable yet'));
+
+describe('start-up against a database that is not there', () => {
+  it('retries for DB_CONNECT_TIMEOUT_MS, logging host, port and database per attempt, then names DATABASE_URL', async () => {
+    const port = await freePort();
+    const { code, output } = await runScript('src/main.ts', {
+      DATABASE_URL: `postgres://app:${PASSWORD}@127.0.0.1:${port}/shop`,
+      DB_CONNECT_TIMEOUT_MS: '1500',
+      PORT: String(await freePort()),
+    });
+    expect(code).toBe(1);
+    const attempts = attemptLines(output);
+    expect(attempts.length).toBeGreaterThanOrEqual(2);
+    for (const line of attempts) expect(JSON.parse(line)).toMatchObject({ host: '127.0.0.1', port, database: 'shop', reason: expect.stringContaining('ECONNREFUSED') });
+    expect(output).toMatch(/Could not connect to the database that DATABASE_URL names \(127\.0\.0\.1:\d+\/shop\) within DB_CONNECT_TIMEOUT_MS=1500/);
+    expect(output).not.toContain(PASSWORD);
+  });
+
+  it('a database that refuses the password: the same retries, then a message naming DATABASE_URL', async () => {
+    const url = new URL(await createTestDatabaseUrl());
+    url.password = PASSWORD;
+    const { code, output } = await runScript('src/main.ts', {
+      DATABASE_URL: url.toString(),
+      DB_CONNECT_TIMEOUT_MS: '1000',
+      PORT: String(await freePort()),
+    });
+    expect(code).toBe(1);
+    expect(attemptLines(output).length).toBeGreaterThanOrEqual(1);
+    expect(output).toMatch(/DATABASE_URL names .*: password authentication failed/);
+    expect(output).not.toContain(PASSWORD);
+  });
+
+  it('starts once the database comes up within the time', async () => {
+    const database = new URL(await createTestDatabaseUrl());
+    const realPort = Number(database.port);
+    const port = await freePort();
+    database.port = String(port);
+    const child = spawnScript('src/main.ts', {
+      DATABASE_URL: database.toString(),
+      DB_CONNECT_TIMEOUT_MS: '60000',
+      PORT: String(await freePort()),
+      RUN_WORKERS: 'false',
+    });
+    const output = captureOutput(child);
+    let forwarder: Server | null = null;
+    try {
+      for (const deadline = Date.now() + 30_000; attemptLines(output()).length < 2 && Date.now() < deadline; ) await sleep(50);
+      expect(attemptLines(output()).length).toBeGreaterThanOrEqual(2);
+      forwarder = await forward(port, realPort);
+      // Log lines reach stdout in batches (at least every second); the banner at once.
+      const started = () => /GraphQL.*: http:\/\/localhost:\d+\/graphql/.test(output()) && output().includes('database reachable');
+      for (const deadline = Date.now() + 30_000; !started() && Date.now() < deadline; ) {
+        if (child.exitCode !== null) break;
+        await sleep(50);
+      }
+      expect(output()).toContain('database reachable');
+      const base = /(http:\/\/localhost:\d+)\/graphql/.exec(output())![1]!;
+      expect((await fetch(`${base}/ready`)).status).toBe(200);
+    } finally {
+      await stopScript(child);
+      forwarder?.close();
+    }
+  });
+});
