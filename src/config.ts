@@ -19,6 +19,8 @@ export interface AppConfig {
   embeddedDataDir: string | null;
   dbPoolMax: number;
   dbPoolAcquireTimeoutMs: number;
+  /** Named prepared statements for the hot path; off behind a pooler that cannot keep them (PgBouncer < 1.21 in transaction mode). */
+  dbPreparedStatements: boolean;
   lockTimeoutMs: number;
   statementTimeoutMs: number;
   idleInTransactionTimeoutMs: number;
@@ -202,6 +204,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     embeddedDataDir: readString(env, 'EMBEDDED_PG_DATA_DIR'),
     dbPoolMax: readInt(env, 'DB_POOL_MAX', 10, 1, 1000),
     dbPoolAcquireTimeoutMs: readInt(env, 'DB_POOL_ACQUIRE_TIMEOUT_MS', 3_000, 1, 600_000),
+    dbPreparedStatements: readBoolean(env, 'DB_PREPARED_STATEMENTS', true),
     lockTimeoutMs: readInt(env, 'LOCK_TIMEOUT_MS', 2_000, 1, 600_000),
     statementTimeoutMs,
     idleInTransactionTimeoutMs: readInt(env, 'IDLE_IN_TRANSACTION_TIMEOUT_MS', 10_000, 100, 600_000),

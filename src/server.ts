@@ -95,7 +95,13 @@ export async function openDatabase(
       : null;
   const connectionString = config.databaseUrl ?? embedded!.connectionString();
   const database = createDatabase(
-    { connectionString, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName },
+    {
+      connectionString,
+      max: config.dbPoolMax,
+      acquireTimeoutMs: config.dbPoolAcquireTimeoutMs,
+      applicationName,
+      preparedStatements: config.dbPreparedStatements,
+    },
     log,
   );
   const close = async () => {

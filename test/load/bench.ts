@@ -109,7 +109,7 @@ async function throughEndpoint(server: ServerProcess, sql: pg.Pool, label: strin
 async function throughPg(databaseUrl: string, sql: pg.Pool, scenario: CouponScenario, clients: number): Promise<Row> {
   const config = loadConfig({ DATABASE_URL: databaseUrl, NODE_ENV: 'production', ACTION_SECRET: 'bench-only-secret-0123456789' });
   const log = createLogger('silent');
-  const database = createDatabase({ connectionString: databaseUrl, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName: 'bench-raw' }, log);
+  const database = createDatabase({ connectionString: databaseUrl, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName: 'bench-raw', preparedStatements: config.dbPreparedStatements }, log);
   const services = buildServices(config, database, log);
   try {
     await sql.query('insert into tenants (id, name, monthly_cap_yen) values ($1, $1, $2)', [scenario.tenantId, scenario.capYen]);
