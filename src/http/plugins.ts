@@ -1,4 +1,4 @@
-import { GraphQLError, Kind, OperationTypeNode, print, type DocumentNode, type ExecutionResult, type OperationDefinitionNode } from 'graphql';
+import { GraphQLError, Kind, OperationTypeNode, type DocumentNode, type ExecutionResult, type OperationDefinitionNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../graphql/context.js';
 import { AppError, ErrorCode, isErrorCode } from '../graphql/errors.js';
@@ -98,7 +98,7 @@ export function useIdempotencyKey(): Plugin<Context> {
       if (rootFields(operation).length > 1) {
         return refuse('An Idempotency-Key covers one mutation: send each top-level mutation in its own request with its own key');
       }
-      ctx.idempotency = { key, fingerprint: fingerprint(`${args.operationName ?? ''}\n${print(args.document as DocumentNode)}`, args.variableValues) };
+      ctx.idempotency = { key, fingerprint: fingerprint(args.document as DocumentNode, args.operationName, args.variableValues) };
     },
   };
 }
