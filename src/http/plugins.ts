@@ -3,7 +3,7 @@ import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../graphql/context.js';
 import { AppError, ErrorCode, isErrorCode } from '../graphql/errors.js';
 import { fingerprint, isValidKey } from '../idempotency/service.js';
-import { currentRequestScope } from './request-scope.js';
+import { currentRequestScope, type RequestScope } from './request-scope.js';
 
 export function isOriginalGraphQLError(error: unknown): error is GraphQLError {
   if (!(error instanceof GraphQLError)) return false;
@@ -42,16 +42,25 @@ function withErrorContract(error: GraphQLError, requestId: string): GraphQLError
   });
 }
 
+/**
+ * The result's errors under the contract, the first one's code recorded as the request's outcome.
+ * Yoga's /graphql applies it in the plugin below; /actions, which runs operations without an HTTP
+ * response of Yoga's, applies it itself.
+ */
+export function underErrorContract(result: ExecutionResult, scope: RequestScope): ExecutionResult {
+  if (!result.errors?.length) return result;
+  const errors = result.errors.map((e) => withErrorContract(e, scope.requestId));
+  scope.outcome ??= String(errors[0]!.extensions['code']);
+  return { ...result, errors };
+}
+
 export function useErrorContract(): Plugin<Context> {
   return {
     onResultProcess({ result, setResult }) {
       const scope = currentRequestScope();
       if (scope === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
       const single = result as ExecutionResult;
-      if (!single.errors?.length) return;
-      const errors = single.errors.map((e) => withErrorContract(e, scope.requestId));
-      scope.outcome ??= String(errors[0]!.extensions['code']);
-      setResult({ ...single, errors });
+      if (single.errors?.length) setResult(underErrorContract(single, scope));
     },
   };
 }
