@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -79,4 +79,21 @@ export async function scrapeCounter(metricsUrl: string, name: string): Promise<n
     .split('\n')
     .filter((line) => line.startsWith(`${name}{`) || line.startsWith(`${name} `))
     .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+}
+
+/** The machine a figure was measured on: cores, memory, Node. */
+export function machineDescription(): string {
+  const cpus = os.cpus();
+  return `${os.hostname()}: ${cpus.length} x ${cpus[0]?.model.trim() ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${os.platform()} ${os.release()}`;
+}
+
+/** The commit the project is checked out at (with "+changes" when the work tree differs), or "unknown" outside git. */
+export function currentCommit(): string {
+  try {
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: PROJECT, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    const changed = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: PROJECT, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    return changed ? `${commit}+changes` : commit;
+  } catch {
+    return 'unknown';
+  }
 }
