@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DefaultQueryCompiler, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
@@ -5,6 +6,18 @@ import { asTenantAdmin, asUser, createDirectTestDatabaseUrl, createTenant, creat
 import { startWireTap, type WireTap } from './support/pg-wire.js';
 
 const TENANT = 'wire';
+/** The application_name of the app's pool (test/support/harness.ts): the tap reads only its connections. */
+const APP = 'test-app';
+
+/** Resolves once some session of the app waits for a row lock. */
+async function waitForLockWaiter(backend: TestBackend) {
+  for (let tries = 0; tries < 200; tries++) {
+    const waiting = await backend.sql.query("select 1 from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'", [APP]);
+    if (waiting.rowCount) return;
+    await sleep(25);
+  }
+  throw new Error('no session of the app ever waited for a lock');
+}
 
 /**
  * What issueCoupon costs on the wire, read from the PostgreSQL protocol the app sends (one pool
@@ -29,7 +42,7 @@ describe('issueCoupon on the wire', () => {
     gql(backend.app.fetch, CreateCampaignDocument, { input: { id, name: id, discountYen: 1_000, budgetYen, budgetSlots } }, asTenantAdmin(TENANT));
 
   beforeAll(async () => {
-    const opened = await startWireTap(await createDirectTestDatabaseUrl());
+    const opened = await startWireTap(await createDirectTestDatabaseUrl(), APP);
     tap = opened.tap;
     closeTap = opened.close;
     backend = await createTestBackend({ databaseUrl: opened.url, env: { DB_POOL_MAX: '1', DB_PREPARED_STATEMENTS: 'true' } });
@@ -70,13 +83,31 @@ describe('issueCoupon on the wire', () => {
     });
   });
 
-  it('MONTHLY_CAP: three; BUDGET_EXCEEDED: four; each rolls back', async () => {
+  it('MONTHLY_CAP and a sold-out campaign: three, and each rolls back', async () => {
     await issue('open', 'cid');
     await issue('other', 'cid');
     expect(await issue('third', 'cid')).toMatchObject({ status: 'MONTHLY_CAP', trips: ['begin', 'coupons.issue', 'rollback'] });
     expect(await issue('third', 'cid', 'k-cid-third')).toMatchObject({ status: 'MONTHLY_CAP', trips: ['begin', 'coupons.issue+key', 'rollback'] });
     await issue('single', 'dan');
-    expect(await issue('single', 'eve')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['begin', 'coupons.issue', 'coupons.budget.row', 'rollback'] });
+    expect(await issue('single', 'eve')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['begin', 'coupons.issue', 'rollback'] });
+    expect(await issue('single', 'eve', 'k-eve')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['begin', 'coupons.issue+key', 'rollback'] });
+    // The member who holds the coupon still hears ALREADY_ISSUED from a sold-out campaign.
+    expect((await issue('single', 'dan')).status).toBe('ALREADY_ISSUED');
+  });
+
+  it('BUDGET_EXCEEDED when the last room goes while the issue waits for the budget row: four', async () => {
+    await campaign('last', 1_000);
+    const holder = await backend.sql.connect();
+    try {
+      await holder.query('begin');
+      await holder.query("update campaign_budget_slots set issued_yen = budget_yen where tenant_id = $1 and campaign_id = 'last'", [TENANT]);
+      const pending = issue('last', 'fin');
+      await waitForLockWaiter(backend);
+      await holder.query('commit');
+      expect(await pending).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['begin', 'coupons.issue', 'coupons.budget.row', 'rollback'] });
+    } finally {
+      holder.release();
+    }
   });
 
   it('a replay: four, and nothing is written', async () => {
@@ -90,7 +121,25 @@ describe('issueCoupon on the wire', () => {
     for (const member of ['s1', 's2', 's3', 's4']) {
       expect(await issue('sliced', member)).toMatchObject({ status: 'ISSUED', trips: ['begin', 'coupons.issue', 'coupons.budget.skip', 'commit'] });
     }
-    expect(await issue('sliced', 's5')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['begin', 'coupons.issue', 'coupons.budget.skip', 'rollback'] });
+    expect(await issue('sliced', 's5')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['begin', 'coupons.issue', 'rollback'] });
+  });
+
+  it('budget slots: waits for a slot (a second pass) only when every slot with room is held by others', async () => {
+    await campaign('held', 2_000, 2);
+    const holder = await backend.sql.connect();
+    try {
+      await holder.query('begin');
+      await holder.query("select 1 from campaign_budget_slots where tenant_id = $1 and campaign_id = 'held' for update", [TENANT]);
+      const pending = issue('held', 'gil');
+      await waitForLockWaiter(backend);
+      await holder.query('rollback');
+      expect(await pending).toMatchObject({
+        status: 'ISSUED',
+        trips: ['begin', 'coupons.issue', 'coupons.budget.skip', 'coupons.budget.wait', 'commit'],
+      });
+    } finally {
+      holder.release();
+    }
   });
 
   it('prepares each hot statement once per connection: a later issue sends no statement text at all', async () => {
@@ -120,7 +169,7 @@ describe('DB_PREPARED_STATEMENTS=false (a pooler in transaction mode that cannot
   let tap: WireTap;
   let closeTap: () => Promise<void>;
   beforeAll(async () => {
-    const opened = await startWireTap(await createDirectTestDatabaseUrl());
+    const opened = await startWireTap(await createDirectTestDatabaseUrl(), APP);
     tap = opened.tap;
     closeTap = opened.close;
     backend = await createTestBackend({ databaseUrl: opened.url, env: { DB_POOL_MAX: '1', DB_PREPARED_STATEMENTS: 'false' } });

@@ -161,6 +161,8 @@ interface IssueValues {
 interface IssueRow extends Omit<CouponColumns, 'id'> {
   discount_yen: number | null;
   budget_slots: number | null;
+  /** Some budget slot had room for one more coupon, as this statement's snapshot saw them. */
+  has_room: boolean | null;
   id: string | null;
   /** The coupon above is the one this statement inserted. */
   inserted: boolean | null;
@@ -171,7 +173,10 @@ interface IssueRow extends Omit<CouponColumns, 'id'> {
 
 /**
  * The first statement of an issue (DESIGN §4), keyed or not. With a key it claims it first, and
- * nothing else is written unless the claim is this request's. Then one coupon per member, on the
+ * nothing else is written unless the claim is this request's. A campaign with no room left in any
+ * budget slot writes nothing either: slots only ever fill up, so a sold-out campaign stays sold out
+ * and its refusal needs no lock (the grant is still decided by the budget UPDATE, never by this
+ * read). Then one coupon per member, on the
  * unique index: a double tap waits here for the first transaction, then finds its coupon. Then the
  * monthly cap, on the member's month row: created with this amount when missing, otherwise
  * increased only while the total stays within the tenant's cap. The month row is written from the
@@ -183,11 +188,14 @@ interface IssueRow extends Omit<CouponColumns, 'id'> {
 function issueStatement(keyed: boolean) {
   return prepare<IssueValues & Partial<ClaimValues>, IssueRow>(keyed ? 'coupons.issue+key' : 'coupons.issue', (p) => sql`
     with ${keyed ? sql`${claimCte(p)}, ` : sql``}campaign as (
-      select discount_yen, budget_slots from campaigns
-       where tenant_id = ${p.tenantId} and id = ${p.campaignId}${keyed ? sql` and exists (select 1 from claim)` : sql``}
+      select c.discount_yen, c.budget_slots,
+             exists (select 1 from campaign_budget_slots s
+                      where s.tenant_id = c.tenant_id and s.campaign_id = c.id and s.issued_yen + c.discount_yen <= s.budget_yen) as has_room
+        from campaigns c
+       where c.tenant_id = ${p.tenantId} and c.id = ${p.campaignId}${keyed ? sql` and exists (select 1 from claim)` : sql``}
     ), inserted as (
       insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at)
-      select ${p.tenantId}, ${p.campaignId}, ${p.memberId}, ${p.month}, discount_yen, ${p.now} from campaign
+      select ${p.tenantId}, ${p.campaignId}, ${p.memberId}, ${p.month}, discount_yen, ${p.now} from campaign where has_room
       on conflict (tenant_id, campaign_id, member_id) where not legacy_duplicate do nothing
       returning id, campaign_id, member_id, month, amount_yen, issued_at, tenant_id
     ), usage as (
@@ -206,7 +214,7 @@ function issueStatement(keyed: boolean) {
       select id, campaign_id, member_id, month, amount_yen, issued_at, false from coupons
        where tenant_id = ${p.tenantId} and campaign_id = ${p.campaignId} and member_id = ${p.memberId} and not legacy_duplicate
     )
-    select c.discount_yen, c.budget_slots, k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at, k.inserted,
+    select c.discount_yen, c.budget_slots, c.has_room, k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at, k.inserted,
            exists (select 1 from usage) as within_cap, ${keyed ? sql`exists (select 1 from claim)` : sql`true`} as claimed
       from (select) as one
       left join campaign c on true
@@ -236,8 +244,11 @@ export async function issueCoupon(trx: Transaction<DB>, request: IssueRequest, b
   bookkeeping.claimed(row.claimed);
   if (row.discount_yen === null || row.budget_slots === null) throw notFound('Campaign');
   if (!row.inserted) {
-    const existing = row.id === null ? await findMemberCoupon(trx, request) : toCoupon({ ...row, id: row.id });
-    return { status: 'ALREADY_ISSUED', coupon: existing };
+    if (row.id !== null) return { status: 'ALREADY_ISSUED', coupon: toCoupon({ ...row, id: row.id }) };
+    // No coupon inserted and none visible: either sold out (nothing was tried), or the insert met
+    // a coupon committed while it waited for the unique index entry.
+    if (!row.has_room) throw new RollbackAndReturn<IssueResult>({ status: 'BUDGET_EXCEEDED', coupon: null });
+    return { status: 'ALREADY_ISSUED', coupon: await findMemberCoupon(trx, request) };
   }
   if (!row.within_cap) throw new RollbackAndReturn<IssueResult>({ status: 'MONTHLY_CAP', coupon: null });
   const coupon = toCoupon({ ...row, id: row.id! });

@@ -8,40 +8,56 @@ export interface RoundTrip {
   parsed: boolean;
 }
 
+interface ConnectionState {
+  buffer: Buffer;
+  /** application_name from the startup message; null until it has been read. */
+  application: string | null;
+  statement: string;
+  parsed: boolean;
+  lastParse: string;
+}
+
 /**
- * Reads the PostgreSQL frontend protocol a client sends, through a pass-through proxy: every
- * round trip the app makes, which statement it ran, and whether it sent the statement's text.
- * Only message framing is read: a type byte and a length, after the untyped startup message.
+ * Reads the PostgreSQL frontend protocol clients send, through a pass-through proxy: every round
+ * trip of the connections named `application` (application_name), which statement it ran, and
+ * whether it sent the statement's text. Only message framing is read: a type byte and a length,
+ * after the untyped startup message (whose parameters name the application).
  */
 export class WireTap {
   trips: RoundTrip[] = [];
-  private readonly connections = new Map<number, { buffer: Buffer; started: boolean; statement: string; parsed: boolean; lastParse: string }>();
+  private readonly connections = new Map<number, ConnectionState>();
+
+  constructor(private readonly application: string) {}
 
   reset(): void {
     this.trips = [];
   }
 
   read(connection: number, chunk: Buffer): void {
-    const state = this.connections.get(connection) ?? { buffer: Buffer.alloc(0), started: false, statement: '', parsed: false, lastParse: '' };
+    const state = this.connections.get(connection) ?? { buffer: Buffer.alloc(0), application: null, statement: '', parsed: false, lastParse: '' };
     this.connections.set(connection, state);
     state.buffer = Buffer.concat([state.buffer, chunk]);
     for (;;) {
-      const header = state.started ? 5 : 4;
+      const started = state.application !== null;
+      const header = started ? 5 : 8;
       if (state.buffer.length < header) return;
-      const length = state.started ? state.buffer.readInt32BE(1) + 1 : state.buffer.readInt32BE(0);
+      const length = started ? state.buffer.readInt32BE(1) + 1 : state.buffer.readInt32BE(0);
       if (state.buffer.length < length) return;
-      const type = state.started ? String.fromCharCode(state.buffer[0]!) : '';
+      const type = started ? String.fromCharCode(state.buffer[0]!) : '';
       const body = state.buffer.subarray(header, length);
       state.buffer = state.buffer.subarray(length);
-      if (!state.started) {
-        state.started = true;
-        continue;
+      if (!started) {
+        // Startup: protocol version, then name/value pairs, each ending in a zero byte.
+        const pairs = body.toString('utf8').split('\0');
+        const at = pairs.indexOf('application_name');
+        state.application = at >= 0 ? (pairs[at + 1] ?? '') : '';
+      } else if (state.application === this.application) {
+        this.message(state, type, body);
       }
-      this.message(state, type, body);
     }
   }
 
-  private message(state: { statement: string; parsed: boolean; lastParse: string }, type: string, body: Buffer) {
+  private message(state: ConnectionState, type: string, body: Buffer) {
     const strings = () => body.toString('utf8').split('\0');
     if (type === 'Q') {
       this.trips.push({ statement: strings()[0]!.trim().split(/[\s;]/)[0]!.toLowerCase(), parsed: true });
@@ -59,9 +75,9 @@ export class WireTap {
   }
 }
 
-/** A tap in front of the database `databaseUrl` names; connect to `url` to be read. */
-export async function startWireTap(databaseUrl: string) {
-  const tap = new WireTap();
+/** A tap in front of the database `databaseUrl` names; connections to `url` named `application` are read. */
+export async function startWireTap(databaseUrl: string, application: string) {
+  const tap = new WireTap(application);
   const target = new URL(databaseUrl);
   const proxy = await startDelayProxy({
     target: { host: target.hostname, port: Number(target.port) },
