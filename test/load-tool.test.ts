@@ -60,12 +60,12 @@ describe('npm run load: arguments', () => {
 
 describe('npm run load --rate: the open model keeps its schedule', () => {
   const STALL_FROM_MS = 250;
-  const STALL_UNTIL_MS = 1_250;
+  const STALL_UNTIL_MS = 2_250;
   let server: http.Server;
   let graphqlUrl: string;
 
   beforeAll(async () => {
-    // A server that answers at once, except that from 250 ms to 1,250 ms after the first request
+    // A server that answers at once, except that from 250 ms to 2,250 ms after the first request
     // it answers nothing and holds every request until the stall ends.
     let firstRequestAt: number | null = null;
     server = http.createServer((req, res) => {
@@ -89,19 +89,20 @@ describe('npm run load --rate: the open model keeps its schedule', () => {
       outcomeOf: replyOutcome,
       check: async () => [],
     };
-    const client = new LoadClient(graphqlUrl, 400);
+    const client = new LoadClient(graphqlUrl, 300);
     try {
-      // 200 requests per second for 1.6 s: about 200 of them fall due while the server answers nothing.
-      const result = await runLoad({ client, sessions: headerSessions(), scenario: ping, concurrency: 400, rate: 200, amount: { requests: 320 }, sql: null });
-      expect(result.outcomes).toEqual({ PONG: 320 });
-      const lateness = result.samples.map((s) => s.sentMs - s.dueMs);
-      // A closed model would have sent nothing more once its lanes were all waiting; this one kept sending.
-      expect(Math.max(...lateness)).toBeLessThan(100);
-      const duringStall = result.samples.filter((s) => s.dueMs >= STALL_FROM_MS + 50 && s.dueMs < STALL_UNTIL_MS - 50);
-      expect(duringStall.length).toBeGreaterThanOrEqual(170);
-      // Latency runs from the scheduled time: the first request of the stall waited about a second.
-      const firstStalled = duringStall.reduce((a, b) => (a.dueMs < b.dueMs ? a : b));
-      expect(firstStalled.latencyMs).toBeGreaterThan(800);
+      // 100 requests per second for 2.8 s: about 200 fall due while the server answers nothing.
+      const result = await runLoad({ client, sessions: headerSessions(), scenario: ping, concurrency: 300, rate: 100, amount: { requests: 280 }, sql: null });
+      expect(result.outcomes).toEqual({ PONG: 280 });
+      // A closed model stops sending once its lanes all wait (32 by default); this one kept going.
+      // (A bound on lateness, not exact times: the machine is shared and its scheduler may pause us.)
+      const inStall = (ms: number) => ms >= STALL_FROM_MS && ms < STALL_UNTIL_MS;
+      const dueInStall = result.samples.filter((s) => inStall(s.dueMs));
+      const sentInStall = result.samples.filter((s) => inStall(s.sentMs));
+      expect(dueInStall.length).toBeGreaterThanOrEqual(190);
+      expect(sentInStall.length).toBeGreaterThanOrEqual(dueInStall.length * 0.6);
+      // Latency runs from the scheduled time: nothing due in the stall could be answered before it ended.
+      for (const sample of dueInStall) expect(sample.latencyMs).toBeGreaterThanOrEqual(STALL_UNTIL_MS - sample.dueMs - 5);
       expect(result.latency.p50).toBeGreaterThan(100);
     } finally {
       client.close();
