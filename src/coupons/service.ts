@@ -174,16 +174,15 @@ interface IssueRow extends Omit<CouponColumns, 'id'> {
 /**
  * The first statement of an issue (DESIGN §4), keyed or not. With a key it claims it first, and
  * nothing else is written unless the claim is this request's. A campaign with no room left in any
- * budget slot writes nothing either: slots only ever fill up, so a sold-out campaign stays sold out
- * and its refusal needs no lock (the grant is still decided by the budget UPDATE, never by this
- * read). Then one coupon per member, on the
- * unique index: a double tap waits here for the first transaction, then finds its coupon. Then the
- * monthly cap, on the member's month row: created with this amount when missing, otherwise
- * increased only while the total stays within the tenant's cap. The month row is written from the
- * coupon insert's RETURNING, so it can only be locked after the coupon's index entry, and not at
- * all when the coupon already existed. `coupon` also reads the member's coupon as this statement's
- * snapshot shows it, so that ALREADY_ISSUED needs no statement of its own unless that coupon was
- * committed while this statement waited for it.
+ * budget slot writes nothing either: slots only ever fill up, so a sold-out campaign stays sold
+ * out and its refusal needs no lock (a grant is still decided by the budget UPDATE, never by this
+ * read). Then one coupon per member, on the unique index: a double tap waits here for the first
+ * transaction, then finds its coupon. Then the monthly cap, on the member's month row: created
+ * with this amount when missing, otherwise increased only while the total stays within the
+ * tenant's cap. The month row is written from the coupon insert's RETURNING, so it can only be
+ * locked after the coupon's index entry, and not at all when the coupon already existed. `coupon`
+ * also reads the member's coupon as this statement's snapshot shows it, so that ALREADY_ISSUED
+ * needs no statement of its own unless that coupon was committed while this statement waited.
  */
 function issueStatement(keyed: boolean) {
   return prepare<IssueValues & Partial<ClaimValues>, IssueRow>(keyed ? 'coupons.issue+key' : 'coupons.issue', (p) => sql`

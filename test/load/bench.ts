@@ -78,6 +78,12 @@ const HOT_SLOTS = 16;
 /** Half the round trip to a database in a neighbouring zone of the same region. */
 const ONE_WAY_DELAY_MS = 0.5;
 const FEATURE_CLIENTS = 32;
+/**
+ * The servers run as in production (NODE_ENV=production: GraphQL's and Yoga's development checks
+ * off), so the load sends Hasura's shared secret with the x-hasura-* headers.
+ */
+const ACTION_SECRET = 'bench-only-action-secret-0123456789';
+const SESSIONS = headerSessions({ 'x-action-secret': ACTION_SECRET });
 
 const USAGE = `usage: npm run bench [-- --concurrency 8,32,128] [--repeat 3] [--members 600] [--json FILE]
 
@@ -119,7 +125,7 @@ async function throughEndpoint(server: ServerProcess, sql: pg.Pool, scenario: Co
   const total = scenario.members.length * scenario.campaigns.length * scenario.sends;
   const retriesBefore = await scrapeCounter(server.metricsUrl, 'transaction_retries_total');
   try {
-    const result = await runLoad({ client, sessions: headerSessions(), scenario: couponLoad(scenario, total, send), concurrency: clients, amount: { requests: total }, sql });
+    const result = await runLoad({ client, sessions: SESSIONS, scenario: couponLoad(scenario, total, send), concurrency: clients, amount: { requests: total }, sql });
     return {
       requestsPerSecond: result.requestsPerSecond,
       p99: result.latency.p99,
@@ -138,7 +144,7 @@ async function throughEndpoint(server: ServerProcess, sql: pg.Pool, scenario: Co
  * pg, without HTTP or GraphQL, with the same number of requests in flight.
  */
 function rawTarget(databaseUrl: string, sql: pg.Pool) {
-  const config = loadConfig({ DATABASE_URL: databaseUrl, NODE_ENV: 'production', ACTION_SECRET: 'bench-only-secret-0123456789' });
+  const config = loadConfig({ DATABASE_URL: databaseUrl, NODE_ENV: 'production', ACTION_SECRET });
   const log = createLogger('silent');
   const database = createDatabase(
     {
@@ -282,7 +288,13 @@ async function main() {
   // An idle connection the server drops must not take the whole run down with it.
   sql.on('error', (error) => console.error(`database connection lost: ${error.message}`));
   const proxy = await startDelayProxyProcess(database.databaseUrl, ONE_WAY_DELAY_MS);
-  const serverEnv = (databaseUrl: string, strategy: string) => ({ DATABASE_URL: databaseUrl, BENCH_STRATEGY: strategy, RUN_WORKERS: 'false' });
+  const serverEnv = (databaseUrl: string, strategy: string) => ({
+    DATABASE_URL: databaseUrl,
+    BENCH_STRATEGY: strategy,
+    RUN_WORKERS: 'false',
+    NODE_ENV: 'production',
+    ACTION_SECRET,
+  });
   const servers = new Map<string, ServerProcess>();
   const raw = rawTarget(database.databaseUrl, sql);
   let run = 0;
