@@ -38,6 +38,20 @@ describe('issueCoupon on the wire', () => {
     expect(response.body.errors).toBeUndefined();
     return { status: response.body.data!.issueCoupon.status, trips: tap.trips.map((t) => t.statement), parsed: tap.trips.filter((t) => t.parsed) };
   };
+  /** Sends `send` while another transaction holds the rows `lockSql` locks; ends that transaction once the app waits for them. */
+  const whileHeld = async <T>(lockSql: string, end: 'commit' | 'rollback', send: () => Promise<T>): Promise<T> => {
+    const holder = await backend.sql.connect();
+    try {
+      await holder.query('begin');
+      await holder.query(lockSql, [TENANT]);
+      const pending = send();
+      await waitForLockWaiter(backend);
+      await holder.query(end);
+      return await pending;
+    } finally {
+      holder.release();
+    }
+  };
   const campaign = (id: string, budgetYen: number, budgetSlots = 1) =>
     gql(backend.app.fetch, CreateCampaignDocument, { input: { id, name: id, discountYen: 1_000, budgetYen, budgetSlots } }, asTenantAdmin(TENANT));
 
@@ -97,17 +111,11 @@ describe('issueCoupon on the wire', () => {
 
   it('BUDGET_EXCEEDED when the last room goes while the issue waits for the budget row: four', async () => {
     await campaign('last', 1_000);
-    const holder = await backend.sql.connect();
-    try {
-      await holder.query('begin');
-      await holder.query("update campaign_budget_slots set issued_yen = budget_yen where tenant_id = $1 and campaign_id = 'last'", [TENANT]);
-      const pending = issue('last', 'fin');
-      await waitForLockWaiter(backend);
-      await holder.query('commit');
-      expect(await pending).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['begin', 'coupons.issue', 'coupons.budget.row', 'rollback'] });
-    } finally {
-      holder.release();
-    }
+    const takeTheLastRoom = "update campaign_budget_slots set issued_yen = budget_yen where tenant_id = $1 and campaign_id = 'last'";
+    expect(await whileHeld(takeTheLastRoom, 'commit', () => issue('last', 'fin'))).toMatchObject({
+      status: 'BUDGET_EXCEEDED',
+      trips: ['begin', 'coupons.issue', 'coupons.budget.row', 'rollback'],
+    });
   });
 
   it('a replay: four, and nothing is written', async () => {
@@ -126,20 +134,11 @@ describe('issueCoupon on the wire', () => {
 
   it('budget slots: waits for a slot (a second pass) only when every slot with room is held by others', async () => {
     await campaign('held', 2_000, 2);
-    const holder = await backend.sql.connect();
-    try {
-      await holder.query('begin');
-      await holder.query("select 1 from campaign_budget_slots where tenant_id = $1 and campaign_id = 'held' for update", [TENANT]);
-      const pending = issue('held', 'gil');
-      await waitForLockWaiter(backend);
-      await holder.query('rollback');
-      expect(await pending).toMatchObject({
-        status: 'ISSUED',
-        trips: ['begin', 'coupons.issue', 'coupons.budget.skip', 'coupons.budget.wait', 'commit'],
-      });
-    } finally {
-      holder.release();
-    }
+    const holdEverySlot = "select 1 from campaign_budget_slots where tenant_id = $1 and campaign_id = 'held' for update";
+    expect(await whileHeld(holdEverySlot, 'rollback', () => issue('held', 'gil'))).toMatchObject({
+      status: 'ISSUED',
+      trips: ['begin', 'coupons.issue', 'coupons.budget.skip', 'coupons.budget.wait', 'commit'],
+    });
   });
 
   it('prepares each hot statement once per connection: a later issue sends no statement text at all', async () => {
