@@ -32,6 +32,8 @@ export interface AppConfig {
   dbHealthCheckIntervalMs: number;
   dbPoolMax: number;
   dbPoolAcquireTimeoutMs: number;
+  /** Named prepared statements for the hot path; off behind a pooler that cannot keep them (PgBouncer < 1.21 in transaction mode). */
+  dbPreparedStatements: boolean;
   lockTimeoutMs: number;
   statementTimeoutMs: number;
   idleInTransactionTimeoutMs: number;
@@ -302,6 +304,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     dbPoolMax,
     dbPoolAcquireTimeoutMs: readInt(env, 'DB_POOL_ACQUIRE_TIMEOUT_MS', 3_000, 1, 600_000),
     dbHealthCheckIntervalMs: readInt(env, 'DB_HEALTH_CHECK_INTERVAL_MS', 5_000, 100, 600_000),
+    dbPreparedStatements: readBoolean(env, 'DB_PREPARED_STATEMENTS', true),
     lockTimeoutMs: readInt(env, 'LOCK_TIMEOUT_MS', 2_000, 1, 600_000),
     statementTimeoutMs,
     idleInTransactionTimeoutMs: readInt(env, 'IDLE_IN_TRANSACTION_TIMEOUT_MS', 10_000, 100, 600_000),

@@ -128,7 +128,13 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
   if (config.databaseUrl !== null) await waitForDatabase(config.databaseUrl, config.dbConnectTimeoutMs, log);
   const connectionString = config.databaseUrl ?? embedded!.connectionString();
   const database = createDatabase(
-    { connectionString, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName },
+    {
+      connectionString,
+      max: config.dbPoolMax,
+      acquireTimeoutMs: config.dbPoolAcquireTimeoutMs,
+      applicationName,
+      preparedStatements: config.dbPreparedStatements,
+    },
     log,
   );
   const watch = options.watchDatabase ? watchDatabase(connectionString, config.dbHealthCheckIntervalMs, log) : null;

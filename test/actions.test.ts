@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ContractDocument } from './generated/graphql.js';
-import { asUser, createContractRow, createTenant, createTestBackend, gqlOk, type TestBackend } from './support/harness.js';
+import { asUser, createContractRow, createTenant, createTestBackend, DATABASE_WORDS, gqlOk, type TestBackend } from './support/harness.js';
 
 const SECRET = 'action-secret-for-tests-0123456789';
 
@@ -75,5 +75,18 @@ describe('Hasura Actions at POST /actions', () => {
     expect(typeof payload.message).toBe('string');
     expect(payload.extensions.code).toBe(code);
     expect(await documents()).toBe(before);
+  });
+
+  it('masks an unexpected failure as a 500 INTERNAL_SERVER_ERROR without database words, as /graphql does', async () => {
+    await backend.sql.query('alter table contract_documents rename to contract_documents_away');
+    try {
+      const response = await action(documentAction(contractId));
+      expect(response.status).toBe(500);
+      const text = await response.text();
+      expect(JSON.parse(text)).toMatchObject({ message: 'Internal server error', extensions: { code: 'INTERNAL_SERVER_ERROR' } });
+      expect(text).not.toMatch(DATABASE_WORDS);
+    } finally {
+      await backend.sql.query('alter table contract_documents_away rename to contract_documents');
+    }
   });
 });

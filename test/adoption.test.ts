@@ -36,7 +36,7 @@ async function legacyDatabase(extraSql = ''): Promise<{ url: string; sql: pg.Poo
   const sql = new pg.Pool({ connectionString: url, max: 2 });
   await sql.query(await readFile(FIXTURE, 'utf8'));
   if (extraSql) await sql.query(extraSql);
-  const database = createDatabase({ connectionString: url, max: 4, acquireTimeoutMs: 5_000, applicationName: 'adopt-test' }, createLogger('silent'));
+  const database = createDatabase({ connectionString: url, max: 4, acquireTimeoutMs: 5_000, applicationName: 'adopt-test', preparedStatements: false }, createLogger('silent'));
   return { url, sql, database };
 }
 

@@ -56,6 +56,7 @@ const NONSENSE: Record<string, string> = {
   MAX_QUERY_DEPTH: '0',
   MAX_QUERY_COST: 'cheap',
   GRAPHQL_INTROSPECTION: 'sometimes',
+  DB_PREPARED_STATEMENTS: 'usually',
   CORS_ORIGINS: 'https://app.example.com/path',
   METRICS_TOKEN: 'short',
   TRUSTED_DOCUMENTS: fileURLToPath(new URL('..', import.meta.url)),

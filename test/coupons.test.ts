@@ -68,6 +68,10 @@ describe('issueCoupon, one request at a time', () => {
   it("counts an issue at 2026-09-30T15:00:00Z in 2026-10, the month in the business time zone", async () => {
     expect(businessMonth(new Date('2026-09-30T15:00:00Z'), 'Asia/Tokyo')).toBe('2026-10');
     expect(businessMonth(new Date('2026-09-30T14:59:59Z'), 'Asia/Tokyo')).toBe('2026-09');
+    // Remembered per minute and per zone: the last millisecond before a boundary and the first after it differ.
+    expect(businessMonth(new Date('2026-09-30T18:29:59.999Z'), 'Asia/Kolkata')).toBe('2026-09');
+    expect(businessMonth(new Date('2026-09-30T18:30:00.000Z'), 'Asia/Kolkata')).toBe('2026-10');
+    expect(businessMonth(new Date('2026-09-30T18:30:00.000Z'), 'America/New_York')).toBe('2026-09');
     now = new Date('2026-09-30T15:00:00Z');
     const issued = await issue('spring', 'dave');
     expect(issued.coupon?.month).toBe('2026-10');

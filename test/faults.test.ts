@@ -43,7 +43,7 @@ describe('faults: the database drops connections and restarts during a concurren
     const log = createLogger('silent');
     postgres = await startEmbeddedPostgres({ dataDir: path.join(dataRoot, 'data'), port: await freePort(), log, ephemeral: true });
     const url = postgres.connectionString('postgres');
-    const migrator = createDatabase({ connectionString: url, max: 1, acquireTimeoutMs: 5_000, applicationName: 'migrate' }, log);
+    const migrator = createDatabase({ connectionString: url, max: 1, acquireTimeoutMs: 5_000, applicationName: 'migrate', preparedStatements: false }, log);
     await migrate(migrator.db);
     await migrator.close();
     backend = await createTestBackend({ databaseUrl: url, env: { DB_POOL_MAX: '8', DB_POOL_ACQUIRE_TIMEOUT_MS: '2000', REQUEST_DEADLINE_MS: '5000' } });

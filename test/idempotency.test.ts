@@ -1,5 +1,7 @@
+import { createHash } from 'node:crypto';
+import { parse, print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deleteExpiredKeys } from '../src/idempotency/service.js';
+import { deleteExpiredKeys, fingerprint } from '../src/idempotency/service.js';
 import { CreateCampaignDocument, CreateContractDocumentDocument, IssueCouponDocument } from './generated/graphql.js';
 import { asTenantAdmin, asUser, createContractRow, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
 
@@ -144,5 +146,18 @@ describe('Idempotency-Key', () => {
     const unkeyed = await gql(backend.app.fetch, two, {}, asUser(TENANT, 'm1'));
     expect(unkeyed.body.errors).toBeUndefined();
     expect(await count('contract_documents')).toBe(before + 2);
+  });
+
+  it('fingerprints a request as it always has, printing each parsed document only once', () => {
+    const document = parse('mutation Issue($input: IssueCouponInput!) { issueCoupon(input: $input) { status } }');
+    const variables = { input: { campaignId: 'promo' } };
+    // The formula keys stored before this version were made with: a resend across an upgrade still matches.
+    const stored = createHash('sha256').update(`Issue\n${print(document)}`).update('\0').update('{"input":{"campaignId":"promo"}}').digest('hex');
+    expect(fingerprint(document, 'Issue', variables)).toBe(stored);
+    // Yoga's parser cache hands back the same document for the same text and never changes it; a
+    // change here shows that the second fingerprint reused the first print instead of printing again.
+    (document.definitions[0] as { name: { value: string } }).name.value = 'Renamed';
+    expect(fingerprint(document, 'Issue', variables)).toBe(stored);
+    expect(fingerprint(document, 'Issue', { input: { campaignId: 'other' } })).not.toBe(stored);
   });
 });

@@ -1,22 +1,32 @@
 import { mkdtemp, readFile } from 'node:fs/promises';
+import http from 'node:http';
+import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseLoadArgs, UsageError } from './load/args.js';
 import { LoadClient } from './load/client.js';
+import { startDelayProxy } from './load/delay-proxy.js';
 import { renderReport } from './load/report.js';
 import { runLoad, type LoadResult } from './load/run.js';
-import type { LoadScenario } from './load/scenario.js';
+import { replyOutcome, type LoadScenario } from './load/scenario.js';
 import { couponsScenario, headerSessions } from './load/scenarios/coupons.js';
 import { documentsScenario } from './load/scenarios/documents.js';
 import { huddlesScenario } from './load/scenarios/huddles.js';
 import { percentile } from './load/stats.js';
+import { formatResult } from './load/cli.js';
 import { createTestBackend, serveOverHttp, type TestBackend } from './support/harness.js';
 import { runScript } from './support/scripts.js';
 
 describe('npm run load: arguments', () => {
   it('defaults to the reference coupon scenario at 32 clients', () => {
     expect(parseLoadArgs(['--scenario', 'coupons'])).toMatchObject({ scenario: 'coupons', concurrency: 32, requests: 1_800, durationSeconds: null, url: null });
+  });
+
+  it('--rate: the open model, with room for 256 connections unless told otherwise', () => {
+    expect(parseLoadArgs(['--scenario', 'coupons', '--rate', '400'])).toMatchObject({ rate: 400, concurrency: 256 });
+    expect(parseLoadArgs(['--scenario', 'coupons', '--rate', '400', '--concurrency', '64'])).toMatchObject({ rate: 400, concurrency: 64 });
+    expect(() => parseLoadArgs(['--scenario', 'coupons', '--rate', '0'])).toThrow(/whole number above 0/);
   });
 
   it('reads every option', () => {
@@ -26,7 +36,7 @@ describe('npm run load: arguments', () => {
     ]);
     expect(args).toEqual({
       scenario: 'huddles', url: 'http://10.0.0.1:4000/graphql', databaseUrl: 'postgres://x@y/z', concurrency: 8,
-      requests: null, durationSeconds: 30, json: 'out.json', report: 'out.html', secret: 's3cret', help: false,
+      rate: null, requests: null, durationSeconds: 30, json: 'out.json', report: 'out.html', secret: 's3cret', help: false,
     });
   });
 
@@ -46,6 +56,90 @@ describe('npm run load: arguments', () => {
   it('computes nearest-rank percentiles', () => {
     const sorted = Array.from({ length: 100 }, (_, i) => i + 1);
     expect([percentile(sorted, 50), percentile(sorted, 99), percentile(sorted, 100), percentile([], 99)]).toEqual([50, 99, 100, 0]);
+  });
+});
+
+describe('npm run load --rate: the open model keeps its schedule', () => {
+  const STALL_FROM_MS = 250;
+  const STALL_UNTIL_MS = 2_250;
+  let server: http.Server;
+  let graphqlUrl: string;
+
+  beforeAll(async () => {
+    // A server that answers at once, except that from 250 ms to 2,250 ms after the first request
+    // it answers nothing and holds every request until the stall ends.
+    let firstRequestAt: number | null = null;
+    server = http.createServer((req, res) => {
+      const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"data":{"ping":{"status":"PONG"}}}');
+      if (req.url === '/health') return answer();
+      firstRequestAt ??= performance.now();
+      const at = performance.now() - firstRequestAt;
+      if (at >= STALL_FROM_MS && at < STALL_UNTIL_MS) setTimeout(answer, STALL_UNTIL_MS - at);
+      else answer();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    graphqlUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  it('sends every request at its time while the server stalls, and counts the stall in their latency', async () => {
+    const ping: LoadScenario = {
+      name: 'ping',
+      setup: async () => {},
+      request: (_index, client) => () => client.graphql('{ ping { status } }', {}, {}),
+      outcomeOf: replyOutcome,
+      check: async () => [],
+    };
+    const client = new LoadClient(graphqlUrl, 300);
+    try {
+      // 100 requests per second for 2.8 s: about 200 fall due while the server answers nothing.
+      const result = await runLoad({ client, sessions: headerSessions(), scenario: ping, concurrency: 300, rate: 100, amount: { requests: 280 }, sql: null });
+      expect(result.outcomes).toEqual({ PONG: 280 });
+      // A closed model stops sending once its lanes all wait (32 by default); this one kept going.
+      // (A bound on lateness, not exact times: the machine is shared and its scheduler may pause us.)
+      const inStall = (ms: number) => ms >= STALL_FROM_MS && ms < STALL_UNTIL_MS;
+      const dueInStall = result.samples.filter((s) => inStall(s.dueMs));
+      const sentInStall = result.samples.filter((s) => inStall(s.sentMs));
+      expect(dueInStall.length).toBeGreaterThanOrEqual(190);
+      expect(sentInStall.length).toBeGreaterThanOrEqual(dueInStall.length * 0.6);
+      // Latency runs from the scheduled time: nothing due in the stall could be answered before it ended.
+      for (const sample of dueInStall) expect(sample.latencyMs).toBeGreaterThanOrEqual(STALL_UNTIL_MS - sample.dueMs - 5);
+      expect(result.latency.p50).toBeGreaterThan(100);
+    } finally {
+      client.close();
+    }
+  });
+});
+
+describe('the delay proxy the bench puts between a server and PostgreSQL', () => {
+  it('holds every chunk at least 0.5 ms each way, and delivers every byte in order', async () => {
+    const echo = net.createServer((socket) => socket.pipe(socket));
+    await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
+    const proxy = await startDelayProxy({ target: { host: '127.0.0.1', port: (echo.address() as AddressInfo).port }, delayMs: 0.5 });
+    const socket = net.connect(proxy.port, '127.0.0.1');
+    try {
+      await new Promise((resolve) => socket.once('connect', resolve));
+      socket.setNoDelay(true);
+      const roundTrips: number[] = [];
+      let received = Buffer.alloc(0);
+      socket.on('data', (chunk: Buffer) => (received = Buffer.concat([received, chunk])));
+      for (let i = 0; i < 50; i++) {
+        const message = Buffer.from(`ping ${i};`);
+        const expected = received.length + message.length;
+        const sent = performance.now();
+        socket.write(message);
+        while (received.length < expected) await new Promise((resolve) => setImmediate(resolve));
+        roundTrips.push(performance.now() - sent);
+      }
+      expect(received.toString()).toBe(Array.from({ length: 50 }, (_, i) => `ping ${i};`).join(''));
+      // Twice 0.5 ms at the least, and not held for long (a loose bound: the machine is shared).
+      expect(Math.min(...roundTrips)).toBeGreaterThanOrEqual(1);
+      expect(percentile([...roundTrips].sort((a, b) => a - b), 50)).toBeLessThan(10);
+    } finally {
+      socket.destroy();
+      await proxy.close();
+      await new Promise<void>((resolve) => echo.close(() => resolve()));
+    }
   });
 });
 
@@ -108,15 +202,48 @@ describe('npm run load: scenarios and their invariant checks', () => {
     expect(violations).toContain('1 ended sessions still hold members');
   });
 
-  it('writes a self-contained HTML report with the histogram and the throughput over time', async () => {
+  it('writes a self-contained HTML report: when, which commit, which machine, what ran, and charts with scaled, titled axes', async () => {
     const result = await load(documentsScenario('t4', 1, 30), 30);
-    const html = renderReport(result);
+    const html = renderReport(result, {
+      date: new Date('2026-12-01T09:30:00Z'),
+      commit: 'abc1234',
+      machine: 'bench-host: 2 x Some CPU',
+      configuration: { scenario: 'documents', model: 'closed model: 8 requests in flight' },
+    });
     expect(html).toMatch(/^<!doctype html>/);
+    for (const fact of ['2026-12-01T09:30:00.000Z', 'abc1234', 'bench-host: 2 x Some CPU', 'closed model: 8 requests in flight']) expect(html).toContain(fact);
     expect(html).toContain('Latency histogram');
     expect(html).toContain('Throughput over time');
     expect((html.match(/<svg/g) ?? []).length).toBe(2);
+    for (const axis of ['latency (ms', '>requests<', 'time since the start (s)', 'answers per second (requests/s)']) expect(html).toContain(axis);
+    // Each y axis carries five ticks from 0 to a round top.
+    expect(html.match(/text-anchor="end">0</g)).toHaveLength(2);
     expect(html).not.toMatch(/<script|src=|href=/);
     expect(html).toContain('Invariants: all held.');
+  });
+
+  it('the open model (--rate) offers the rate and says what it achieved', async () => {
+    const client = new LoadClient(url, 16);
+    try {
+      const result = await runLoad({
+        client,
+        sessions: headerSessions(),
+        scenario: documentsScenario('t5', 2, 60),
+        concurrency: 16,
+        rate: 100,
+        amount: { requests: 60 },
+        sql: backend.sql,
+      });
+      expect(result).toMatchObject({ model: 'open', offeredRate: 100, requests: 60, violations: [] });
+      // Sixty requests due over 0.59 s at 100 per second: the run cannot be shorter than its schedule.
+      expect(result.wallMs).toBeGreaterThanOrEqual(590);
+      const lastDue = Math.max(...result.samples.map((s) => s.dueMs));
+      expect(lastDue).toBeGreaterThan(589);
+      expect(lastDue).toBeLessThanOrEqual(590);
+      expect(formatResult(result)).toMatch(/offered\s+100\.0 requests\/s\nachieved\s+\d+\.\d requests\/s/);
+    } finally {
+      client.close();
+    }
   });
 
   it('runs as a command against a given URL and database: prints the figures, writes JSON, exits 0', async () => {

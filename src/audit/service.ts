@@ -1,4 +1,5 @@
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import type { Slots } from '../db/prepared.js';
 import type { AuditLogRow, DB } from '../db/schema.js';
 
 export interface AuditEntry {
@@ -15,19 +16,25 @@ export interface AuditRecord extends AuditEntry {
   createdAt: Date;
 }
 
-/** Written in the mutation's own transaction: a rollback takes it away with the change. */
-export async function writeAudit(trx: Transaction<DB>, entry: AuditEntry): Promise<void> {
-  await trx
-    .insertInto('audit_log')
-    .values({
-      tenant_id: entry.tenantId,
-      actor_user_id: entry.actorUserId,
-      role: entry.role,
-      operation: entry.operation,
-      entity_ids: entry.entityIds,
-      request_id: entry.requestId,
-    })
-    .execute();
+/** The audit row's values as a statement binds them (`auditTenantId`: the statement may bind another tenant id too). */
+export interface AuditValues {
+  auditTenantId: string;
+  actorUserId: string | null;
+  role: string;
+  operation: string;
+  entityIds: string[];
+  requestId: string;
+}
+
+/**
+ * The audit row as the CTE `audit_row` of a statement the mutation runs anyway, written when
+ * `when` holds. It rides in the mutation's own transaction: a rollback takes it away with the change.
+ */
+export function auditRowCte(p: Slots<AuditValues>, when: RawBuilder<unknown>) {
+  return sql`audit_row as (
+    insert into audit_log (tenant_id, actor_user_id, role, operation, entity_ids, request_id)
+    select ${p.auditTenantId}, ${p.actorUserId}, ${p.role}, ${p.operation}, ${p.entityIds}::text[], ${p.requestId}
+     where ${when})`;
 }
 
 const toRecord = (row: AuditLogRow): AuditRecord => ({

@@ -116,10 +116,12 @@ builder.mutationField('createCampaign', (t) =>
 export async function issueCouponForSession(ctx: AccessContexts['member'], campaignId: string): Promise<IssueResult> {
   const { tenantId, userId } = ctx.session;
   const { clock, config, couponIssuer } = ctx.services;
-  const result = await runMutation(ctx, {
+  const result = await runMutation<IssueResult>(ctx, {
     operation: 'issueCoupon',
     ...(couponIssuer.isolation ? { isolation: couponIssuer.isolation } : {}),
-    work: (trx) => couponIssuer.issue(trx, { tenantId, memberId: userId, campaignId, now: clock(), timeZone: config.businessTimeZone }),
+    ...(couponIssuer.claimsKey ? { claimsKey: true } : {}),
+    work: (trx, bookkeeping) =>
+      couponIssuer.issue(trx, { tenantId, memberId: userId, campaignId, now: clock(), timeZone: config.businessTimeZone }, bookkeeping),
     entities: ({ coupon }) => (coupon ? [coupon.id, coupon.campaignId] : [campaignId]),
   });
   ctx.services.metrics.couponOutcomes.inc({ status: result.status });

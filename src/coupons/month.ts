@@ -11,11 +11,28 @@ function formatterFor(timeZone: string): Intl.DateTimeFormat {
 }
 
 /**
+ * The last month computed per time zone, by the minute it was computed for. Every time zone in use
+ * today is a whole number of minutes from UTC, so a month never changes within a minute; every
+ * issue asks, and formatting costs more than the rest of its work in Node.
+ */
+const lastMonths = new Map<string, { minute: number; month: string }>();
+const MINUTE_MS = 60_000;
+
+/**
  * The business calendar month (`YYYY-MM`) of an instant in the given IANA time zone:
  * 2026-09-30T15:00:00Z is 2026-10 in Asia/Tokyo. The month always comes from the server's clock,
  * never from the client.
  */
 export function businessMonth(instant: Date, timeZone: string): string {
+  const minute = Math.floor(instant.getTime() / MINUTE_MS);
+  const last = lastMonths.get(timeZone);
+  if (last?.minute === minute) return last.month;
+  const month = formatMonth(instant, timeZone);
+  lastMonths.set(timeZone, { minute, month });
+  return month;
+}
+
+function formatMonth(instant: Date, timeZone: string): string {
   const parts = formatterFor(timeZone).formatToParts(instant);
   const year = parts.find((p) => p.type === 'year')?.value;
   const month = parts.find((p) => p.type === 'month')?.value;

@@ -1,7 +1,10 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { CampaignRow, CouponRow, DB } from '../db/schema.js';
 import { RollbackAndReturn, type Isolation } from '../db/transaction.js';
+import { prepare } from '../db/prepared.js';
+import { finishCtes, type Bookkeeping, type FinishValues } from '../graphql/bookkeeping.js';
 import { badInput, notFound } from '../graphql/errors.js';
+import { claimCte, type ClaimValues } from '../idempotency/service.js';
 import { businessMonth } from './month.js';
 
 export type IssueStatus = 'ISSUED' | 'ALREADY_ISSUED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED';
@@ -34,7 +37,9 @@ export interface Campaign {
 export const COUPON_ISSUED_TOPIC = 'coupon.issued';
 export const MAX_BUDGET_SLOTS = 64;
 
-const toCoupon = (row: CouponRow): Coupon => ({
+type CouponColumns = Pick<CouponRow, 'id' | 'campaign_id' | 'member_id' | 'month' | 'amount_yen' | 'issued_at'>;
+
+const toCoupon = (row: CouponColumns): Coupon => ({
   id: row.id,
   campaignId: row.campaign_id,
   memberId: row.member_id,
@@ -145,34 +150,54 @@ export interface IssueRequest {
   timeZone: string;
 }
 
-/**
- * Issues one coupon, or says why not. Guarantees, at any concurrency on READ COMMITTED:
- * one coupon per member per campaign, a member's month total within the tenant's cap, the
- * campaign's budget never exceeded, and one outbox event for every coupon and for nothing else.
- *
- * Locks are taken in one global order so that no two issues deadlock: the unique (tenant,
- * campaign, member) index entry, then the member's month row, then the outbox row, then the
- * campaign's budget row last, because it is the hottest and should be held for the shortest time.
- * Each check is decided by the statement that writes (DESIGN §4). A refusal throws
- * RollbackAndReturn: the coupon, usage and outbox rows written so far are undone.
- */
-export async function issueCoupon(trx: Transaction<DB>, request: IssueRequest): Promise<IssueResult> {
-  const { tenantId, memberId, campaignId } = request;
-  const month = businessMonth(request.now, request.timeZone);
+interface IssueValues {
+  tenantId: string;
+  campaignId: string;
+  memberId: string;
+  month: string;
+  now: Date;
+}
 
-  // 1 and 2, in one statement. One per member, on the unique index: a double tap waits here for
-  // the first transaction, then sees its coupon. Then the monthly cap, on the member's month row:
-  // created with this amount when missing, otherwise increased only while the total stays within
-  // the tenant's cap. The month row is written from the coupon insert's RETURNING, so it can only
-  // be locked after the coupon's index entry, and not at all when the coupon already existed.
-  const attempt = await sql<CouponRow & { discount_yen: number; budget_slots: number; inserted: boolean; within_cap: boolean }>`
-    with campaign as (
-      select discount_yen, budget_slots from campaigns where tenant_id = ${tenantId} and id = ${campaignId}
+/** The first statement's one row: the campaign (null when there is none), and the member's coupon if one is known. */
+interface IssueRow extends Omit<CouponColumns, 'id'> {
+  discount_yen: number | null;
+  budget_slots: number | null;
+  /** Some budget slot had room for one more coupon, as this statement's snapshot saw them. */
+  has_room: boolean | null;
+  id: string | null;
+  /** The coupon above is the one this statement inserted. */
+  inserted: boolean | null;
+  within_cap: boolean;
+  /** With a key: the key is this request's. */
+  claimed: boolean;
+}
+
+/**
+ * The first statement of an issue (DESIGN §4), keyed or not. With a key it claims it first, and
+ * nothing else is written unless the claim is this request's. A campaign with no room left in any
+ * budget slot writes nothing either: slots only ever fill up, so a sold-out campaign stays sold
+ * out and its refusal needs no lock (a grant is still decided by the budget UPDATE, never by this
+ * read). Then one coupon per member, on the unique index: a double tap waits here for the first
+ * transaction, then finds its coupon. Then the monthly cap, on the member's month row: created
+ * with this amount when missing, otherwise increased only while the total stays within the
+ * tenant's cap. The month row is written from the coupon insert's RETURNING, so it can only be
+ * locked after the coupon's index entry, and not at all when the coupon already existed. `coupon`
+ * also reads the member's coupon as this statement's snapshot shows it, so that ALREADY_ISSUED
+ * needs no statement of its own unless that coupon was committed while this statement waited.
+ */
+function issueStatement(keyed: boolean) {
+  return prepare<IssueValues & Partial<ClaimValues>, IssueRow>(keyed ? 'coupons.issue+key' : 'coupons.issue', (p) => sql`
+    with ${keyed ? sql`${claimCte(p)}, ` : sql``}campaign as (
+      select c.discount_yen, c.budget_slots,
+             exists (select 1 from campaign_budget_slots s
+                      where s.tenant_id = c.tenant_id and s.campaign_id = c.id and s.issued_yen + c.discount_yen <= s.budget_yen) as has_room
+        from campaigns c
+       where c.tenant_id = ${p.tenantId} and c.id = ${p.campaignId}${keyed ? sql` and exists (select 1 from claim)` : sql``}
     ), inserted as (
       insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at)
-      select ${tenantId}, ${campaignId}, ${memberId}, ${month}, discount_yen, ${request.now} from campaign
+      select ${p.tenantId}, ${p.campaignId}, ${p.memberId}, ${p.month}, discount_yen, ${p.now} from campaign where has_room
       on conflict (tenant_id, campaign_id, member_id) where not legacy_duplicate do nothing
-      returning *
+      returning id, campaign_id, member_id, month, amount_yen, issued_at, tenant_id
     ), usage as (
       insert into member_monthly_usage (tenant_id, member_id, month, used_yen)
       select i.tenant_id, i.member_id, i.month, i.amount_yen
@@ -183,84 +208,153 @@ export async function issueCoupon(trx: Transaction<DB>, request: IssueRequest): 
         where member_monthly_usage.used_yen + excluded.used_yen
               <= (select monthly_cap_yen from tenants where id = excluded.tenant_id)
       returning used_yen
+    ), coupon as (
+      select id, campaign_id, member_id, month, amount_yen, issued_at, true as inserted from inserted
+      union all
+      select id, campaign_id, member_id, month, amount_yen, issued_at, false from coupons
+       where tenant_id = ${p.tenantId} and campaign_id = ${p.campaignId} and member_id = ${p.memberId} and not legacy_duplicate
     )
-    select campaign.discount_yen, campaign.budget_slots, inserted.*, inserted.id is not null as inserted,
-           exists (select 1 from usage) as within_cap
-      from campaign left join inserted on true`.execute(trx);
-  const row = attempt.rows[0];
-  if (!row) throw notFound('Campaign');
+    select c.discount_yen, c.budget_slots, c.has_room, k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at, k.inserted,
+           exists (select 1 from usage) as within_cap, ${keyed ? sql`exists (select 1 from claim)` : sql`true`} as claimed
+      from (select) as one
+      left join campaign c on true
+      left join coupon k on true`);
+}
+
+const issueStatements = { plain: issueStatement(false), keyed: issueStatement(true) };
+
+/**
+ * Issues one coupon, or says why not. Guarantees, at any concurrency on READ COMMITTED:
+ * one coupon per member per campaign, a member's month total within the tenant's cap, the
+ * campaign's budget never exceeded, and one outbox event for every coupon and for nothing else.
+ *
+ * Locks are taken in one global order so that no two issues deadlock: the Idempotency-Key (when
+ * sent), the unique (tenant, campaign, member) index entry, then the member's month row, then the
+ * campaign's budget row last, because it is the hottest and should be held for the shortest time:
+ * its UPDATE is the last statement before COMMIT, and the outbox row, the audit row and the stored
+ * response ride in it. Each check is decided by the statement that writes (DESIGN §4). A refusal
+ * throws RollbackAndReturn: the coupon, usage and outbox rows written so far are undone.
+ */
+export async function issueCoupon(trx: Transaction<DB>, request: IssueRequest, bookkeeping: Bookkeeping<IssueResult>): Promise<IssueResult> {
+  const { tenantId, memberId, campaignId } = request;
+  const values = { tenantId, campaignId, memberId, month: businessMonth(request.now, request.timeZone), now: request.now };
+  const row = bookkeeping.claim
+    ? (await issueStatements.keyed.execute(trx, { ...values, ...bookkeeping.claim })).rows[0]!
+    : (await issueStatements.plain.execute(trx, values)).rows[0]!;
+  bookkeeping.claimed(row.claimed);
+  if (row.discount_yen === null || row.budget_slots === null) throw notFound('Campaign');
   if (!row.inserted) {
-    const existing = await trx
-      .selectFrom('coupons')
-      .selectAll()
-      .where('tenant_id', '=', tenantId)
-      .where('campaign_id', '=', campaignId)
-      .where('member_id', '=', memberId)
-      .where('legacy_duplicate', '=', false)
-      .executeTakeFirstOrThrow();
-    return { status: 'ALREADY_ISSUED', coupon: toCoupon(existing) };
+    if (row.id !== null) return { status: 'ALREADY_ISSUED', coupon: toCoupon({ ...row, id: row.id }) };
+    // No coupon inserted and none visible: either sold out (nothing was tried), or the insert met
+    // a coupon committed while it waited for the unique index entry.
+    if (!row.has_room) throw new RollbackAndReturn<IssueResult>({ status: 'BUDGET_EXCEEDED', coupon: null });
+    return { status: 'ALREADY_ISSUED', coupon: await findMemberCoupon(trx, request) };
   }
   if (!row.within_cap) throw new RollbackAndReturn<IssueResult>({ status: 'MONTHLY_CAP', coupon: null });
-  const coupon = toCoupon(row);
+  const coupon = toCoupon({ ...row, id: row.id! });
+  const result: IssueResult = { status: 'ISSUED', coupon };
+  const taken = await takeBudget(trx, row.budget_slots, {
+    tenantId,
+    campaignId,
+    amount: coupon.amountYen,
+    event: JSON.stringify({ ...coupon, tenantId, issuedAt: coupon.issuedAt.toISOString() }),
+    ...bookkeeping.finish(result),
+  }, bookkeeping.keyed);
+  if (!taken) throw new RollbackAndReturn<IssueResult>({ status: 'BUDGET_EXCEEDED', coupon: null });
+  return result;
+}
 
-  // 3 and 4. The notification (an outbox row in this transaction) and the budget, last.
-  const event = JSON.stringify({ ...coupon, tenantId, issuedAt: coupon.issuedAt.toISOString() });
-  if (!(await takeBudget(trx, tenantId, campaignId, coupon.amountYen, row.budget_slots, event))) {
-    throw new RollbackAndReturn<IssueResult>({ status: 'BUDGET_EXCEEDED', coupon: null });
-  }
-  return { status: 'ISSUED', coupon };
+/** The member's coupon of the campaign, committed by a transaction the first statement waited for. */
+async function findMemberCoupon(trx: Transaction<DB>, { tenantId, campaignId, memberId }: IssueRequest): Promise<Coupon> {
+  const existing = await trx
+    .selectFrom('coupons')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('campaign_id', '=', campaignId)
+    .where('member_id', '=', memberId)
+    .where('legacy_duplicate', '=', false)
+    .executeTakeFirstOrThrow();
+  return toCoupon(existing);
 }
 
 /**
  * How issueCoupon decides. The server runs `conditionalUpdates`; the benchmark swaps in the peer
- * designs it measures against (naive, SERIALIZABLE, advisory locks), which live in bench/.
+ * designs it measures against (naive, SERIALIZABLE, advisory locks), which live in test/, and
+ * leave the bookkeeping to runMutation (`claimsKey` unset).
  */
 export interface CouponIssuer {
   name: string;
   isolation?: Isolation;
-  issue(trx: Transaction<DB>, request: IssueRequest): Promise<IssueResult>;
+  /** The first statement of `issue` carries the Idempotency-Key claim. */
+  claimsKey?: boolean;
+  issue(trx: Transaction<DB>, request: IssueRequest, bookkeeping: Bookkeeping<IssueResult>): Promise<IssueResult>;
 }
 
-export const conditionalUpdates: CouponIssuer = { name: 'conditional updates', issue: (trx, request) => issueCoupon(trx, request) };
+export const conditionalUpdates: CouponIssuer = { name: 'conditional updates', claimsKey: true, issue: issueCoupon };
+
+interface BudgetValues extends FinishValues {
+  tenantId: string;
+  campaignId: string;
+  amount: number;
+  /** The outbox event's payload (JSON). */
+  event: string;
+}
+
+/** How a statement finds the budget row it takes from (see takeBudget). */
+type SlotChoice = 'the only slot' | 'a free slot' | 'wait for a slot';
 
 /**
- * Writes the coupon's outbox event and takes `amount` from the campaign's budget, in one
- * statement; false when no slot has room (the caller rolls the event back with everything else).
- * The event row is new, so it collides with nothing: the budget row is still the last lock taken.
- *
- * With one slot the budget is one conditional UPDATE: after waiting for the row lock, READ
- * COMMITTED re-checks the WHERE against the newest committed row, so the budget can never be
- * overspent. With several slots an issue takes any slot with room that nobody holds (SKIP
- * LOCKED); only when every slot with room is held does it wait for one, so a request is refused
- * only when no slot has room at all.
+ * Takes `amount` from the campaign's budget; written with it, only when it was taken: the
+ * coupon's outbox event, the audit row and (keyed) the stored response. These rows are new or
+ * already held by this transaction, so they collide with nothing: the budget row is still the last
+ * lock taken, and nothing runs between it and COMMIT. `room`: whether any slot had room as this
+ * statement's snapshot saw them.
  */
-async function takeBudget(trx: Transaction<DB>, tenantId: string, campaignId: string, amount: number, slots: number, event: string) {
-  const outbox = sql`insert into outbox_events (tenant_id, topic, payload) values (${tenantId}, ${COUPON_ISSUED_TOPIC}, ${event}::jsonb)`;
-  if (slots === 1) {
-    const result = await sql`
-      with event as (${outbox})
-      update campaign_budget_slots set issued_yen = issued_yen + ${amount}
-       where tenant_id = ${tenantId} and campaign_id = ${campaignId} and slot = 0
-         and issued_yen + ${amount} <= budget_yen
-      returning slot`.execute(trx);
-    return result.rows.length === 1;
-  }
-  await sql`${outbox}`.execute(trx);
-  for (const lock of [sql`for update skip locked`, sql`for update`]) {
-    const result = await sql`
-      with free as (
-        select slot from campaign_budget_slots
-         where tenant_id = ${tenantId} and campaign_id = ${campaignId} and issued_yen + ${amount} <= budget_yen
-         order by slot
-         limit 1
-         ${lock}
-      )
-      update campaign_budget_slots s set issued_yen = s.issued_yen + ${amount}
-        from free
-       where s.tenant_id = ${tenantId} and s.campaign_id = ${campaignId} and s.slot = free.slot
-         and s.issued_yen + ${amount} <= s.budget_yen
-      returning s.slot`.execute(trx);
-    if (result.rows.length === 1) return true;
-  }
-  return false;
+function budgetStatement(choice: SlotChoice, keyed: boolean) {
+  const name = `coupons.budget.${choice === 'the only slot' ? 'row' : choice === 'a free slot' ? 'skip' : 'wait'}${keyed ? '+key' : ''}`;
+  return prepare<BudgetValues, { slot: number | null; room: boolean }>(name, (p) => {
+    const hasRoom = sql`tenant_id = ${p.tenantId} and campaign_id = ${p.campaignId} and issued_yen + ${p.amount} <= budget_yen`;
+    const taken =
+      choice === 'the only slot'
+        ? sql`update campaign_budget_slots set issued_yen = issued_yen + ${p.amount} where ${hasRoom} and slot = 0 returning slot`
+        : sql`
+          with free as (
+            select slot from campaign_budget_slots where ${hasRoom}
+             order by slot limit 1 ${choice === 'a free slot' ? sql`for update skip locked` : sql`for update`}
+          )
+          update campaign_budget_slots s set issued_yen = s.issued_yen + ${p.amount}
+            from free
+           where s.tenant_id = ${p.tenantId} and s.campaign_id = ${p.campaignId} and s.slot = free.slot
+             and s.issued_yen + ${p.amount} <= s.budget_yen
+          returning s.slot`;
+    const wasTaken = sql`exists (select 1 from taken)`;
+    return sql`
+      with taken as (${taken}),
+      event as (
+        insert into outbox_events (tenant_id, topic, payload)
+        select ${p.tenantId}, ${COUPON_ISSUED_TOPIC}, ${p.event}::jsonb where ${wasTaken}
+      ), ${finishCtes(p, keyed, wasTaken)}
+      select (select slot from taken) as slot, exists (select 1 from campaign_budget_slots where ${hasRoom}) as room`;
+  });
+}
+
+const budgetStatements = {
+  plain: { row: budgetStatement('the only slot', false), skip: budgetStatement('a free slot', false), wait: budgetStatement('wait for a slot', false) },
+  keyed: { row: budgetStatement('the only slot', true), skip: budgetStatement('a free slot', true), wait: budgetStatement('wait for a slot', true) },
+};
+
+/**
+ * False when no slot has room (the caller rolls back). With one slot the budget is one conditional
+ * UPDATE: after waiting for the row lock, READ COMMITTED re-checks the WHERE against the newest
+ * committed row, so the budget can never be overspent. With several slots an issue takes any slot
+ * with room that nobody holds (SKIP LOCKED). Only when slots with room exist but are all held does
+ * it wait for one; when none has room it refuses at once, since slots only ever fill up.
+ */
+async function takeBudget(trx: Transaction<DB>, slots: number, values: BudgetValues, keyed: boolean): Promise<boolean> {
+  const statements = keyed ? budgetStatements.keyed : budgetStatements.plain;
+  if (slots === 1) return (await statements.row.execute(trx, values)).rows[0]!.slot !== null;
+  const free = (await statements.skip.execute(trx, values)).rows[0]!;
+  if (free.slot !== null) return true;
+  if (!free.room) return false;
+  return (await statements.wait.execute(trx, values)).rows[0]!.slot !== null;
 }

@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
 import type { PostgresPool } from 'kysely';
 import type { Logger } from '../logger.js';
+import { preparedNameOf } from './prepared.js';
 
 /**
  * The executor rule, enforced at run time: while an async context holds a transaction, asking the
@@ -69,6 +70,8 @@ export interface PoolOptions {
   max: number;
   acquireTimeoutMs: number;
   applicationName: string;
+  /** Run the hot statements as named prepared statements (DB_PREPARED_STATEMENTS; see prepared.ts). */
+  preparedStatements: boolean;
 }
 
 const INT8_OID = 20;
@@ -80,6 +83,19 @@ const types = {
       ? (value: string) => Number(value)
       : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
+
+/**
+ * A client that runs each statement of prepared.ts under its name: pg then parses it once per
+ * connection and only binds and executes it afterwards. Every other statement stays unnamed.
+ */
+class PreparingClient extends pg.Client {
+  override query(...args: unknown[]): never {
+    const [text, values, callback] = args;
+    const name = typeof text === 'string' && Array.isArray(values) ? preparedNameOf(text) : undefined;
+    const query = super.query as (...args: unknown[]) => never;
+    return name === undefined ? query.apply(this, args) : query.call(this, { name, text, values }, callback);
+  }
+}
 
 export interface GuardedPool {
   /** What Kysely's dialect is given: `connect()` refuses re-entry and turns a wait timeout into PoolExhaustedError. */
@@ -97,6 +113,7 @@ export function createGuardedPool(options: PoolOptions, log: Logger): GuardedPoo
     idleTimeoutMillis: 30_000,
     application_name: options.applicationName,
     types,
+    ...(options.preparedStatements ? { Client: PreparingClient } : {}),
   });
   // Without these listeners a database restart emits 'error' on an idle or checked-out client and
   // the whole process dies. The pool drops a broken client on release; the next request gets a new one.

@@ -1,17 +1,22 @@
 import type { Transaction } from 'kysely';
-import { writeAudit } from '../audit/service.js';
 import type { DB } from '../db/schema.js';
 import { RollbackAndReturn, runInTransaction, type Isolation } from '../db/transaction.js';
 import { currentRequestScope } from '../http/request-scope.js';
-import { claimKey, storeResponse, type KeyScope } from '../idempotency/service.js';
+import { claimKey, claimValues, heldKey, type ClaimValues, type KeyScope } from '../idempotency/service.js';
+import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishValues } from './bookkeeping.js';
 import type { Context } from './context.js';
 import { AppError, ErrorCode } from './errors.js';
 
 export interface MutationSpec<T> {
   /** The mutation's name, as in the schema: the audit row's operation. */
   operation: string;
-  /** The unit of work. Refuse by throwing (RollbackAndReturn for a refusal that is data). */
-  work: (trx: Transaction<DB>) => Promise<T>;
+  /**
+   * The unit of work. Refuse by throwing (RollbackAndReturn for a refusal that is data). It may
+   * carry the bookkeeping in its own statements (see Bookkeeping); what it leaves is written after it.
+   */
+  work: (trx: Transaction<DB>, bookkeeping: Bookkeeping<T>) => Promise<T>;
+  /** The work's first statement carries the Idempotency-Key claim (claimCte) and reports it with `claimed()`. */
+  claimsKey?: boolean;
   /** The ids of what the mutation created or changed, for the audit row. */
   entities: (result: T) => string[];
   /** The tenant the audit row belongs to, when it is not the session's (createTenant). */
@@ -28,7 +33,8 @@ interface Outcome<T> {
  * Runs one mutation through the transaction runner with the request's deadline: the only way a
  * request writes. In the same transaction as the work it claims the request's Idempotency-Key
  * (first, so a second request with the key waits for this one), stores the response, and writes
- * the audit row; a rollback takes all three away with the change.
+ * the audit row; a rollback takes all three away with the change. The work may carry these in its
+ * own statements; whatever it leaves is written here, in one statement before it and one after.
  *
  * A replay returns the stored result, which the rest of the pipeline serializes exactly as the
  * first time: payload types therefore resolve every field from the result itself, never from a
@@ -36,12 +42,22 @@ interface Outcome<T> {
  */
 export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promise<T> {
   const scope = currentRequestScope();
-  const idempotency = ctx.idempotency;
-  const keyScope: KeyScope = {
-    tenantId: ctx.session?.tenantId ?? '',
-    userId: ctx.session?.userId ?? '',
-    role: ctx.session?.role ?? '',
-  };
+  const { idempotency, session } = ctx;
+  const keyScope: KeyScope = { tenantId: session?.tenantId ?? '', userId: session?.userId ?? '', role: session?.role ?? '' };
+  const claim = idempotency
+    ? claimValues(keyScope, { ...idempotency, operation: spec.operation }, ctx.services.config.idempotencyTtlHours)
+    : null;
+  const finishValues = (value: T): FinishValues => ({
+    auditTenantId: spec.auditTenant?.(value) ?? session?.tenantId ?? '',
+    actorUserId: session?.userId ?? null,
+    role: session?.role ?? 'anonymous',
+    operation: spec.operation,
+    entityIds: spec.entities(value),
+    requestId: ctx.requestId,
+    ...(claim
+      ? { keyTenantId: claim.keyTenantId, keyUserId: claim.keyUserId, keyRole: claim.keyRole, key: claim.key, response: JSON.stringify(value) }
+      : {}),
+  });
   const run = await runInTransaction<Outcome<T>>(
     ctx.db,
     ctx.services.transactions,
@@ -54,30 +70,19 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
       },
     },
     async (trx) => {
-      if (idempotency) {
-        const claim = await claimKey(trx, keyScope, { ...idempotency, operation: spec.operation }, ctx.services.config.idempotencyTtlHours);
-        if (claim.kind === 'reused') {
-          throw new AppError(
-            ErrorCode.idempotencyKeyReused,
-            'This Idempotency-Key was used for a different request; use a new key for a new request',
-          );
-        }
-        if (claim.kind === 'replay') return { value: claim.response as T, replayed: true };
-      }
-      const value = await spec.work(trx).catch((error: unknown) => {
+      const bookkeeping = new Bookkeeping<T>(claim, finishValues);
+      try {
+        if (claim && !spec.claimsKey) bookkeeping.claimed(await claimKey(trx, claim));
+        const value = await spec.work(trx, bookkeeping);
+        if (!bookkeeping.finished) await writeFinish(trx, bookkeeping, value);
+        return { value, replayed: false };
+      } catch (error) {
+        // A replay writes nothing; rolling back is what keeps it so even if the work wrote by mistake.
+        if (error instanceof KeyHeldElsewhere) throw await answerHeldKey(trx, claim!);
         // A refusal rolls back the key and the audit row too; its value is still the answer.
-        throw error instanceof RollbackAndReturn ? new RollbackAndReturn<Outcome<T>>({ value: error.value as T, replayed: false }) : error;
-      });
-      if (idempotency) await storeResponse(trx, keyScope, idempotency.key, value);
-      await writeAudit(trx, {
-        tenantId: spec.auditTenant?.(value) ?? ctx.session?.tenantId ?? '',
-        actorUserId: ctx.session?.userId ?? null,
-        role: ctx.session?.role ?? 'anonymous',
-        operation: spec.operation,
-        entityIds: spec.entities(value),
-        requestId: ctx.requestId,
-      });
-      return { value, replayed: false };
+        if (error instanceof RollbackAndReturn) throw new RollbackAndReturn<Outcome<T>>({ value: error.value as T, replayed: false });
+        throw error;
+      }
     },
   ).catch((error: unknown) => {
     // TRY_AGAIN names the SQLSTATE that exhausted the retries; the request's log line carries it.
@@ -92,4 +97,14 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
   }
   if (run.attempts > 1) ctx.log.info({ attempts: run.attempts }, 'transaction committed after retries');
   return run.value.value;
+}
+
+/** The answer to a request whose key another request claimed: its stored response, or IDEMPOTENCY_KEY_REUSED. */
+async function answerHeldKey<T>(trx: Transaction<DB>, claim: ClaimValues): Promise<Error> {
+  const held = await heldKey(trx, claim);
+  if (held.kind === 'replay') return new RollbackAndReturn<Outcome<T>>({ value: held.response as T, replayed: true });
+  return new AppError(
+    ErrorCode.idempotencyKeyReused,
+    'This Idempotency-Key was used for a different request; use a new key for a new request',
+  );
 }

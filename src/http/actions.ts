@@ -10,6 +10,7 @@ import {
 import type { YogaServerInstance } from 'graphql-yoga';
 import type { AppServices, Context } from '../graphql/context.js';
 import { actionStatusOf, ErrorCode, isErrorCode } from '../graphql/errors.js';
+import { underErrorContract } from './plugins.js';
 import { currentRequestScope } from './request-scope.js';
 import { isDevMode } from '../config.js';
 import { secretMatches } from './session.js';
@@ -44,15 +45,6 @@ export function actionDocument(field: GraphQLField<unknown, unknown>): string {
   const returned = getNamedType(field.type);
   const selection = isObjectType(returned) ? ` ${fullSelection(returned)}` : '';
   return `mutation ${field.name}${variables ? `(${variables})` : ''} { ${field.name}${args ? `(${args})` : ''}${selection} }`;
-}
-
-/** What the GraphQL answer tells a client beyond its body: a replay, when to come back. */
-function copyHeaders(from: Response, to: Response): Response {
-  for (const name of ['idempotent-replayed', 'retry-after']) {
-    const value = from.headers.get(name);
-    if (value !== null) to.headers.set(name, value);
-  }
-  return to;
 }
 
 /** The document each action runs, by action (mutation) name. */
@@ -98,9 +90,11 @@ function parseActionBody(raw: string): ActionBody | string {
 
 /**
  * Hasura Actions at POST /actions: `{action: {name}, input, session_variables, request_query?}`.
- * The action name is a mutation of this schema and `input` its arguments. It runs through the same
- * Yoga pipeline as /graphql, and answers the payload object itself with 200, or an error as a 4xx
- * `{message, extensions: {code}}` (Hasura drops the message of a 5xx).
+ * The action name is a mutation of this schema and `input` its arguments. The operation runs in
+ * process through Yoga's own pipeline for parameters (the same plugins, parse and validation
+ * caches, context, error masking), with no second HTTP request and response to build and read.
+ * It answers the payload object itself with 200, or an error as a 4xx `{message, extensions:
+ * {code}}` (Hasura drops the message of a 5xx).
  */
 export function createActionsHandler(
   yoga: YogaServerInstance<ServerContext, Context>,
@@ -125,28 +119,27 @@ export function createActionsHandler(
     const query = documents.get(parsed.name);
     if (query === undefined) return actionError(404, ErrorCode.notFound, `Unknown action "${parsed.name}"`);
 
-    const headers = new Headers({ 'content-type': 'application/json', accept: 'application/json' });
-    for (const name of ['x-request-id', 'idempotency-key']) {
-      const value = request.headers.get(name);
-      if (value !== null) headers.set(name, value);
-    }
-    const graphqlRequest = new Request(new URL('/graphql', request.url), {
-      method: 'POST',
-      headers,
-      body: JSON.stringify({ query, variables: parsed.input, operationName: parsed.name }),
-    });
-    const response = await yoga.fetch(graphqlRequest, { actionSessionVariables: parsed.sessionVariables });
-    const result = (await response.json()) as {
-      data?: Record<string, unknown> | null;
-      errors?: { message: string; extensions?: Record<string, unknown> }[];
-    };
-    const first = result.errors?.[0];
+    // The action's request stands in for Yoga's: the context reads Idempotency-Key from its headers.
+    const result = await yoga.getResultForParams(
+      { params: { query, variables: parsed.input, operationName: parsed.name }, request },
+      { actionSessionVariables: parsed.sessionVariables },
+    );
+    const scope = currentRequestScope();
+    if (!result || Symbol.asyncIterator in result || !scope) return actionError(500, ErrorCode.internal, 'Internal server error');
+    const { data, errors } = underErrorContract(result, scope, { hideSuggestions: !services.config.edge.introspection });
+    const first = errors?.[0];
     if (first) {
-      const code = isErrorCode(first.extensions?.['code']) ? first.extensions['code'] : ErrorCode.internal;
-      return copyHeaders(response, Response.json({ message: first.message, extensions: first.extensions ?? { code } }, { status: actionStatusOf[code] }));
+      // Leave out what Yoga's serializer leaves out: `http` and `unexpected` are the server's own notes.
+      const { http, unexpected: _unexpected, ...extensions } = first.extensions;
+      const code = isErrorCode(extensions['code']) ? extensions['code'] : ErrorCode.internal;
+      const answer = Response.json({ message: first.message, extensions }, { status: actionStatusOf[code] });
+      // TRY_AGAIN says when to come back; Yoga would have made this header from `http` on /graphql.
+      const retryAfter = (http as { headers?: Record<string, string> } | undefined)?.headers?.['Retry-After'];
+      if (retryAfter !== undefined) answer.headers.set('retry-after', retryAfter);
+      return answer;
     }
-    const answer = Response.json(result.data?.[parsed.name] ?? null);
-    copyHeaders(response, answer);
+    const answer = Response.json(data?.[parsed.name] ?? null);
+    if (scope.replayed) answer.headers.set('idempotent-replayed', 'true');
     return answer;
   };
 }

@@ -1,9 +1,9 @@
-import { GraphQLError, Kind, OperationTypeNode, print, type DocumentNode, type ExecutionResult, type OperationDefinitionNode } from 'graphql';
+import { GraphQLError, Kind, OperationTypeNode, type DocumentNode, type ExecutionResult, type OperationDefinitionNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../graphql/context.js';
 import { AppError, ErrorCode, isErrorCode } from '../graphql/errors.js';
 import { fingerprint, isValidKey } from '../idempotency/service.js';
-import { currentRequestScope } from './request-scope.js';
+import { currentRequestScope, type RequestScope } from './request-scope.js';
 
 export function isOriginalGraphQLError(error: unknown): error is GraphQLError {
   if (!(error instanceof GraphQLError)) return false;
@@ -61,16 +61,30 @@ function withErrorContract(error: GraphQLError, requestId: string, hideSuggestio
   });
 }
 
-export function useErrorContract(options: { hideSuggestions: boolean }): Plugin<Context> {
+export interface ErrorContractOptions {
+  /** With introspection off, messages lose their "Did you mean …?". */
+  hideSuggestions: boolean;
+}
+
+/**
+ * The result's errors under the contract, the first one's code recorded as the request's outcome.
+ * Yoga's /graphql applies it in the plugin below; /actions, which runs operations without an HTTP
+ * response of Yoga's, applies it itself.
+ */
+export function underErrorContract(result: ExecutionResult, scope: RequestScope, options: ErrorContractOptions): ExecutionResult {
+  if (!result.errors?.length) return result;
+  const errors = result.errors.map((e) => withErrorContract(e, scope.requestId, options.hideSuggestions));
+  scope.outcome ??= String(errors[0]!.extensions['code']);
+  return { ...result, errors };
+}
+
+export function useErrorContract(options: ErrorContractOptions): Plugin<Context> {
   return {
     onResultProcess({ result, setResult }) {
       const scope = currentRequestScope();
       if (scope === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
       const single = result as ExecutionResult;
-      if (!single.errors?.length) return;
-      const errors = single.errors.map((e) => withErrorContract(e, scope.requestId, options.hideSuggestions));
-      scope.outcome ??= String(errors[0]!.extensions['code']);
-      setResult({ ...single, errors });
+      if (single.errors?.length) setResult(underErrorContract(single, scope, options));
     },
   };
 }
@@ -116,7 +130,7 @@ export function useIdempotencyKey(): Plugin<Context> {
       if (rootFields(operation).length > 1) {
         return refuse('An Idempotency-Key covers one mutation: send each top-level mutation in its own request with its own key');
       }
-      ctx.idempotency = { key, fingerprint: fingerprint(`${args.operationName ?? ''}\n${print(args.document as DocumentNode)}`, args.variableValues) };
+      ctx.idempotency = { key, fingerprint: fingerprint(args.document as DocumentNode, args.operationName, args.variableValues) };
     },
   };
 }

@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { print, type DocumentNode } from 'graphql';
+import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
+import { prepare, type Slots } from '../db/prepared.js';
 import type { DB } from '../db/schema.js';
 
 /** The caller a key belongs to; '' stands for "none" (the operator has no tenant). */
@@ -17,7 +19,6 @@ export interface IdempotentRequest {
 }
 
 export type Claim =
-  | { kind: 'new' }
   | { kind: 'replay'; response: unknown }
   | { kind: 'reused' };
 
@@ -39,48 +40,108 @@ function canonical(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
-export function fingerprint(printedOperation: string, variables: unknown): string {
-  return createHash('sha256').update(printedOperation).update('\0').update(canonical(variables ?? {})).digest('hex');
+/** Each parsed document printed once: Yoga's parser cache hands back the same document object for the same query text. */
+const printedDocuments = new WeakMap<DocumentNode, string>();
+
+function printedOnce(document: DocumentNode): string {
+  let printed = printedDocuments.get(document);
+  if (printed === undefined) {
+    printed = print(document);
+    printedDocuments.set(document, printed);
+  }
+  return printed;
 }
 
 /**
- * Claims the key for this transaction, first thing in it. A new key (or one whose TTL ran out)
- * is inserted and the request executes. A key another transaction holds makes this insert wait
- * for that transaction: when it commits, this one replays its stored response; when it rolls
- * back, this one takes the key and executes. So one key executes at most once.
+ * Hash of the operation (its name and its document in canonical print, so whitespace and comments
+ * do not count) and its variables: the same key with another request is refused.
  */
-export async function claimKey(trx: Transaction<DB>, scope: KeyScope, request: IdempotentRequest, ttlHours: number): Promise<Claim> {
-  const inserted = await sql<{ key: string }>`
+export function fingerprint(document: DocumentNode, operationName: string | null | undefined, variables: unknown): string {
+  return createHash('sha256')
+    .update(`${operationName ?? ''}\n${printedOnce(document)}`)
+    .update('\0')
+    .update(canonical(variables ?? {}))
+    .digest('hex');
+}
+
+/** The claim's values as a statement binds them (`key*`: the key's own scope, apart from the work's ids). */
+export interface ClaimValues {
+  keyTenantId: string;
+  keyUserId: string;
+  keyRole: string;
+  key: string;
+  fingerprint: string;
+  operation: string;
+  ttlHours: number;
+}
+
+export const claimValues = (scope: KeyScope, request: IdempotentRequest, ttlHours: number): ClaimValues => ({
+  keyTenantId: scope.tenantId,
+  keyUserId: scope.userId,
+  keyRole: scope.role,
+  key: request.key,
+  fingerprint: request.fingerprint,
+  operation: request.operation,
+  ttlHours,
+});
+
+/**
+ * The claim as the CTE `claim` of the unit's first statement: one row when this transaction now
+ * holds the key afresh (new, or its TTL ran out), none when another request holds or held it.
+ * A key another transaction holds makes this insert wait for that transaction: when it commits,
+ * the claim comes back empty and the request replays its response; when it rolls back, this one
+ * takes the key and executes. So one key executes at most once.
+ */
+export function claimCte(p: Slots<ClaimValues>) {
+  return sql`claim as (
     insert into idempotency_keys (tenant_id, user_id, role, key, fingerprint, operation, expires_at)
-    values (${scope.tenantId}, ${scope.userId}, ${scope.role}, ${request.key}, ${request.fingerprint}, ${request.operation},
-            now() + make_interval(hours => ${ttlHours}))
+    values (${p.keyTenantId}, ${p.keyUserId}, ${p.keyRole}, ${p.key}, ${p.fingerprint}, ${p.operation},
+            now() + make_interval(hours => ${p.ttlHours}))
     on conflict (tenant_id, user_id, role, key) do update
       set fingerprint = excluded.fingerprint, operation = excluded.operation, response = null,
           created_at = now(), expires_at = excluded.expires_at
       where idempotency_keys.expires_at <= now()
-    returning key`.execute(trx);
-  if (inserted.rows.length === 1) return { kind: 'new' };
+    returning key)`;
+}
+
+const claimAlone = prepare<ClaimValues, { key: string }>('idempotency.claim', (p) => sql`with ${claimCte(p)} select key from claim`);
+
+/** The claim in a statement of its own, for a unit whose first statement does not carry it: true when claimed afresh. */
+export async function claimKey(trx: Transaction<DB>, claim: ClaimValues): Promise<boolean> {
+  return (await claimAlone.execute(trx, claim)).rows.length === 1;
+}
+
+/** What a key that another request claimed answers: its stored response for the same request, else a refusal. */
+export async function heldKey(trx: Transaction<DB>, claim: ClaimValues): Promise<Claim> {
   const existing = await trx
     .selectFrom('idempotency_keys')
     .select(['fingerprint', 'response'])
-    .where('tenant_id', '=', scope.tenantId)
-    .where('user_id', '=', scope.userId)
-    .where('role', '=', scope.role)
-    .where('key', '=', request.key)
+    .where('tenant_id', '=', claim.keyTenantId)
+    .where('user_id', '=', claim.keyUserId)
+    .where('role', '=', claim.keyRole)
+    .where('key', '=', claim.key)
     .executeTakeFirstOrThrow();
-  return existing.fingerprint === request.fingerprint ? { kind: 'replay', response: existing.response } : { kind: 'reused' };
+  return existing.fingerprint === claim.fingerprint ? { kind: 'replay', response: existing.response } : { kind: 'reused' };
 }
 
-/** Stores the response in the same transaction as the change it describes. */
-export async function storeResponse(trx: Transaction<DB>, scope: KeyScope, key: string, response: unknown): Promise<void> {
-  await trx
-    .updateTable('idempotency_keys')
-    .set({ response: JSON.stringify(response) })
-    .where('tenant_id', '=', scope.tenantId)
-    .where('user_id', '=', scope.userId)
-    .where('role', '=', scope.role)
-    .where('key', '=', key)
-    .execute();
+/** The stored response's values: the key it belongs to and the response as JSON. */
+export interface ResponseValues {
+  keyTenantId: string;
+  keyUserId: string;
+  keyRole: string;
+  key: string;
+  response: string;
+}
+
+/**
+ * The response stored under its key, as the CTE `stored_response` of the unit's last statement
+ * (written when `when` holds): it commits with the change it describes, or not at all.
+ */
+export function storedResponseCte(p: Slots<ResponseValues>, when: RawBuilder<unknown>) {
+  return sql`stored_response as (
+    update idempotency_keys set response = ${p.response}::jsonb
+     where tenant_id = ${p.keyTenantId} and user_id = ${p.keyUserId} and role = ${p.keyRole} and key = ${p.key} and ${when}
+    returning key)`;
 }
 
 /** Deletes up to `limit` expired keys; returns how many. */

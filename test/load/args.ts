@@ -6,6 +6,8 @@ export interface LoadArgs {
   url: string | null;
   databaseUrl: string | null;
   concurrency: number;
+  /** Open model: requests per second on a fixed schedule; null: the closed model (`concurrency` in flight). */
+  rate: number | null;
   /** null with a duration; the default is the scenario's own size (coupons: the 1,800-request reference scenario). */
   requests: number | null;
   durationSeconds: number | null;
@@ -20,7 +22,11 @@ export const LOAD_USAGE = `usage: npm run load -- --scenario coupons|documents|h
   --url URL            the /graphql endpoint to load; without it a server is started on a fresh
                        embedded database and stopped afterwards
   --database-url URL   the database behind --url, for the invariant check in SQL
-  --concurrency N      requests in flight (default 32)
+  --concurrency N      requests in flight (default 32); with --rate, the most connections
+                       (default 256; a request waiting for one counts the wait in its latency)
+  --rate R             open model: R requests per second, each sent at its scheduled time
+                       whatever the server does; latency counts from that time. Without it,
+                       the closed model keeps --concurrency requests in flight
   --requests N         how many requests (coupons default: the reference scenario, 1,800)
   --duration S         run for S seconds instead of a request count
   --json FILE          write the summary as JSON
@@ -30,6 +36,9 @@ export const LOAD_USAGE = `usage: npm run load -- --scenario coupons|documents|h
 Exit 0 when every invariant held, 1 on a violation, 2 on bad arguments.`;
 
 export class UsageError extends Error {}
+
+/** Connections for the open model when --concurrency is not given: enough that a stall shows as latency, not as refused sends. */
+const OPEN_MODEL_CONNECTIONS = 256;
 
 // coupons: 300 members x 3 campaigns x 2 sends, the reference scenario.
 const DEFAULT_REQUESTS: Record<ScenarioName, number> = { coupons: 1_800, documents: 3_000, huddles: 4_000 };
@@ -46,6 +55,7 @@ export function parseLoadArgs(argv: string[]): LoadArgs {
     url: null,
     databaseUrl: null,
     concurrency: 32,
+    rate: null,
     requests: null,
     durationSeconds: null,
     json: null,
@@ -54,6 +64,7 @@ export function parseLoadArgs(argv: string[]): LoadArgs {
     help: false,
   };
   let scenarioGiven = false;
+  let concurrencyGiven = false;
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!;
     const value = () => {
@@ -77,6 +88,10 @@ export function parseLoadArgs(argv: string[]): LoadArgs {
         break;
       case '--concurrency':
         args.concurrency = positive(flag, value());
+        concurrencyGiven = true;
+        break;
+      case '--rate':
+        args.rate = positive(flag, value());
         break;
       case '--requests':
         args.requests = positive(flag, value());
@@ -104,5 +119,6 @@ export function parseLoadArgs(argv: string[]): LoadArgs {
   if (args.requests !== null && args.durationSeconds !== null) throw new UsageError('give --requests or --duration, not both');
   if (!scenarioGiven && !args.help) throw new UsageError('--scenario is required');
   if (args.requests === null && args.durationSeconds === null) args.requests = DEFAULT_REQUESTS[args.scenario];
+  if (args.rate !== null && !concurrencyGiven) args.concurrency = OPEN_MODEL_CONNECTIONS;
   return args;
 }

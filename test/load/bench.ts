@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
-import os from 'node:os';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
 import { issueCouponForSession } from '../../src/coupons/graphql.js';
@@ -21,13 +20,21 @@ import {
   hotCampaignScenario,
   referenceScenario,
   type CouponScenario,
+  type SendOptions,
 } from './scenarios/coupons.js';
 import { countBy, summarize } from './stats.js';
-import { scrapeCounter, startScratchDatabase, startServerProcess, type ServerProcess } from './target.js';
+import {
+  currentCommit,
+  machineDescription,
+  scrapeCounter,
+  startDelayProxyProcess,
+  startScratchDatabase,
+  startServerProcess,
+  type ServerProcess,
+} from './target.js';
 
-interface Row {
-  strategy: string;
-  clients: number;
+/** What one run of one row measured. */
+interface Figures {
   requestsPerSecond: number;
   p99: number;
   violations: number;
@@ -35,30 +42,68 @@ interface Row {
   tryAgain: number;
 }
 
-const USAGE = `usage: npm run bench [-- --concurrency 8,32,128] [--json FILE]
+interface Row {
+  label: string;
+  clients: number;
+  run: (runId: string) => Promise<Figures>;
+  runs: Figures[];
+}
 
-Runs the coupon reference scenario (1,800 requests) against each strategy on one embedded
-PostgreSQL, through the real HTTP endpoint, then the same SQL straight through pg, then one hot
-campaign with 1 and with 16 budget slots. Prints one table and checks the targets.`;
+const LABEL = {
+  naive: 'naive read-check-write',
+  serializable: 'SERIALIZABLE + retries',
+  advisory: 'advisory locks',
+  ours: 'conditional updates (ours)',
+  oursSlotted: 'conditional + 16 budget slots',
+  raw: 'same SQL straight through pg',
+  keyed: 'ours with Idempotency-Key',
+  actions: 'ours via /actions',
+  hotOneSlot: 'hot campaign, 1 budget slot, 1 ms round trip',
+  hotSixteenSlots: 'hot campaign, 16 budget slots, 1 ms round trip',
+} as const;
 
-/** The rows of the table: a server strategy, and the budget slots its campaigns get. */
-const STRATEGIES = [
-  { label: 'naive read-check-write', server: 'naive', slots: 1 },
-  { label: 'SERIALIZABLE + retries', server: 'serializable', slots: 1 },
-  { label: 'advisory locks', server: 'advisory', slots: 1 },
-  { label: 'conditional updates (ours)', server: 'conditional', slots: 1 },
-  { label: 'conditional + 16 budget slots', server: 'conditional', slots: 16 },
+/** The peers run the same HTTP server with another coupon strategy (test/load/strategies.ts). */
+const PEERS = [
+  { label: LABEL.naive, server: 'naive' },
+  { label: LABEL.serializable, server: 'serializable' },
+  { label: LABEL.advisory, server: 'advisory' },
 ] as const;
 
-const HOT_CLIENTS = 128;
+const DEFAULT_REPEATS = 3;
+/** 600 members send 3 campaigns twice: 3,600 requests per run, twice the reference scenario. */
+const DEFAULT_MEMBERS = 600;
 const WARM_UP_MEMBERS = 150;
+const HOT_CLIENTS = 128;
 const HOT_MEMBERS = 4_000;
+const HOT_SLOTS = 16;
+/** Half the round trip to a database in a neighbouring zone of the same region. */
+const ONE_WAY_DELAY_MS = 0.5;
+const FEATURE_CLIENTS = 32;
+/**
+ * The servers run as in production (NODE_ENV=production: GraphQL's and Yoga's development checks
+ * off), so the load sends Hasura's shared secret with the x-hasura-* headers.
+ */
+const ACTION_SECRET = 'bench-only-action-secret-0123456789';
+const SESSIONS = headerSessions({ 'x-action-secret': ACTION_SECRET });
+
+const USAGE = `usage: npm run bench [-- --concurrency 8,32,128] [--repeat 3] [--members 600] [--json FILE]
+
+Runs the coupon reference scenario (scaled to --members: 6 requests each) against each strategy
+through the real HTTP endpoint, keyed and through /actions, and the same unit of work straight
+through pg; then one hot campaign (4,000 members, 128 clients) with 1 and with 16 budget slots
+behind a TCP proxy that adds ${ONE_WAY_DELAY_MS} ms each way. Every row runs --repeat times, all
+rows interleaved, and the table shows the medians. Prints one table and checks the targets.`;
 
 function parseArgs(argv: string[]) {
   let concurrency = [8, 32, 128];
+  let repeats = DEFAULT_REPEATS;
+  let members = DEFAULT_MEMBERS;
   let json: string | null = null;
+  const whole = (raw: string | undefined) => (raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : NaN);
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--concurrency') concurrency = (argv[++i] ?? '').split(',').map(Number);
+    else if (argv[i] === '--repeat') repeats = whole(argv[++i]);
+    else if (argv[i] === '--members') members = whole(argv[++i]);
     else if (argv[i] === '--json') json = argv[++i] ?? null;
     else if (argv[i] === '--help') {
       console.log(USAGE);
@@ -68,29 +113,21 @@ function parseArgs(argv: string[]) {
       process.exit(2);
     }
   }
-  if (concurrency.some((c) => !Number.isInteger(c) || c < 1)) {
-    console.error(`--concurrency takes whole numbers separated by commas\n\n${USAGE}`);
+  if (concurrency.some((c) => !Number.isInteger(c) || c < 1) || !(repeats >= 1) || !(members >= 3)) {
+    console.error(`--concurrency takes whole numbers separated by commas, --repeat a whole number, --members a whole number from 3\n\n${USAGE}`);
     process.exit(2);
   }
-  return { concurrency, json };
+  return { concurrency, repeats, members, json };
 }
 
-async function throughEndpoint(server: ServerProcess, sql: pg.Pool, label: string, scenario: CouponScenario, clients: number): Promise<Row> {
+/** One run of `scenario` through a server's HTTP endpoint, its invariants counted in SQL afterwards. */
+async function throughEndpoint(server: ServerProcess, sql: pg.Pool, scenario: CouponScenario, clients: number, send: SendOptions = {}): Promise<Figures> {
   const client = new LoadClient(server.url, clients);
   const total = scenario.members.length * scenario.campaigns.length * scenario.sends;
   const retriesBefore = await scrapeCounter(server.metricsUrl, 'transaction_retries_total');
   try {
-    const result = await runLoad({
-      client,
-      sessions: headerSessions(),
-      scenario: couponLoad(scenario, total),
-      concurrency: clients,
-      amount: { requests: total },
-      sql,
-    });
+    const result = await runLoad({ client, sessions: SESSIONS, scenario: couponLoad(scenario, total, send), concurrency: clients, amount: { requests: total }, sql });
     return {
-      strategy: label,
-      clients,
       requestsPerSecond: result.requestsPerSecond,
       p99: result.latency.p99,
       violations: result.violations?.length ?? 0,
@@ -103,42 +140,52 @@ async function throughEndpoint(server: ServerProcess, sql: pg.Pool, label: strin
 }
 
 /**
- * The raw ceiling: the same unit of work (issueCouponForSession: the same statements, runner,
- * idempotency and audit code) called straight through pg, without HTTP or GraphQL, at the same
- * concurrency and pool size.
+ * The raw ceiling: the same unit of work (issueCouponForSession: the same prepared statements,
+ * runner, idempotency and audit code, the same pool size) called in this process straight through
+ * pg, without HTTP or GraphQL, with the same number of requests in flight.
  */
-async function throughPg(databaseUrl: string, sql: pg.Pool, scenario: CouponScenario, clients: number): Promise<Row> {
-  const config = loadConfig({ DATABASE_URL: databaseUrl, NODE_ENV: 'production', ACTION_SECRET: 'bench-only-secret-0123456789' });
+function rawTarget(databaseUrl: string, sql: pg.Pool) {
+  const config = loadConfig({ DATABASE_URL: databaseUrl, NODE_ENV: 'production', ACTION_SECRET });
   const log = createLogger('silent');
-  const database = createDatabase({ connectionString: databaseUrl, max: config.dbPoolMax, acquireTimeoutMs: config.dbPoolAcquireTimeoutMs, applicationName: 'bench-raw' }, log);
+  const database = createDatabase(
+    {
+      connectionString: databaseUrl,
+      max: config.dbPoolMax,
+      acquireTimeoutMs: config.dbPoolAcquireTimeoutMs,
+      applicationName: 'bench-raw',
+      preparedStatements: config.dbPreparedStatements,
+    },
+    log,
+  );
   const services = buildServices(config, database, log);
-  try {
+  const retryCount = async () => (await services.metrics.transactionRetries.get()).values.reduce((sum, v) => sum + v.value, 0);
+  const contextFor = (tenantId: string, memberId: string): AccessContexts['member'] => ({
+    services,
+    db: database.db,
+    session: { role: 'user', tenantId, userId: memberId },
+    requestId: randomUUID(),
+    deadline: Date.now() + config.requestDeadlineMs,
+    signal: new AbortController().signal,
+    turns: createTurns(),
+    log,
+    idempotencyKeyHeader: null,
+    idempotency: null,
+  });
+
+  async function run(scenario: CouponScenario, clients: number): Promise<Figures> {
     await sql.query('insert into tenants (id, name, monthly_cap_yen) values ($1, $1, $2)', [scenario.tenantId, scenario.capYen]);
     for (const campaign of scenario.campaigns) {
       await runInTransaction(database.db, services.transactions, { deadline: Date.now() + 10_000 }, (trx) =>
         insertCampaign(trx, scenario.tenantId, { ...campaign, name: campaign.id }),
       );
     }
-    const retries = services.metrics.transactionRetries;
-    const retriesBefore = (await retries.get()).values.reduce((sum, v) => sum + v.value, 0);
-    const contextFor = (memberId: string): AccessContexts['member'] => ({
-      services,
-      db: database.db,
-      session: { role: 'user', tenantId: scenario.tenantId, userId: memberId },
-      requestId: randomUUID(),
-      deadline: Date.now() + config.requestDeadlineMs,
-      signal: new AbortController().signal,
-      turns: createTurns(),
-      log,
-      idempotencyKeyHeader: null,
-      idempotency: null,
-    });
+    const retriesBefore = await retryCount();
     const started = performance.now();
     const outcomes = await runReleasedTogether(
       couponRequests(scenario, 1).map((request) => async () => {
         const begun = performance.now();
         try {
-          const result = await issueCouponForSession(contextFor(request.memberId), request.campaignId);
+          const result = await issueCouponForSession(contextFor(scenario.tenantId, request.memberId), request.campaignId);
           return { outcome: result.status, latencyMs: performance.now() - begun };
         } catch (error) {
           return { outcome: String((error as { extensions?: { code?: string } }).extensions?.code ?? 'ERROR'), latencyMs: performance.now() - begun };
@@ -150,128 +197,174 @@ async function throughPg(databaseUrl: string, sql: pg.Pool, scenario: CouponScen
     const counts = countBy(outcomes, (o) => o.outcome);
     const invariants = await checkCouponInvariants(sql, scenario, counts['ISSUED'] ?? 0);
     return {
-      strategy: 'same SQL straight through pg',
-      clients,
       requestsPerSecond: (outcomes.length / wallMs) * 1000,
       p99: summarize(outcomes.map((o) => o.latencyMs)).p99,
       violations: invariants.violations.length,
-      retries: (await retries.get()).values.reduce((sum, v) => sum + v.value, 0) - retriesBefore,
+      retries: (await retryCount()) - retriesBefore,
       tryAgain: counts['TRY_AGAIN'] ?? 0,
     };
-  } finally {
-    await database.close();
   }
+  return { run, close: () => database.close() };
 }
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+};
 
 function table(rows: Row[]): string {
   const lines = [
-    '| strategy | clients | req/s | p99 ms | violations | retries | TRY_AGAIN |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
-    ...rows.map(
-      (r) =>
-        `| ${r.strategy} | ${r.clients} | ${r.requestsPerSecond.toFixed(0)} | ${r.p99.toFixed(1)} | ${r.violations} | ${r.retries} | ${r.tryAgain} |`,
-    ),
+    '| strategy | clients | req/s | req/s range | p99 ms | violations | retries | TRY_AGAIN |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...rows.map((row) => {
+      const rates = row.runs.map((r) => r.requestsPerSecond);
+      return (
+        `| ${row.label} | ${row.clients} | ${median(rates).toFixed(0)} | ${Math.min(...rates).toFixed(0)}-${Math.max(...rates).toFixed(0)} | ` +
+        `${median(row.runs.map((r) => r.p99)).toFixed(1)} | ${Math.max(...row.runs.map((r) => r.violations))} | ` +
+        `${median(row.runs.map((r) => r.retries)).toFixed(0)} | ${Math.max(...row.runs.map((r) => r.tryAgain))} |`
+      );
+    }),
   ];
   return lines.join('\n');
 }
 
-function find(rows: Row[], strategy: string, clients: number): Row | undefined {
-  return rows.find((r) => r.strategy === strategy && r.clients === clients);
+/** The median over repetitions of one row's req/s divided by another's in the same repetition. */
+function pairedRatio(row: Row, base: Row): number {
+  return median(row.runs.map((run, i) => run.requestsPerSecond / base.runs[i]!.requestsPerSecond));
 }
 
-function targets(rows: Row[], hot: Row[]): string[] {
-  const ours = 'conditional updates (ours)';
-  const verdict = (ok: boolean | undefined, text: string) => `${ok === undefined ? 'n/a ' : ok ? 'MET ' : 'MISS'} ${text}`;
+function targets(rows: Row[]): string[] {
+  const find = (label: string, clients: number) => rows.find((r) => r.label === label && r.clients === clients);
+  const verdict = (ok: boolean, text: string) => `${ok ? 'MET ' : 'MISS'} ${text}`;
   const lines: string[] = [];
-  const oursRows = rows.filter((r) => r.strategy.startsWith('conditional'));
-  lines.push(verdict(oursRows.every((r) => r.violations === 0), 'zero invariant violations for our strategies at every concurrency'));
-  lines.push(verdict(rows.some((r) => r.strategy.startsWith('naive') && r.violations > 0), 'the naive strategy shows violations in the same run'));
-  const endpoint32 = find(rows, ours, 32);
-  const raw32 = find(rows, 'same SQL straight through pg', 32);
-  if (endpoint32 && raw32) {
-    const ratio = endpoint32.requestsPerSecond / raw32.requestsPerSecond;
-    lines.push(verdict(ratio >= 0.8, `endpoint at 32 clients is ${ratio.toFixed(2)} of the raw pg ceiling (target 0.80)`));
+  const correct = rows.filter((r) => r.label !== LABEL.naive);
+  lines.push(verdict(correct.every((r) => r.runs.every((run) => run.violations === 0)), 'zero invariant violations for every correct strategy in every run'));
+  lines.push(verdict(rows.some((r) => r.label === LABEL.naive && r.runs.some((run) => run.violations > 0)), 'the naive strategy shows violations in the same run'));
+  const ours32 = find(LABEL.ours, 32);
+  const pairs: [string, string, number][] = [
+    [LABEL.raw, 'endpoint at 32 clients against the raw pg row', 0.75],
+    [LABEL.keyed, `${LABEL.keyed} against ${LABEL.ours}`, 0.9],
+    [LABEL.actions, `${LABEL.actions} against ${LABEL.ours}`, 0.9],
+  ];
+  for (const [label, text, target] of pairs) {
+    const other = find(label, 32);
+    if (!ours32 || !other) continue;
+    const ratio = label === LABEL.raw ? pairedRatio(ours32, other) : pairedRatio(other, ours32);
+    lines.push(verdict(ratio >= target, `${text}: ${ratio.toFixed(2)} (target ${target}, median of the interleaved pairs)`));
+  }
+  if (ours32) {
+    const p99 = median(ours32.runs.map((r) => r.p99));
+    lines.push(verdict(p99 < 100, `p99 at 32 clients ${p99.toFixed(1)} ms (target below 100)`));
   }
   for (const clients of [32, 128]) {
-    const mine = find(rows, ours, clients);
-    for (const peer of ['SERIALIZABLE + retries', 'advisory locks']) {
-      const other = find(rows, peer, clients);
-      if (mine && other) {
-        lines.push(
-          verdict(
-            mine.requestsPerSecond > other.requestsPerSecond && mine.p99 < other.p99,
-            `ours beats ${peer} at ${clients} clients: ${mine.requestsPerSecond.toFixed(0)} vs ${other.requestsPerSecond.toFixed(0)} req/s, p99 ${mine.p99.toFixed(0)} vs ${other.p99.toFixed(0)} ms`,
-          ),
-        );
-      }
+    const mine = find(LABEL.ours, clients);
+    for (const peer of [LABEL.serializable, LABEL.advisory]) {
+      const other = find(peer, clients);
+      if (!mine || !other) continue;
+      const [myRate, theirRate] = [mine, other].map((r) => median(r.runs.map((run) => run.requestsPerSecond)));
+      const [myP99, theirP99] = [mine, other].map((r) => median(r.runs.map((run) => run.p99)));
+      lines.push(
+        verdict(
+          myRate! > theirRate! && myP99! < theirP99!,
+          `ours ahead of ${peer} at ${clients} clients: ${myRate!.toFixed(0)} vs ${theirRate!.toFixed(0)} req/s, p99 ${myP99!.toFixed(0)} vs ${theirP99!.toFixed(0)} ms`,
+        ),
+      );
     }
   }
-  const [single, slotted] = hot;
-  if (single && slotted) {
-    const ratio = slotted.requestsPerSecond / single.requestsPerSecond;
-    lines.push(verdict(ratio >= 2 && slotted.violations === 0, `hot campaign at ${HOT_CLIENTS} clients: 16 slots give ${ratio.toFixed(2)}x one row, ${slotted.violations} violations (target 2x, 0)`));
-  }
-  if (endpoint32) {
-    lines.push(verdict(endpoint32.p99 < 100, `p99 at 32 clients ${endpoint32.p99.toFixed(1)} ms (target below 100)`));
-    lines.push(verdict(endpoint32.tryAgain === 0, `TRY_AGAIN at 32 clients: ${endpoint32.tryAgain} (target 0)`));
+  const [one, sixteen] = [find(LABEL.hotOneSlot, HOT_CLIENTS), find(LABEL.hotSixteenSlots, HOT_CLIENTS)];
+  if (one && sixteen) {
+    const ratio = pairedRatio(sixteen, one);
+    const violations = Math.max(...sixteen.runs.map((r) => r.violations));
+    lines.push(verdict(ratio >= 2 && violations === 0, `hot campaign, whole run incl. sold out: 16 slots give ${ratio.toFixed(2)}x one slot, ${violations} violations (target 2x, 0)`));
   }
   return lines;
 }
 
 async function main() {
-  const { concurrency, json } = parseArgs(process.argv.slice(2));
-  const machine = `${os.cpus().length} x ${os.cpus()[0]?.model.trim() ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
-  console.log(`bench on ${machine}`);
+  const { concurrency, repeats, members, json } = parseArgs(process.argv.slice(2));
+  const machine = machineDescription();
+  const commit = currentCommit();
+  console.log(`bench on ${machine}, commit ${commit}`);
   const database = await startScratchDatabase();
   const sql = new pg.Pool({ connectionString: database.databaseUrl, max: 2 });
   // An idle connection the server drops must not take the whole run down with it.
   sql.on('error', (error) => console.error(`database connection lost: ${error.message}`));
-  const rows: Row[] = [];
-  const hot: Row[] = [];
+  const proxy = await startDelayProxyProcess(database.databaseUrl, ONE_WAY_DELAY_MS);
+  const serverEnv = (databaseUrl: string, strategy: string) => ({
+    DATABASE_URL: databaseUrl,
+    BENCH_STRATEGY: strategy,
+    RUN_WORKERS: 'false',
+    NODE_ENV: 'production',
+    ACTION_SECRET,
+  });
+  const servers = new Map<string, ServerProcess>();
+  const raw = rawTarget(database.databaseUrl, sql);
   let run = 0;
   const runId = () => `b${(run++).toString(36)}${Date.now().toString(36)}`;
+  const reference = (id: string, slots = 1) => {
+    const scenario = referenceScenario(id, members);
+    for (const campaign of scenario.campaigns) campaign.budgetSlots = slots;
+    return scenario;
+  };
   try {
-    for (const serverName of [...new Set(STRATEGIES.map((s) => s.server))]) {
-      const server = await startServerProcess('test/load/bench-server.ts', { DATABASE_URL: database.databaseUrl, BENCH_STRATEGY: serverName, RUN_WORKERS: 'false' });
-      try {
-        // A fresh process compiles and optimizes its code on the first requests: keep that out of the figures.
-        await throughEndpoint(server, sql, 'warm-up', referenceScenario(runId(), WARM_UP_MEMBERS), 32);
-        for (const strategy of STRATEGIES.filter((s) => s.server === serverName)) {
-          for (const clients of concurrency) {
-            const scenario = referenceScenario(runId());
-            for (const campaign of scenario.campaigns) campaign.budgetSlots = strategy.slots;
-            const row = await throughEndpoint(server, sql, strategy.label, scenario, clients);
-            rows.push(row);
-            console.log(`  ${row.strategy} at ${clients}: ${row.requestsPerSecond.toFixed(0)} req/s, p99 ${row.p99.toFixed(1)} ms, ${row.violations} violations`);
-          }
-        }
-        if (serverName === 'conditional') {
-          for (const slots of [1, 16]) {
-            const scenario = hotCampaignScenario(runId(), HOT_MEMBERS, slots);
-            const row = await throughEndpoint(server, sql, `hot campaign, ${slots} budget slot${slots > 1 ? 's' : ''}`, scenario, HOT_CLIENTS);
-            hot.push(row);
-            console.log(`  ${row.strategy} at ${HOT_CLIENTS}: ${row.requestsPerSecond.toFixed(0)} req/s, p99 ${row.p99.toFixed(1)} ms, ${row.violations} violations`);
-          }
-        }
-      } finally {
-        await server.stop();
+    for (const strategy of ['conditional', ...PEERS.map((p) => p.server)]) {
+      servers.set(strategy, await startServerProcess('test/load/bench-server.ts', serverEnv(database.databaseUrl, strategy)));
+    }
+    const distant = await startServerProcess('test/load/bench-server.ts', serverEnv(proxy.databaseUrl, 'conditional'));
+    servers.set('distant', distant);
+    const ours = servers.get('conditional')!;
+
+    // A fresh process compiles and optimizes its code on its first requests: keep that out of the figures.
+    for (const server of servers.values()) await throughEndpoint(server, sql, referenceScenario(runId(), WARM_UP_MEMBERS), 32);
+    await throughEndpoint(ours, sql, referenceScenario(runId(), WARM_UP_MEMBERS), 32, { idempotencyKeys: true, viaActions: true });
+    await raw.run(referenceScenario(runId(), WARM_UP_MEMBERS), 32);
+
+    const rows: Row[] = [];
+    const row = (label: string, clients: number, measure: Row['run']) => rows.push({ label, clients, run: measure, runs: [] });
+    for (const clients of concurrency) {
+      // Each comparison's rows sit next to each other, so every pair is measured under the same load of the machine.
+      row(LABEL.ours, clients, (id) => throughEndpoint(ours, sql, reference(id), clients));
+      if (clients === FEATURE_CLIENTS) {
+        row(LABEL.keyed, clients, (id) => throughEndpoint(ours, sql, reference(id), clients, { idempotencyKeys: true }));
+        row(LABEL.actions, clients, (id) => throughEndpoint(ours, sql, reference(id), clients, { viaActions: true }));
+      }
+      row(LABEL.raw, clients, (id) => raw.run(reference(id), clients));
+      for (const peer of PEERS) row(peer.label, clients, (id) => throughEndpoint(servers.get(peer.server)!, sql, reference(id), clients));
+      row(LABEL.oursSlotted, clients, (id) => throughEndpoint(ours, sql, reference(id, HOT_SLOTS), clients));
+    }
+    row(LABEL.hotOneSlot, HOT_CLIENTS, (id) => throughEndpoint(distant, sql, hotCampaignScenario(id, HOT_MEMBERS, 1), HOT_CLIENTS));
+    row(LABEL.hotSixteenSlots, HOT_CLIENTS, (id) => throughEndpoint(distant, sql, hotCampaignScenario(id, HOT_MEMBERS, HOT_SLOTS), HOT_CLIENTS));
+
+    for (let repeat = 1; repeat <= repeats; repeat++) {
+      // Every other pass runs backwards, so that a drift of the machine's load favours no row.
+      for (const measured of repeat % 2 === 1 ? rows : [...rows].reverse()) {
+        const figures = await measured.run(runId());
+        measured.runs.push(figures);
+        console.log(
+          `  [${repeat}/${repeats}] ${measured.label} at ${measured.clients}: ${figures.requestsPerSecond.toFixed(0)} req/s, ` +
+            `p99 ${figures.p99.toFixed(1)} ms, ${figures.violations} violations`,
+        );
       }
     }
-    await throughPg(database.databaseUrl, sql, referenceScenario(runId(), WARM_UP_MEMBERS), 32);
-    for (const clients of concurrency) {
-      const row = await throughPg(database.databaseUrl, sql, referenceScenario(runId()), clients);
-      rows.push(row);
-      console.log(`  ${row.strategy} at ${clients}: ${row.requestsPerSecond.toFixed(0)} req/s, p99 ${row.p99.toFixed(1)} ms`);
-    }
+    const requestsPerRun = members * 6;
+    console.log(
+      `\nCoupon reference scenario, ${requestsPerRun.toLocaleString('en')} requests per run (${members} members x 3 campaigns x 2 sends); ` +
+        `hot campaign ${HOT_MEMBERS.toLocaleString('en')} requests per run at ${HOT_CLIENTS} clients through a ${ONE_WAY_DELAY_MS} ms-each-way proxy.\n` +
+        `Every row ran ${repeats} times, all rows interleaved (every other pass in reverse order); req/s and p99 are medians, ` +
+        `violations and TRY_AGAIN the worst run. ${machine}, commit ${commit}:\n`,
+    );
+    console.log(table(rows));
+    console.log('\nTargets:');
+    for (const line of targets(rows)) console.log(`  ${line}`);
+    if (json) await writeFile(json, `${JSON.stringify({ machine, commit, repeats, requestsPerRun, rows: rows.map(({ run: _run, ...r }) => r) }, null, 2)}\n`);
   } finally {
+    for (const server of servers.values()) await server.stop();
+    await raw.close();
+    await proxy.stop();
     await sql.end();
     await database.stop();
   }
-  console.log(`\nCoupon reference scenario (1,800 requests), ${machine}:\n`);
-  console.log(table([...rows, ...hot]));
-  console.log('\nTargets:');
-  for (const line of targets(rows, hot)) console.log(`  ${line}`);
-  if (json) await writeFile(json, `${JSON.stringify({ machine, rows, hot }, null, 2)}\n`);
 }
 
 main().catch((error: unknown) => {

@@ -2,15 +2,17 @@ import { writeFile } from 'node:fs/promises';
 import pg from 'pg';
 import { LOAD_USAGE, parseLoadArgs, UsageError, type LoadArgs } from './args.js';
 import { LoadClient } from './client.js';
-import { renderReport } from './report.js';
+import { renderReport, type ReportContext } from './report.js';
 import { runLoad, type LoadResult } from './run.js';
 import type { LoadScenario } from './scenario.js';
 import { couponsScenario, headerSessions } from './scenarios/coupons.js';
 import { documentsScenario } from './scenarios/documents.js';
 import { huddlesScenario } from './scenarios/huddles.js';
-import { startScratchDatabase, startServerProcess } from './target.js';
+import { currentCommit, machineDescription, startScratchDatabase, startServerProcess } from './target.js';
 
 const PROGRESS_LOG_INTERVAL_MS = 2_000;
+/** A send this much after its scheduled time means the generator, not the server, was the bottleneck. */
+const LATE_SEND_MS = 10;
 
 export function buildScenario(args: LoadArgs, runId: string): LoadScenario {
   const total = args.requests;
@@ -24,12 +26,35 @@ export function buildScenario(args: LoadArgs, runId: string): LoadScenario {
   }
 }
 
+/** How the requests were sent, in words. */
+export function describeModel(result: Pick<LoadResult, 'model' | 'offeredRate' | 'concurrency'>): string {
+  return result.model === 'open'
+    ? `open model: ${result.offeredRate} requests/s on a fixed schedule, at most ${result.concurrency} connections`
+    : `closed model: ${result.concurrency} requests in flight`;
+}
+
+/** How far behind its own schedule the load generator sent, when it did: then the offered rate was not offered. */
+function sendLag(result: LoadResult): string {
+  const lags = result.samples.map((s) => s.sentMs - s.dueMs);
+  const late = lags.filter((lag) => lag > LATE_SEND_MS).length;
+  const worst = Math.max(0, ...lags);
+  return late === 0
+    ? `every request sent on time (at most ${worst.toFixed(1)} ms late)`
+    : `${late} requests sent more than ${LATE_SEND_MS} ms late (at most ${worst.toFixed(0)} ms): the load generator fell behind`;
+}
+
 export function formatResult(result: LoadResult): string {
   const { latency } = result;
   const lines = [
-    `scenario ${result.scenario}, ${result.concurrency} clients`,
+    `scenario ${result.scenario}, ${describeModel(result)}`,
     `requests      ${result.requests} in ${(result.wallMs / 1000).toFixed(2)} s`,
-    `throughput    ${result.requestsPerSecond.toFixed(1)} requests/s`,
+    ...(result.offeredRate !== null
+      ? [
+          `offered       ${result.offeredRate.toFixed(1)} requests/s`,
+          `achieved      ${result.requestsPerSecond.toFixed(1)} requests/s (answers over the whole run)`,
+          `schedule      ${sendLag(result)}`,
+        ]
+      : [`throughput    ${result.requestsPerSecond.toFixed(1)} requests/s`]),
     `latency       p50 ${latency.p50.toFixed(1)} ms  p95 ${latency.p95.toFixed(1)} ms  p99 ${latency.p99.toFixed(1)} ms  max ${latency.max.toFixed(1)} ms`,
     `outcomes      ${Object.entries(result.outcomes).map(([k, v]) => `${k} ${v}`).join(', ')}`,
     `errors        ${Object.entries(result.errors).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`,
@@ -40,6 +65,20 @@ export function formatResult(result: LoadResult): string {
         : `invariants    VIOLATED:\n${result.violations.map((v) => `  - ${v}`).join('\n')}`,
   ];
   return lines.join('\n');
+}
+
+function reportContext(args: LoadArgs, url: string): ReportContext {
+  return {
+    date: new Date(),
+    commit: currentCommit(),
+    machine: machineDescription(),
+    configuration: {
+      scenario: args.scenario,
+      model: describeModel({ model: args.rate === null ? 'closed' : 'open', offeredRate: args.rate, concurrency: args.concurrency }),
+      amount: args.durationSeconds !== null ? `${args.durationSeconds} s` : `${args.requests} requests`,
+      target: args.url ? url : `${url} (a server started on a fresh embedded PostgreSQL)`,
+    },
+  };
 }
 
 async function main(): Promise<number> {
@@ -74,6 +113,7 @@ async function main(): Promise<number> {
       sessions: headerSessions(args.secret ? { 'x-action-secret': args.secret } : {}),
       scenario: buildScenario(args, runId),
       concurrency: args.concurrency,
+      rate: args.rate,
       amount: args.durationSeconds !== null ? { durationSeconds: args.durationSeconds } : { requests: args.requests ?? Infinity },
       sql,
       onProgress: (done, elapsedMs) => {
@@ -94,7 +134,7 @@ async function main(): Promise<number> {
       console.log(`summary written to ${args.json}`);
     }
     if (args.report) {
-      await writeFile(args.report, renderReport(result));
+      await writeFile(args.report, renderReport(result, reportContext(args, url)));
       console.log(`report written to ${args.report}`);
     }
     return result.violations !== null && result.violations.length > 0 ? 1 : 0;

@@ -30,6 +30,23 @@ export class LoadClient {
     return this.request('POST', this.url, JSON.stringify({ query, variables }), headers);
   }
 
+  /**
+   * A Hasura action at POST /actions, as Hasura sends it (`x-hasura-*` session headers become
+   * `session_variables`), its answer shaped like GraphQL's: a 200 payload as `data[name]`, an error
+   * `{message, extensions}` as `errors[0]`.
+   */
+  async action(name: string, input: Record<string, unknown>, headers: Record<string, string>): Promise<GraphQLReply> {
+    const session = Object.fromEntries(Object.entries(headers).filter(([header]) => header.startsWith('x-hasura-')));
+    const forwarded = Object.fromEntries(Object.entries(headers).filter(([header]) => !header.startsWith('x-hasura-')));
+    const body = JSON.stringify({ action: { name }, input, session_variables: session });
+    const reply = await this.request('POST', new URL('/actions', this.url), body, forwarded);
+    const answer = reply.body as unknown;
+    return {
+      ...reply,
+      body: reply.status === 200 ? { data: { [name]: answer } } : { errors: [answer as { message: string; extensions?: Record<string, unknown> }] },
+    };
+  }
+
   close(): void {
     this.agent.destroy();
   }

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
 import { createLogger } from '../../src/logger.js';
 import { freePort } from '../support/ports.js';
+import { throughProxy } from './delay-proxy.js';
 
 const PROJECT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -31,17 +32,16 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-/**
- * The server as its own process, the way it runs in production: the load generator then measures
- * it from outside instead of sharing its event loop.
- */
-export async function startServerProcess(entry: string, env: Record<string, string>): Promise<ServerProcess> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
-    cwd: PROJECT,
-    env: { ...process.env, LOG_LEVEL: 'warn', NODE_ENV: 'development', ...env, PORT: String(port) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+interface ChildOfOurs {
+  child: ChildProcess;
+  /** The first match of `ready` in what it printed. */
+  ready: RegExpMatchArray;
+  stop(): Promise<void>;
+}
+
+/** One of the project's TypeScript entry points as its own process, once it prints `ready`. */
+async function startProcess(entry: string, args: string[], env: Record<string, string>, ready: RegExp): Promise<ChildOfOurs> {
+  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], { cwd: PROJECT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const collect = (chunk: Buffer) => {
     output = (output + chunk.toString()).slice(-20_000);
@@ -49,27 +49,47 @@ export async function startServerProcess(entry: string, env: Record<string, stri
   child.stdout!.on('data', collect);
   child.stderr!.on('data', collect);
   const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
-  await new Promise<void>((resolve, reject) => {
+  const match = await new Promise<RegExpMatchArray>((resolve, reject) => {
     const timer = setInterval(() => {
-      if (output.includes('GraphQL and GraphiQL:')) {
+      const found = output.match(ready);
+      if (found) {
         clearInterval(timer);
-        resolve();
+        resolve(found);
       } else if (child.exitCode !== null) {
         clearInterval(timer);
-        reject(new Error(`the server exited during start-up:\n${output}`));
+        reject(new Error(`${entry} exited during start-up:\n${output}`));
       }
     }, 50);
   });
-  const base = `http://127.0.0.1:${port}`;
   return {
-    url: `${base}/graphql`,
-    metricsUrl: `${base}/metrics`,
     child,
+    ready: match,
     async stop() {
       child.kill('SIGTERM');
       await exited;
     },
   };
+}
+
+/**
+ * The server as its own process, the way it runs in production: the load generator then measures
+ * it from outside instead of sharing its event loop.
+ */
+export async function startServerProcess(entry: string, env: Record<string, string>): Promise<ServerProcess> {
+  const port = await freePort();
+  const started = await startProcess(entry, [], { LOG_LEVEL: 'warn', NODE_ENV: 'development', ...env, PORT: String(port) }, /GraphQL and GraphiQL:/);
+  const base = `http://127.0.0.1:${port}`;
+  return { url: `${base}/graphql`, metricsUrl: `${base}/metrics`, child: started.child, stop: started.stop };
+}
+
+/**
+ * The delay proxy in front of `databaseUrl` as its own process, so that the load generator's busy
+ * event loop cannot hold its deliveries back; the URL to connect through it.
+ */
+export async function startDelayProxyProcess(databaseUrl: string, delayMs: number): Promise<{ databaseUrl: string; stop(): Promise<void> }> {
+  const target = new URL(databaseUrl);
+  const started = await startProcess('test/load/delay-proxy.ts', ['--target', `${target.hostname}:${target.port}`, '--delay-ms', String(delayMs)], {}, /listening on (\d+)/);
+  return { databaseUrl: throughProxy(databaseUrl, Number(started.ready[1])), stop: started.stop };
 }
 
 /** Sum of a counter's samples in a Prometheus text page. */
@@ -79,4 +99,21 @@ export async function scrapeCounter(metricsUrl: string, name: string): Promise<n
     .split('\n')
     .filter((line) => line.startsWith(`${name}{`) || line.startsWith(`${name} `))
     .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+}
+
+/** The machine a figure was measured on: cores, memory, Node. */
+export function machineDescription(): string {
+  const cpus = os.cpus();
+  return `${os.hostname()}: ${cpus.length} x ${cpus[0]?.model.trim() ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${os.platform()} ${os.release()}`;
+}
+
+/** The commit the project is checked out at (with "+changes" when the work tree differs), or "unknown" outside git. */
+export function currentCommit(): string {
+  try {
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: PROJECT, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    const changed = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: PROJECT, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    return changed ? `${commit}+changes` : commit;
+  } catch {
+    return 'unknown';
+  }
 }

@@ -56,7 +56,7 @@ async function buildTemplate(adminUrl: string) {
   }
   const log = createLogger('silent');
   const database = createDatabase(
-    { connectionString: databaseUrl(adminUrl, TEMPLATE_DATABASE), max: 1, acquireTimeoutMs: 10_000, applicationName: 'test-template' },
+    { connectionString: databaseUrl(adminUrl, TEMPLATE_DATABASE), max: 1, acquireTimeoutMs: 10_000, applicationName: 'test-template', preparedStatements: false },
     log,
   );
   try {

@@ -15,22 +15,28 @@ import { createLogger, type Logger } from '../../src/logger.js';
 import { buildServices } from '../../src/server.js';
 
 /** A database's URL as the app and the tests reach it (through PgBouncer when the run uses one). */
-export function databaseUrl(database: string): string {
-  const url = new URL(inject('appUrl'));
+export function databaseUrl(database: string, server = inject('appUrl')): string {
+  const url = new URL(server);
   url.pathname = `/${database}`;
   return url.toString();
 }
 
 /** A fresh database cloned from the migrated template; each test file gets its own. */
 export async function createTestDatabaseUrl(): Promise<string> {
-  return createDatabaseFrom(inject('templateDatabase'));
+  return databaseUrl(await createDatabaseFrom(inject('templateDatabase')));
+}
+
+/** The same, reached on PostgreSQL itself even when the run goes through PgBouncer: for tests of the wire protocol. */
+export async function createDirectTestDatabaseUrl(): Promise<string> {
+  return databaseUrl(await createDatabaseFrom(inject('templateDatabase')), inject('adminUrl'));
 }
 
 /** A fresh database with no schema of ours at all (what an adopter starts from). */
 export async function createEmptyDatabaseUrl(): Promise<string> {
-  return createDatabaseFrom('template1');
+  return databaseUrl(await createDatabaseFrom('template1'));
 }
 
+/** Creates a database from `template`; returns its name. */
 async function createDatabaseFrom(template: string): Promise<string> {
   const name = `t_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: inject('adminUrl') });
@@ -40,7 +46,7 @@ async function createDatabaseFrom(template: string): Promise<string> {
   } finally {
     await admin.end();
   }
-  return databaseUrl(name);
+  return name;
 }
 
 export interface TestBackend {
@@ -81,7 +87,9 @@ function statementWatcher(onStatement: (kind: string) => void): KyselyPlugin {
 
 export async function createTestBackend(options: TestBackendOptions = {}): Promise<TestBackend> {
   const url = options.databaseUrl ?? (await createTestDatabaseUrl());
-  const config = loadConfig({ NODE_ENV: 'test', DATABASE_URL: url, ...options.env });
+  // DB_PREPARED_STATEMENTS=false reaches every backend of the run (CI's pass through PgBouncer sets it).
+  const inherited = process.env['DB_PREPARED_STATEMENTS'] ? { DB_PREPARED_STATEMENTS: process.env['DB_PREPARED_STATEMENTS'] } : {};
+  const config = loadConfig({ NODE_ENV: 'test', DATABASE_URL: url, ...inherited, ...options.env });
   const log = options.log ?? createLogger(process.env['TEST_LOG_LEVEL'] ?? 'silent');
   const database = createDatabase(
     {
@@ -89,6 +97,7 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
       max: config.dbPoolMax,
       acquireTimeoutMs: config.dbPoolAcquireTimeoutMs,
       applicationName: 'test-app',
+      preparedStatements: config.dbPreparedStatements,
       ...(options.onStatement ? { plugins: [statementWatcher(options.onStatement)] } : {}),
     },
     log,

@@ -139,12 +139,20 @@ export function couponRequests(scenario: CouponScenario, seed: number): CouponRe
 
 export const ISSUE_COUPON_QUERY = print(IssueCouponDocument);
 
-export function sendIssue(client: LoadClient, scenario: CouponScenario, sessions: Session, request: CouponRequest) {
-  return client.graphql(
-    ISSUE_COUPON_QUERY,
-    { input: { campaignId: request.campaignId } },
-    sessions.member(scenario.tenantId, request.memberId),
-  );
+/** How the load sends each issue: to /graphql or as a Hasura action, with or without an Idempotency-Key. */
+export interface SendOptions {
+  /** A key of its own on every request (each send is a new user action, so outcomes stay those of unkeyed sends). */
+  idempotencyKeys?: boolean;
+  viaActions?: boolean;
+}
+
+export function sendIssue(client: LoadClient, scenario: CouponScenario, sessions: Session, request: CouponRequest, index = 0, options: SendOptions = {}) {
+  const headers = {
+    ...sessions.member(scenario.tenantId, request.memberId),
+    ...(options.idempotencyKeys ? { 'idempotency-key': `${scenario.tenantId}-${index}` } : {}),
+  };
+  const variables = { input: { campaignId: request.campaignId } };
+  return options.viaActions ? client.action('issueCoupon', variables, headers) : client.graphql(ISSUE_COUPON_QUERY, variables, headers);
 }
 
 export interface InvariantReport {
@@ -235,7 +243,7 @@ export function couponsScenario(runId: string, total: number | null, budgetSlots
 }
 
 /** Any coupon scenario as a load scenario: `total` requests from its shuffled list, or (null) an endless stream. */
-export function couponLoad(scenario: CouponScenario, total: number | null): LoadScenario {
+export function couponLoad(scenario: CouponScenario, total: number | null, send: SendOptions = {}): LoadScenario {
   const fixed = total === null ? [] : couponRequests(scenario, 1).slice(0, total);
   const blocks = new Map<number, CouponRequest[]>();
   const streamed = (index: number): CouponRequest => {
@@ -253,7 +261,7 @@ export function couponLoad(scenario: CouponScenario, total: number | null): Load
     setup: (client, sessions) => setupCouponScenario(client, scenario, sessions),
     request(index, client, sessions) {
       const request = total === null ? streamed(index) : fixed[index];
-      return request ? () => sendIssue(client, scenario, sessions, request) : null;
+      return request ? () => sendIssue(client, scenario, sessions, request, index, send) : null;
     },
     outcomeOf: replyOutcome,
     async check(sql, outcomes) {
