@@ -54,8 +54,7 @@ const knownTenants = new Set<string>();
 /** Requests whose session named a tenant that does not exist. */
 const unknownTenant = new WeakSet<Context>();
 
-async function tenantExists(ctx: Context, tenantId: string): Promise<boolean> {
-  if (knownTenants.has(tenantId)) return true;
+async function lookUpTenant(ctx: Context, tenantId: string): Promise<boolean> {
   const found = await runRead(ctx, (trx) => trx.selectFrom('tenants').select('id').where('id', '=', tenantId).executeTakeFirst());
   if (!found) return false;
   if (knownTenants.size >= KNOWN_TENANTS_MAX) knownTenants.clear();
@@ -63,19 +62,25 @@ async function tenantExists(ctx: Context, tenantId: string): Promise<boolean> {
   return true;
 }
 
+function tenantScopes(session: Session): AccessScopes {
+  return { member: session.role === 'user' && session.userId !== null, tenantAdmin: session.role === 'admin', operator: false };
+}
+
 /**
  * The scopes a request's session holds. A session naming a tenant that does not exist holds none:
- * every tenant-scoped operation then answers NOT_FOUND instead of failing on a foreign key.
+ * every tenant-scoped operation then answers NOT_FOUND instead of failing on a foreign key. A
+ * tenant seen before is answered without a promise.
  */
-export async function accessScopes(ctx: Context): Promise<AccessScopes> {
+export function accessScopes(ctx: Context): AccessScopes | Promise<AccessScopes> {
   const { session } = ctx;
   if (session === null) return NO_SCOPES;
   if (session.tenantId === null) return { ...NO_SCOPES, operator: session.role === 'admin' };
-  if (!(await tenantExists(ctx, session.tenantId))) {
+  if (knownTenants.has(session.tenantId)) return tenantScopes(session);
+  return lookUpTenant(ctx, session.tenantId).then((exists) => {
+    if (exists) return tenantScopes(session);
     unknownTenant.add(ctx);
     return NO_SCOPES;
-  }
-  return { member: session.role === 'user' && session.userId !== null, tenantAdmin: session.role === 'admin', operator: false };
+  });
 }
 
 /** The scopes a root field declares (`t.withAuth(...)`); null for a field open to anyone. */

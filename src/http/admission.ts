@@ -53,7 +53,8 @@ export class FairAdmission {
     return { inFlight: this.inFlight, queued };
   }
 
-  async admit(tenant: string, signal: AbortSignal, deadline: number): Promise<Admitted> {
+  /** A turn at once when one is free (no promise: the common case costs nothing more), else a wait in the tenant's queue. */
+  admit(tenant: string, signal: AbortSignal, deadline: number): Admitted | Promise<Admitted> {
     if (this.inFlight < this.options.capacity && this.queues.size === 0) return this.start();
     const queue = this.queues.get(tenant) ?? [];
     if (queue.length >= this.options.queueMax) {
@@ -139,23 +140,26 @@ export function admissionKey(session: Session | null): string {
  */
 export function useAdmission(admission: FairAdmission): Plugin<Context> {
   return {
-    async onExecute({ args, executeFn, setExecuteFn, setResultAndStopExecution }) {
+    onExecute({ args, executeFn, setExecuteFn, setResultAndStopExecution }) {
       const ctx = args.contextValue as Context;
-      const admitted = await admission.admit(admissionKey(ctx.session), ctx.signal, ctx.deadline);
-      if (!admitted.ok) {
-        setResultAndStopExecution({ errors: [admitted.error] });
-        return;
-      }
-      // Given back when execution ends, even by a throw; onExecuteDone covers a later plugin
-      // that answers without executing. Releasing twice is a no-op.
-      setExecuteFn(async (executeArgs) => {
-        try {
-          return await executeFn(executeArgs);
-        } finally {
-          admitted.release();
+      const proceed = (admitted: Admitted) => {
+        if (!admitted.ok) {
+          setResultAndStopExecution({ errors: [admitted.error] });
+          return;
         }
-      });
-      return { onExecuteDone: () => admitted.release() };
+        // Given back when execution ends, even by a throw; onExecuteDone covers a later plugin
+        // that answers without executing. Releasing twice is a no-op.
+        setExecuteFn(async (executeArgs) => {
+          try {
+            return await executeFn(executeArgs);
+          } finally {
+            admitted.release();
+          }
+        });
+        return { onExecuteDone: () => admitted.release() };
+      };
+      const admitted = admission.admit(admissionKey(ctx.session), ctx.signal, ctx.deadline);
+      return admitted instanceof Promise ? admitted.then(proceed) : proceed(admitted);
     },
   };
 }

@@ -1,8 +1,8 @@
 import { maxAliasesPlugin } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
 import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
-import { createComplexityRule } from '@pothos/plugin-complexity';
-import { GraphQLError, validate, type DocumentNode, type ValidationContext } from 'graphql';
+import { complexityFromQuery, createComplexityRule } from '@pothos/plugin-complexity';
+import { GraphQLError, Kind, validate, type DocumentNode, type GraphQLSchema, type ValidationContext } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../graphql/context.js';
 import { ErrorCode } from '../graphql/errors.js';
@@ -26,6 +26,44 @@ const armorMessage = (error: GraphQLError) => error.message.replace(/^Syntax Err
 
 function reportInstead(variable: string, limit: number) {
   return [(context: ValidationContext | null, error: GraphQLError) => context?.reportError(limitError(armorMessage(error), variable, limit))];
+}
+
+/** Documents come from the parser's cache: one without variables costs the same every time, computed once. */
+const constantCosts = new WeakMap<DocumentNode, number>();
+
+/**
+ * The cost of the operation that is about to run, with its variables; null when the variables do
+ * not coerce (execution answers that in the standard way).
+ */
+function operationCost(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operationName: string | null | undefined,
+  variables: Record<string, unknown> | null | undefined,
+  context: unknown,
+): number | null {
+  const cached = constantCosts.get(document);
+  if (cached !== undefined) return cached;
+  const operations = document.definitions.filter((definition) => definition.kind === Kind.OPERATION_DEFINITION);
+  let cost: number | null = null;
+  if (operations.length === 1) {
+    // The common case, without the validation machinery: the plugin's own walk of the one operation.
+    try {
+      cost = complexityFromQuery(document, { schema, ctx: context as object, variables: variables ?? {} }).complexity;
+    } catch {
+      return null;
+    }
+  } else {
+    const rule = createComplexityRule({
+      variableValues: (variables ?? {}) as Record<string, unknown>,
+      operationName: operationName ?? undefined,
+      context: context as object,
+      validate: ({ complexity }) => void (cost = complexity),
+    });
+    validate(schema, document, [rule]);
+  }
+  if (cost !== null && operations.every((operation) => !operation.variableDefinitions?.length)) constantCosts.set(document, cost);
+  return cost;
 }
 
 /**
@@ -57,20 +95,12 @@ export function useDocumentLimits(options: DocumentLimitsOptions): Plugin<Contex
       addPlugin(maxDepthPlugin({ n: maxDepth, propagateOnRejection: false, onReject: reportInstead('MAX_QUERY_DEPTH', maxDepth) }));
     },
     onExecute({ args, setResultAndStopExecution }) {
-      const refusals: GraphQLError[] = [];
-      const rule = createComplexityRule({
-        variableValues: (args.variableValues ?? {}) as Record<string, unknown>,
-        operationName: args.operationName ?? undefined,
-        context: args.contextValue,
-        // Invalid variables are left to execution, which answers them in the standard way.
-        validate: ({ complexity }) => {
-          if (complexity > maxCost) {
-            refusals.push(limitError(`The operation costs ${complexity}, more than allowed`, 'MAX_QUERY_COST', maxCost));
-          }
-        },
-      });
-      validate(args.schema, args.document as DocumentNode, [rule]);
-      if (refusals.length > 0) setResultAndStopExecution({ errors: refusals });
+      const cost = operationCost(args.schema, args.document as DocumentNode, args.operationName, args.variableValues, args.contextValue);
+      if (cost !== null && cost > maxCost) {
+        setResultAndStopExecution({
+          errors: [limitError(`The operation costs ${cost}, more than allowed`, 'MAX_QUERY_COST', maxCost)],
+        });
+      }
     },
   };
 }

@@ -66,6 +66,9 @@ export type HttpLimits = Pick<EdgeConfig, 'httpRequestTimeoutMs' | 'httpMaxConne
 /** How often Node checks sockets against requestTimeout; its default of 30 s would let a timeout run 30 s late. */
 const TIMEOUT_CHECK_MS = 1_000;
 
+/** An Accept-Encoding that names an encoding the compressor speaks. */
+const ACCEPTS_ENCODING = /\b(gzip|br|deflate)\b/i;
+
 /** Smaller bodies gain less from compression than a compressor costs. */
 export const COMPRESSION_THRESHOLD_BYTES = 1024;
 
@@ -88,7 +91,7 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       connectionsCheckingInterval: TIMEOUT_CHECK_MS,
     },
     (req, res) => {
-      compress(req, res, () => {
+      const handle = () => {
         try {
           app.handleNode(req, res);
         } catch (error) {
@@ -96,7 +99,11 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
           if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
           res.end('{"message":"Internal server error"}');
         }
-      });
+      };
+      // The compressor wraps every write of the response; a client that accepts no encoding
+      // (most API clients and load generators) is spared that cost.
+      if (ACCEPTS_ENCODING.test(req.headers['accept-encoding'] ?? '')) compress(req, res, handle);
+      else handle();
     },
   );
   // Keep-alive sockets from load generators must not outlive the idle window forever.

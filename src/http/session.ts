@@ -24,8 +24,20 @@ const USER_ID = /^[\x21-\x7e]{1,128}$/;
 /** Constant-time comparison of a presented secret; hashing first makes the lengths equal too. */
 export function secretMatches(presented: string | null, expected: string): boolean {
   if (presented === null) return false;
-  const digest = (value: string) => createHash('sha256').update(value).digest();
-  return timingSafeEqual(digest(presented), digest(expected));
+  return timingSafeEqual(digest(presented), expectedDigest(expected));
+}
+
+const digest = (value: string) => createHash('sha256').update(value).digest();
+
+/** The configured secrets are few and fixed: each is hashed once, not on every request. */
+const expectedDigests = new Map<string, Buffer>();
+function expectedDigest(expected: string): Buffer {
+  let found = expectedDigests.get(expected);
+  if (found === undefined) {
+    found = digest(expected);
+    expectedDigests.set(expected, found);
+  }
+  return found;
 }
 
 /** Builds a session from Hasura-style variables (names case-insensitive, values strings). */

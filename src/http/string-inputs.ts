@@ -39,8 +39,20 @@ function inValue(value: unknown, path: string): Finding | null {
   return null;
 }
 
-/** String literals written in the document itself, named by their argument or input field. */
+/** Documents come from the parser's cache: their literals are judged once, not on every request. */
+const literalFindings = new WeakMap<DocumentNode, Finding | null>();
+
 function inLiterals(document: DocumentNode): Finding | null {
+  let found = literalFindings.get(document);
+  if (found === undefined) {
+    found = findInLiterals(document);
+    literalFindings.set(document, found);
+  }
+  return found;
+}
+
+/** String literals written in the document itself, named by their argument or input field. */
+function findInLiterals(document: DocumentNode): Finding | null {
   let found: Finding | null = null;
   const names: string[] = [];
   visit(document, {
