@@ -8,7 +8,7 @@ import path from 'node:path';
  */
 
 import { ConfigError } from './config-error.js';
-import { parseJwtSecret, type JwtConfig } from './http/jwt-config.js';
+import { parseJwtSecret, type JwtConfig } from './jwt-config.js';
 
 export { ConfigError, parseJwtSecret, type JwtConfig };
 

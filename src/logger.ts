@@ -1,5 +1,5 @@
 import pino, { type Logger } from 'pino';
-import { currentRequestScope } from './http/request-scope.js';
+import { currentRequestScope } from './request-scope.js';
 
 export type { Logger };
 

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { declaredScopes, HASURA_ROLE_OF, type AccessScope } from '../src/graphql/access.js';
+import { declaredScopes } from '../src/graphql/guards.js';
+import { HASURA_ROLE_OF, type AccessScope } from '../src/identity/access.js';
 import { asOperator, asTenantAdmin, asUser, createTenant, createTestBackend, gql, type TestBackend } from './support/harness.js';
 import { rootFieldRequest } from './support/samples.js';
 

@@ -10,7 +10,8 @@ import {
   type GraphQLInputType,
 } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { declaredScopes, type AccessScope } from '../src/graphql/access.js';
+import { declaredScopes } from '../src/graphql/guards.js';
+import type { AccessScope } from '../src/identity/access.js';
 import { asOperator, asTenantAdmin, asUser, createContractRow, createTenant, createTestBackend, gql, type TestBackend } from './support/harness.js';
 
 /**

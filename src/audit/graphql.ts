@@ -1,5 +1,5 @@
 import { builder } from '../graphql/builder.js';
-import { badInput } from '../graphql/errors.js';
+import { badInput } from '../errors.js';
 import { runRead } from '../graphql/read.js';
 import { requirePageSize } from '../graphql/validate.js';
 import { listAudit, type AuditRecord } from './service.js';

@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { ContractDocumentRow, ContractRow, DB } from '../db/schema.js';
-import { notFound } from '../graphql/errors.js';
+import { notFound } from '../errors.js';
 
 export interface ContractDocument {
   id: string;

@@ -1,7 +1,7 @@
 import { builder } from '../graphql/builder.js';
-import type { AccessContexts } from '../graphql/access.js';
+import type { AccessContexts } from '../graphql/guards.js';
 import { ledgerCheck, type CampaignDrift, type CampaignOverBudget, type LedgerReport, type MemberOverCap, type UsageDrift } from './ledger.js';
-import { badInput } from '../graphql/errors.js';
+import { badInput } from '../errors.js';
 import { runMutation } from '../graphql/mutation.js';
 import { runRead } from '../graphql/read.js';
 import { requireIdentifier, requirePageSize, requireText, requireYen } from '../graphql/validate.js';

@@ -3,7 +3,7 @@ import type { CampaignRow, CouponRow, DB } from '../db/schema.js';
 import { RollbackAndReturn, type Isolation } from '../db/transaction.js';
 import { prepare } from '../db/prepared.js';
 import { finishCtes, type Bookkeeping, type FinishValues } from '../graphql/bookkeeping.js';
-import { badInput, notFound } from '../graphql/errors.js';
+import { badInput, notFound } from '../errors.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
 import { businessMonth } from './month.js';
 

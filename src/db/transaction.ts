@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Kysely, Transaction } from 'kysely';
-import { AppError, ErrorCode, tryAgain } from '../graphql/errors.js';
+import { AppError, tryAgain } from '../errors.js';
 import { PoolExhaustedError, withTransactionScope } from './pool.js';
 import type { DB } from './schema.js';
 import { isConnectionFailure, isRetryableContention, sqlStateOf, SqlState } from './sqlstate.js';
@@ -160,8 +160,4 @@ export function translate(error: unknown, attempt: number, settings: Pick<Transa
     });
   }
   return error;
-}
-
-export function isTryAgain(error: unknown): boolean {
-  return error instanceof AppError && error.code === ErrorCode.tryAgain;
 }

@@ -1,7 +1,8 @@
 import SchemaBuilder from '@pothos/core';
 import ComplexityPlugin from '@pothos/plugin-complexity';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
-import { accessRefusal, accessScopes, type AccessContexts, type AccessScopes } from './access.js';
+import type { AccessScopes } from '../identity/access.js';
+import { accessRefusal, accessScopes, type AccessContexts } from './guards.js';
 import type { Context } from './context.js';
 
 /** A list whose size no argument states costs this many times its selection (Pothos's own default). */

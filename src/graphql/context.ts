@@ -6,7 +6,7 @@ import type { DB } from '../db/schema.js';
 import type { TransactionSettings } from '../db/transaction.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics/metrics.js';
-import type { Session } from '../http/session.js';
+import type { Session } from '../identity/session.js';
 import type { FairAdmission } from '../http/admission.js';
 
 /** Process-wide parts, built once in main and shared by every request. */

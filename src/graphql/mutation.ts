@@ -1,11 +1,11 @@
 import type { Transaction } from 'kysely';
 import type { DB } from '../db/schema.js';
 import { RollbackAndReturn, runInTransaction, type Isolation } from '../db/transaction.js';
-import { currentRequestScope } from '../http/request-scope.js';
+import { currentRequestScope } from '../request-scope.js';
 import { claimKey, claimValues, heldKey, type ClaimValues, type KeyScope } from '../idempotency/service.js';
 import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishValues } from './bookkeeping.js';
 import type { Context } from './context.js';
-import { AppError, ErrorCode } from './errors.js';
+import { AppError, ErrorCode, TryAgainError } from '../errors.js';
 
 export interface MutationSpec<T> {
   /** The mutation's name, as in the schema: the audit row's operation. */
@@ -85,10 +85,11 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
       }
     },
   ).catch((error: unknown) => {
-    // TRY_AGAIN names the SQLSTATE that exhausted the retries; the request's log line carries it.
-    const reason = error instanceof AppError ? error.extensions['reason'] : undefined;
-    if (scope && typeof reason === 'string' && /^[0-9A-Z]{5}$/.test(reason)) scope.sqlState = reason;
-    if (scope && error instanceof AppError && typeof error.extensions['attempts'] === 'number') scope.attempts = error.extensions['attempts'];
+    // TRY_AGAIN names the attempts and the SQLSTATE that exhausted them; the request's log line carries both.
+    if (scope && error instanceof TryAgainError) {
+      scope.sqlState = error.sqlState ?? undefined;
+      if (error.attempts !== undefined) scope.attempts = error.attempts;
+    }
     throw error;
   });
   if (scope) {

@@ -3,7 +3,7 @@ import { isHoldingTransaction, PoolReentryError } from '../db/pool.js';
 import type { DB } from '../db/schema.js';
 import { deadlineError, runInTransaction } from '../db/transaction.js';
 import type { Context } from './context.js';
-import { tryAgain } from './errors.js';
+import { tryAgain } from '../errors.js';
 
 /**
  * Serialises a request's database work: one turn at a time, so a request never holds more than

@@ -9,11 +9,12 @@ import {
 } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
 import type { AppServices, Context } from '../graphql/context.js';
-import { actionStatusOf, ErrorCode, isErrorCode } from '../graphql/errors.js';
+import { ErrorCode, isErrorCode } from '../errors.js';
+import { actionStatusOf, retryAfterHeader } from './error-status.js';
 import { underErrorContract } from './plugins.js';
-import { currentRequestScope } from './request-scope.js';
+import { currentRequestScope } from '../request-scope.js';
 import { isDevMode } from '../config.js';
-import { secretMatches } from './session.js';
+import { secretMatches } from '../identity/session.js';
 import type { ServerContext } from './app.js';
 
 /** Nested objects deeper than this are left out of an action's answer (Hasura selects from it). */
@@ -130,12 +131,11 @@ export function createActionsHandler(
     const first = errors?.[0];
     if (first) {
       // Leave out what Yoga's serializer leaves out: `http` and `unexpected` are the server's own notes.
-      const { http, unexpected: _unexpected, ...extensions } = first.extensions;
+      const { http: _http, unexpected: _unexpected, ...extensions } = first.extensions;
       const code = isErrorCode(extensions['code']) ? extensions['code'] : ErrorCode.internal;
       const answer = Response.json({ message: first.message, extensions }, { status: actionStatusOf[code] });
-      // TRY_AGAIN says when to come back; Yoga would have made this header from `http` on /graphql.
-      const retryAfter = (http as { headers?: Record<string, string> } | undefined)?.headers?.['Retry-After'];
-      if (retryAfter !== undefined) answer.headers.set('retry-after', retryAfter);
+      const retryAfter = retryAfterHeader(extensions);
+      if (retryAfter !== null) answer.headers.set('retry-after', retryAfter);
       return answer;
     }
     const answer = Response.json(data?.[parsed.name] ?? null);

@@ -1,7 +1,8 @@
 import type { Plugin } from 'graphql-yoga';
-import type { Session } from './session.js';
+import type { Session } from '../identity/session.js';
 import type { Context } from '../graphql/context.js';
-import { tryAgain, type AppError } from '../graphql/errors.js';
+import { tryAgain, type AppError } from '../errors.js';
+import { toGraphQLError } from '../graphql/errors.js';
 
 export interface AdmissionOptions {
   /** Operations executing at once (MAX_IN_FLIGHT). */
@@ -144,7 +145,7 @@ export function useAdmission(admission: FairAdmission): Plugin<Context> {
       const ctx = args.contextValue as Context;
       const proceed = (admitted: Admitted) => {
         if (!admitted.ok) {
-          setResultAndStopExecution({ errors: [admitted.error] });
+          setResultAndStopExecution({ errors: [toGraphQLError(admitted.error)] });
           return;
         }
         // Given back when execution ends, even by a throw; onExecuteDone covers a later plugin

@@ -5,13 +5,14 @@ import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { sql } from 'kysely';
 import { sqlStateOf } from '../db/sqlstate.js';
 import type { AppServices, Context } from '../graphql/context.js';
-import { ErrorCode } from '../graphql/errors.js';
+import { AppError, ErrorCode } from '../errors.js';
+import { toGraphQLError } from '../graphql/errors.js';
 import { createTurns } from '../graphql/read.js';
 import { schema as appSchema } from '../graphql/schema.js';
 import { createActionsHandler } from './actions.js';
 import { readLimitedBody, BodyTooLargeError } from './body.js';
-import { currentRequestScope, runInRequestScope, type RequestScope } from './request-scope.js';
-import { bearerToken, resolveSession, secretMatches, sessionFromVariables } from './session.js';
+import { currentRequestScope, runInRequestScope, type RequestScope } from '../request-scope.js';
+import { bearerToken, resolveSession, secretMatches, sessionFromVariables } from '../identity/session.js';
 import { graphiqlOptions } from './graphiql.js';
 import { INVALID_OPERATION, isOriginalGraphQLError, useErrorContract, useIdempotencyKey, useRequestOutcome } from './plugins.js';
 import { createGraphiQLPage, GRAPHIQL_PATH, wantsGraphiQLPage } from './graphiql-page.js';
@@ -65,6 +66,7 @@ export function createApp(services: AppServices): App {
       maskError(error) {
         if (isOriginalGraphQLError(error)) return error;
         const original = error instanceof GraphQLError ? (error.originalError ?? error) : error;
+        if (original instanceof AppError) return toGraphQLError(original, error instanceof GraphQLError ? error : undefined);
         const scope = currentRequestScope();
         if (scope) scope.sqlState = sqlStateOf(original) ?? undefined;
         log.error({ err: original, sqlState: sqlStateOf(original) ?? undefined }, 'unexpected error, masked for the client');

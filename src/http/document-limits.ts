@@ -5,7 +5,7 @@ import { complexityFromQuery, createComplexityRule } from '@pothos/plugin-comple
 import { GraphQLError, Kind, validate, type DocumentNode, type GraphQLSchema, type ValidationContext } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../graphql/context.js';
-import { ErrorCode } from '../graphql/errors.js';
+import { ErrorCode } from '../errors.js';
 
 export interface DocumentLimitsOptions {
   maxDepth: number;

@@ -12,7 +12,8 @@ import {
   type GraphQLSchema,
   type GraphQLType,
 } from 'graphql';
-import { declaredScopes, HASURA_ROLE_OF } from '../graphql/access.js';
+import { declaredScopes } from '../graphql/guards.js';
+import { HASURA_ROLE_OF } from '../identity/access.js';
 
 /**
  * Hasura action metadata from the schema: every public mutation as a synchronous action whose

@@ -1,9 +1,11 @@
 import { GraphQLError, Kind, OperationTypeNode, type DocumentNode, type ExecutionResult, type OperationDefinitionNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../graphql/context.js';
-import { AppError, ErrorCode, isErrorCode } from '../graphql/errors.js';
+import { badInput, ErrorCode, isErrorCode } from '../errors.js';
+import { toGraphQLError } from '../graphql/errors.js';
+import { retryAfterHeader } from './error-status.js';
 import { fingerprint, isValidKey } from '../idempotency/service.js';
-import { currentRequestScope, type RequestScope } from './request-scope.js';
+import { currentRequestScope, type RequestScope } from '../request-scope.js';
 
 export function isOriginalGraphQLError(error: unknown): error is GraphQLError {
   if (!(error instanceof GraphQLError)) return false;
@@ -46,6 +48,8 @@ function withErrorContract(error: GraphQLError, requestId: string, hideSuggestio
   // "Did you mean …?" names fields and values of the schema: with introspection off, it would
   // hand out the schema one guess at a time.
   const message = hideSuggestions ? error.message.replace(/\s*Did you mean [^?]*\?/g, '') : error.message;
+  const retryAfter = retryAfterHeader(error.extensions);
+  const http = (error.extensions['http'] ?? {}) as Record<string, unknown>;
   return new GraphQLError(message, {
     nodes: error.nodes ?? null,
     source: error.source ?? null,
@@ -53,6 +57,8 @@ function withErrorContract(error: GraphQLError, requestId: string, hideSuggestio
     path: error.path ?? null,
     extensions: {
       ...error.extensions,
+      // Yoga turns `http.headers` into response headers and leaves `http` out of the body.
+      ...(retryAfter === null ? {} : { http: { ...http, headers: { ...(http['headers'] as object), 'Retry-After': retryAfter } } }),
       code,
       // Yoga's GRAPHQL_PARSE_FAILED / GRAPHQL_VALIDATION_FAILED stay visible as the reason.
       ...(typeof original === 'string' && original !== code ? { reason: original } : {}),
@@ -125,7 +131,7 @@ export function useIdempotencyKey(): Plugin<Context> {
       const operation = operationOf(args.document as DocumentNode, args.operationName);
       if (key === null || operation?.operation !== OperationTypeNode.MUTATION) return;
       const refuse = (message: string) =>
-        setResultAndStopExecution({ errors: [new AppError(ErrorCode.badUserInput, message, { field: 'Idempotency-Key' })] });
+        setResultAndStopExecution({ errors: [toGraphQLError(badInput(message, 'Idempotency-Key'))] });
       if (!isValidKey(key)) return refuse('Idempotency-Key must be 1 to 255 printable ASCII characters');
       if (rootFields(operation).length > 1) {
         return refuse('An Idempotency-Key covers one mutation: send each top-level mutation in its own request with its own key');

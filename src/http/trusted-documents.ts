@@ -5,9 +5,9 @@ import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operation
 import type { Plugin } from 'graphql-yoga';
 import { ConfigError, type AppConfig } from '../config.js';
 import type { Context } from '../graphql/context.js';
-import { ErrorCode } from '../graphql/errors.js';
+import { ErrorCode } from '../errors.js';
 import { actionDocuments } from './actions.js';
-import { resolveSession } from './session.js';
+import { resolveSession } from '../identity/session.js';
 
 /** hash -> document, as graphql-codegen's client preset writes persisted-documents.json. */
 export type TrustedManifest = Map<string, string>;

@@ -1,5 +1,5 @@
 import { builder } from '../graphql/builder.js';
-import { badInput } from '../graphql/errors.js';
+import { badInput } from '../errors.js';
 import { runMutation } from '../graphql/mutation.js';
 import { runRead } from '../graphql/read.js';
 import { requireIdentifier, requireText, requireYen } from '../graphql/validate.js';

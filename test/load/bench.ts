@@ -6,7 +6,7 @@ import { issueCouponForSession } from '../../src/coupons/graphql.js';
 import { insertCampaign } from '../../src/coupons/service.js';
 import { createDatabase } from '../../src/db/database.js';
 import { runInTransaction } from '../../src/db/transaction.js';
-import type { AccessContexts } from '../../src/graphql/access.js';
+import type { AccessContexts } from '../../src/graphql/guards.js';
 import { createTurns } from '../../src/graphql/read.js';
 import { createLogger } from '../../src/logger.js';
 import { buildServices } from '../../src/server.js';

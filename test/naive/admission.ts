@@ -1,4 +1,4 @@
-import { tryAgain } from '../../src/graphql/errors.js';
+import { tryAgain } from '../../src/errors.js';
 import type { AdmissionOptions, AdmissionStats, Admitted } from '../../src/http/admission.js';
 
 /**

@@ -4,7 +4,7 @@ import { businessMonth } from '../../src/coupons/month.js';
 import { COUPON_ISSUED_TOPIC, type CouponIssuer, type IssueRequest, type IssueResult } from '../../src/coupons/service.js';
 import type { Isolation } from '../../src/db/transaction.js';
 import type { DB } from '../../src/db/schema.js';
-import { notFound } from '../../src/graphql/errors.js';
+import { notFound } from '../../src/errors.js';
 
 /** Stands in for the push notification the naive version sent from inside its transaction. */
 const NOTIFICATION_CALL_MS = 2;

@@ -4,9 +4,9 @@
  * the claims, and decides what a failure tells the client.
  */
 import { errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
-import { tryAgain, unauthenticated } from '../graphql/errors.js';
+import { tryAgain, unauthenticated } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { ClaimsLocation, JsonPath, JwtConfig } from './jwt-config.js';
+import type { ClaimsLocation, JsonPath, JwtConfig } from '../jwt-config.js';
 import { KeysUnavailableError, RemoteKeySet, type RemoteKeySetOptions } from './jwks.js';
 
 export interface JwtVerifier {

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { parseCookie } from 'cookie';
 import { isDevMode, type AppConfig, type JwtConfig } from '../config.js';
-import { forbidden, unauthenticated } from '../graphql/errors.js';
+import { forbidden, unauthenticated } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { jwtVerifierFor } from './jwt.js';
 

@@ -5,7 +5,7 @@
  * every token later.
  */
 import { createPublicKey, createSecretKey, type JsonWebKey, type KeyObject } from 'node:crypto';
-import { ConfigError } from '../config-error.js';
+import { ConfigError } from './config-error.js';
 
 /** Hasura's `type` names and the algorithm a token's header must name (Hasura's Ed25519 is EdDSA). */
 const ALGORITHM_OF_TYPE = {

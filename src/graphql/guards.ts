@@ -1,0 +1,63 @@
+import type { GraphQLField, GraphQLResolveInfo } from 'graphql';
+import { forbidden, notFound, unauthenticated, type AppError } from '../errors.js';
+import {
+  describeScopes,
+  scopesOf,
+  type AccessScope,
+  type AccessScopes,
+  type MemberSession,
+  type OperatorSession,
+  type TenantAdminSession,
+} from '../identity/access.js';
+import type { Context } from './context.js';
+import { runRead } from './read.js';
+
+/**
+ * The access declaration's glue to Pothos's scope-auth plugin: a root field declares its scopes
+ * with `t.withAuth({ member: true })`, and its resolver then sees the narrowed context below.
+ */
+export interface AccessContexts {
+  member: Context & { session: MemberSession };
+  tenantAdmin: Context & { session: TenantAdminSession };
+  operator: Context & { session: OperatorSession };
+}
+
+/** Tenants seen to exist; tenants are never deleted, so a hit stays true. */
+const KNOWN_TENANTS_MAX = 10_000;
+const knownTenants = new Set<string>();
+/** Requests whose session named a tenant that does not exist. */
+const unknownTenant = new WeakSet<Context>();
+
+async function lookUpTenant(ctx: Context, tenantId: string): Promise<boolean> {
+  const found = await runRead(ctx, (trx) => trx.selectFrom('tenants').select('id').where('id', '=', tenantId).executeTakeFirst());
+  if (!found) {
+    unknownTenant.add(ctx);
+    return false;
+  }
+  if (knownTenants.size >= KNOWN_TENANTS_MAX) knownTenants.clear();
+  knownTenants.add(tenantId);
+  return true;
+}
+
+/** The scopes of a request's session; a tenant seen before is answered without a promise. */
+export function accessScopes(ctx: Context): AccessScopes | Promise<AccessScopes> {
+  const tenantId = ctx.session?.tenantId ?? null;
+  if (tenantId === null || knownTenants.has(tenantId)) return scopesOf(ctx.session, true);
+  return lookUpTenant(ctx, tenantId).then((exists) => scopesOf(ctx.session, exists));
+}
+
+/** The scopes a root field declares (`t.withAuth(...)`); null for a field open to anyone. */
+export function declaredScopes(field: GraphQLField<unknown, unknown>): AccessScope[] | null {
+  const scopes = (field.extensions as { pothosOptions?: { authScopes?: unknown } }).pothosOptions?.authScopes;
+  if (scopes === undefined) return null;
+  if (typeof scopes !== 'object' || scopes === null) throw new Error(`${field.name} declares its scopes as a function; declare them as an object`);
+  return (Object.entries(scopes) as [AccessScope, boolean][]).filter(([, allowed]) => allowed).map(([scope]) => scope);
+}
+
+/** Why a session may not call the field: no session, an unknown tenant, or the wrong kind of caller. */
+export function accessRefusal(ctx: Context, info: GraphQLResolveInfo): AppError {
+  if (ctx.session === null) return unauthenticated('This operation needs a session (x-hasura-role and friends)');
+  if (unknownTenant.has(ctx)) return notFound(`Tenant "${ctx.session.tenantId}"`);
+  const field = info.parentType.getFields()[info.fieldName]!;
+  return forbidden(`${info.fieldName} is for ${describeScopes(declaredScopes(field) ?? [])}`);
+}
