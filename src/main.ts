@@ -6,7 +6,8 @@ import { describeDatabaseUrl } from './db/connect.js';
 import type { EmbeddedPostgres } from './db/embedded.js';
 import type { Logger } from './logger.js';
 import { serveClusterScrapes } from './metrics/cluster.js';
-import { buildServices, openDatabase, startBackend } from './server.js';
+import { openDatabase, startBackend } from './server.js';
+import { buildServices } from './services.js';
 import { startWorkers } from './worker/index.js';
 
 /** The address to open: localhost when the server listens on this machine's loopback or everywhere. */

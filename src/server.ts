@@ -6,13 +6,9 @@ import { waitForDatabase, watchDatabase } from './db/connect.js';
 import { createDatabase, type Database } from './db/database.js';
 import type { EmbeddedPostgres } from './db/embedded.js';
 import { assertSchemaCurrent, migrate } from './db/migrate.js';
-import { createMetrics } from './metrics/metrics.js';
-import { conditionalUpdates, type CouponIssuer } from './coupons/service.js';
 import { seedIfEmpty } from './db/seed.js';
-import { defaultBackoff } from './db/transaction.js';
-import type { AppServices } from './graphql/context.js';
+import { buildServices, type AppServices } from './services.js';
 import { createApp, type App } from './http/app.js';
-import { FairAdmission } from './http/admission.js';
 import { listen, type RunningServer } from './http/node-server.js';
 import type { Logger } from './logger.js';
 import { startWorkers } from './worker/index.js';
@@ -31,8 +27,6 @@ export interface BackendOptions {
   /** fsync off for a throwaway embedded cluster (load tests). */
   ephemeral?: boolean;
   host?: string;
-  /** How issueCoupon decides; the benchmark runs the peer designs through the same server. */
-  couponIssuer?: CouponIssuer;
   /** Log while the database is away (one process per server does: the one that owns it). */
   watchDatabase?: boolean;
 }
@@ -46,36 +40,6 @@ export interface Backend {
   http: RunningServer;
   /** Stops accepting, drains requests in flight, closes the pool, stops the embedded server. */
   stop(): Promise<void>;
-}
-
-export function buildServices(
-  config: AppConfig,
-  database: Database,
-  log: Logger,
-  clock: Clock = systemClock,
-  couponIssuer: CouponIssuer = conditionalUpdates,
-): AppServices {
-  const admission = new FairAdmission({
-    capacity: config.edge.maxInFlight,
-    queueMax: config.edge.tenantQueueMax,
-    maxWaitMs: config.dbPoolAcquireTimeoutMs,
-  });
-  return {
-    config,
-    couponIssuer,
-    db: database.db,
-    log,
-    clock,
-    admission,
-    metrics: createMetrics(database.pool.raw, database.db, admission),
-    transactions: {
-      lockTimeoutMs: config.lockTimeoutMs,
-      statementTimeoutMs: config.statementTimeoutMs,
-      idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs,
-      maxAttempts: config.transactionMaxAttempts,
-      ...defaultBackoff,
-    },
-  };
 }
 
 /**
@@ -162,7 +126,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   const opened = await openDatabase({ ...options, seed: options.seed ?? true, schema: 'migrate' }, 'mutation-backend');
   const { database, embedded } = opened;
   try {
-    const services = buildServices(config, database, log, options.clock, options.couponIssuer);
+    const services = buildServices(config, database, log, options.clock);
     const app = createApp(services);
     const http = await listen(app, config.port, log, options.host ?? config.host, config.edge);
     const workers = config.runWorkers ? startWorkers(services) : null;

@@ -1,21 +1,23 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { documentIssuing } from '../src/contracts/service.js';
 import { createContractDocumentNaive } from './naive/contract-documents.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 import { expectedNumbers, runDocumentScenario } from './support/document-scenario.js';
 
-// The same scenario as contract-documents.concurrency.test.ts, with the resolver's service
-// swapped for the max() + 1 numbering: the scenario's checks must catch it.
-vi.mock('../src/contracts/service.js', async (importOriginal) => ({
-  ...(await importOriginal<typeof import('../src/contracts/service.js')>()),
-  createContractDocument: createContractDocumentNaive,
-}));
+// The same scenario as contract-documents.concurrency.test.ts, with the max() + 1 numbering
+// standing in for the sequence row: the scenario's checks must catch it.
 
 describe('the concurrency scenario against the naive max() + 1 numbering', () => {
   let backend: TestBackend;
+  let restore: () => void;
   beforeAll(async () => {
+    restore = documentIssuing.replaceWith({ createContractDocument: createContractDocumentNaive });
     backend = await createTestBackend({ env: { DB_POOL_MAX: '5', DB_POOL_ACQUIRE_TIMEOUT_MS: '10000' } });
   });
-  afterAll(() => backend.close());
+  afterAll(async () => {
+    restore();
+    await backend.close();
+  });
 
   it('fails: requests collide on the unique number and tenants end up short', async () => {
     const result = await runDocumentScenario(backend, { tenants: 3, perTenant: 50 });

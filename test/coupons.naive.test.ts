@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { couponIssuer } from '../src/coupons/service.js';
 import { naiveIssuer } from './naive/issue-coupon.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 import { describeRun, runReferenceScenario } from './support/coupon-run.js';
@@ -8,10 +9,15 @@ import { describeRun, runReferenceScenario } from './support/coupon-run.js';
 
 describe('the reference scenario against the naive read-check-write issue', () => {
   let backend: TestBackend;
+  let restore: () => void;
   beforeAll(async () => {
-    backend = await createTestBackend({ couponIssuer: naiveIssuer });
+    restore = couponIssuer.replaceWith(naiveIssuer);
+    backend = await createTestBackend();
   });
-  afterAll(() => backend.close());
+  afterAll(async () => {
+    restore();
+    await backend.close();
+  });
 
   for (const concurrency of [8, 32]) {
     it(`fails its invariant checks at ${concurrency} concurrent clients`, async () => {

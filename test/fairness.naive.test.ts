@@ -1,21 +1,23 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admissionPolicy } from '../src/admission.js';
 import { FifoAdmission } from './naive/admission.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 import { FAIRNESS_ENV, runFairnessScenario } from './support/fairness-scenario.js';
 
 // The same scenario as fairness.test.ts with one first-come line for all tenants: the victim's
 // requests land in a line the flooder keeps full, and the check on the victim must catch it.
-vi.mock('../src/http/admission.js', async (importOriginal) => ({
-  ...(await importOriginal<typeof import('../src/http/admission.js')>()),
-  FairAdmission: FifoAdmission,
-}));
 
 describe('the fairness scenario against one first-come line', () => {
   let backend: TestBackend;
+  let restore: () => void;
   beforeAll(async () => {
+    restore = admissionPolicy.replaceWith((options) => new FifoAdmission(options));
     backend = await createTestBackend({ env: FAIRNESS_ENV });
   });
-  afterAll(() => backend.close());
+  afterAll(async () => {
+    restore();
+    await backend.close();
+  });
 
   it('fails: tenant B is turned away with the flooder', async () => {
     const result = await runFairnessScenario(backend);

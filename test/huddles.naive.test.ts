@@ -1,23 +1,27 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { huddleOperations } from '../src/huddles/service.js';
 import { cleanupHuddlesNaive, heartbeatHuddleNaive, joinHuddleNaive, leaveHuddleNaive } from './naive/huddles.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 import { cleanupAgainstJoin, describeRace, heartbeatAgainstLeave, RACE_ROUNDS, simultaneousFirstJoins } from './support/huddle-races.js';
 
 // The races of huddles.races.test.ts against the load-decide-save versions: every race must show.
-vi.mock('../src/huddles/service.js', async (importOriginal) => ({
-  ...(await importOriginal<typeof import('../src/huddles/service.js')>()),
-  joinHuddle: joinHuddleNaive,
-  heartbeatHuddle: heartbeatHuddleNaive,
-  leaveHuddle: leaveHuddleNaive,
-  cleanupHuddles: cleanupHuddlesNaive,
-}));
 
 describe('the huddle races against the naive versions', () => {
   let backend: TestBackend;
+  let restore: () => void;
   beforeAll(async () => {
+    restore = huddleOperations.replaceWith({
+      joinHuddle: joinHuddleNaive,
+      heartbeatHuddle: heartbeatHuddleNaive,
+      leaveHuddle: leaveHuddleNaive,
+      cleanupHuddles: cleanupHuddlesNaive,
+    });
     backend = await createTestBackend({ env: { HUDDLE_STALE_AFTER_MS: '60000' } });
   });
-  afterAll(() => backend.close());
+  afterAll(async () => {
+    restore();
+    await backend.close();
+  });
 
   it('heartbeat against leave: the full-row save brings members back', async () => {
     const result = await heartbeatAgainstLeave(backend, 'naive-hb', RACE_ROUNDS.heartbeatAgainstLeave);

@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { claimBatch, deliverClaim, relayOnce, webhookSink, type OutboxSink, type RelayDeps } from '../src/worker/outbox.js';
+import { claimBatch, deliverClaim, relayOnce, webhookSink, type OutboxSink, type RelayDeps } from '../src/outbox/outbox.js';
 import { loadConfig } from '../src/config.js';
 import { startBackend } from '../src/server.js';
 import { OutboxStatsDocument } from './generated/graphql.js';

@@ -1,4 +1,5 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
+import { Replaceable } from '../replaceable.js';
 import type { ContractDocumentRow, ContractRow, DB } from '../db/schema.js';
 import { notFound } from '../errors.js';
 
@@ -87,6 +88,9 @@ export async function createContractDocument(
     .executeTakeFirstOrThrow();
   return toDocument(row);
 }
+
+/** How documents are issued; the naive-numbering test stands `max() + 1` in for it. */
+export const documentIssuing = new Replaceable({ createContractDocument });
 
 export async function findContract(db: Kysely<DB>, tenantId: string, id: string): Promise<Contract | null> {
   const row = await db.selectFrom('contracts').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();

@@ -1,8 +1,9 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
+import { Replaceable } from '../replaceable.js';
 import type { CampaignRow, CouponRow, DB } from '../db/schema.js';
 import { RollbackAndReturn, type Isolation } from '../db/transaction.js';
 import { prepare } from '../db/prepared.js';
-import { finishCtes, type Bookkeeping, type FinishValues } from '../graphql/bookkeeping.js';
+import { finishCtes, type Bookkeeping, type FinishValues } from '../bookkeeping/bookkeeping.js';
 import { badInput, notFound } from '../errors.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
 import { businessMonth } from './month.js';
@@ -291,6 +292,9 @@ export interface CouponIssuer {
 }
 
 export const conditionalUpdates: CouponIssuer = { name: 'conditional updates', claimsKey: true, issue: issueCoupon };
+
+/** How the server issues coupons; the naive test and the benchmark stand their designs in for it. */
+export const couponIssuer = new Replaceable<CouponIssuer>(conditionalUpdates);
 
 interface BudgetValues extends FinishValues {
   tenantId: string;

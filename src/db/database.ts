@@ -13,6 +13,9 @@ import type { Logger } from '../logger.js';
 import { createGuardedPool, currentTransactionTimeouts, type GuardedPool, type PoolOptions } from './pool.js';
 import type { DB } from './schema.js';
 
+/** The root Kysely instance over the guarded pool: what the transaction runner opens transactions on. */
+export type RootPool = Kysely<DB>;
+
 export interface Database {
   /** The root instance: reads outside a transaction, and the runner that opens transactions. */
   db: Kysely<DB>;

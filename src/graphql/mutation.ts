@@ -3,7 +3,7 @@ import type { DB } from '../db/schema.js';
 import { RollbackAndReturn, runInTransaction, type Isolation } from '../db/transaction.js';
 import { currentRequestScope } from '../request-scope.js';
 import { claimKey, claimValues, heldKey, type ClaimValues, type KeyScope } from '../idempotency/service.js';
-import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishValues } from './bookkeeping.js';
+import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishValues } from '../bookkeeping/bookkeeping.js';
 import type { Context } from './context.js';
 import { AppError, ErrorCode, TryAgainError } from '../errors.js';
 
@@ -59,7 +59,7 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
       : {}),
   });
   const run = await runInTransaction<Outcome<T>>(
-    ctx.db,
+    ctx.pool,
     ctx.services.transactions,
     {
       deadline: ctx.deadline,

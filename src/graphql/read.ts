@@ -41,7 +41,7 @@ export async function runRead<T>(ctx: Context, read: (trx: Transaction<DB>) => P
   return ctx.turns(async () => {
     assertStillWanted(ctx);
     const { value } = await runInTransaction(
-      ctx.db,
+      ctx.pool,
       ctx.services.transactions,
       { deadline: ctx.deadline, accessMode: 'read only' },
       (trx) => {

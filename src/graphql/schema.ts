@@ -1,13 +1,13 @@
 import { lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
 import { builder } from './builder.js';
 import './scalars.js';
-import './session-type.js';
-import '../tenants/graphql.js';
-import '../contracts/graphql.js';
-import '../coupons/graphql.js';
-import '../huddles/graphql.js';
-import '../worker/graphql.js';
-import '../audit/graphql.js';
+import './types/viewer.js';
+import './types/tenants.js';
+import './types/contracts.js';
+import './types/coupons.js';
+import './types/huddles.js';
+import './types/outbox.js';
+import './types/audit.js';
 
 export const schema: GraphQLSchema = builder.toSchema();
 

@@ -100,7 +100,7 @@ export function createApp(services: AppServices): App {
         : await resolveSession(request.headers, config, log);
       return {
         services,
-        db: services.db,
+        pool: services.pool,
         session,
         requestId: scope?.requestId ?? randomUUID(),
         deadline: Date.now() + config.requestDeadlineMs,
@@ -121,7 +121,7 @@ export function createApp(services: AppServices): App {
   async function ready(): Promise<Response> {
     try {
       await Promise.race([
-        sql`select 1`.execute(services.db),
+        sql`select 1`.execute(services.pool),
         new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), READY_TIMEOUT_MS).unref()),
       ]);
       return Response.json({ status: 'ready' });

@@ -3,8 +3,8 @@ import type { Kysely } from 'kysely';
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DB } from '../db/schema.js';
-import { outboxStats, type OutboxStats } from '../worker/outbox.js';
-import type { AdmissionStats } from '../http/admission.js';
+import { outboxStats, type OutboxStats } from '../outbox/outbox.js';
+import type { AdmissionStats } from '../admission.js';
 import { clusterScrape } from './cluster.js';
 
 /** Latency buckets in seconds: fine below 100 ms, where the targets are. */

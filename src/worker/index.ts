@@ -4,7 +4,7 @@ import type { Logger } from '../logger.js';
 import { runInTransaction } from '../db/transaction.js';
 import { cleanupHuddles } from '../huddles/service.js';
 import { deleteExpiredKeys } from '../idempotency/service.js';
-import { PASS_DEADLINE_MS, logSink, relayOnce, webhookSink, type OutboxSink, type RelayDeps } from './outbox.js';
+import { PASS_DEADLINE_MS, logSink, relayOnce, webhookSink, type OutboxSink, type RelayDeps } from '../outbox/outbox.js';
 
 export interface Workers {
   stop(): Promise<void>;
@@ -43,7 +43,7 @@ export function outboxSink(services: AppServices): OutboxSink {
 export function relayDeps(services: AppServices, sink: OutboxSink = outboxSink(services)): RelayDeps {
   const { batchSize, leaseMs, maxAttempts, retryBaseDelayMs, retryMaxDelayMs } = services.config.outbox;
   return {
-    db: services.db,
+    db: services.pool,
     transactions: services.transactions,
     sink,
     log: services.log,
@@ -70,14 +70,14 @@ export function startWorkers(services: AppServices): Workers {
     }),
     loop('huddle-cleanup', config.huddles.cleanupIntervalMs, log, async () => {
       const { staleAfterMs, cleanupBatchSize } = config.huddles;
-      const { value } = await runInTransaction(services.db, services.transactions, { deadline: Date.now() + PASS_DEADLINE_MS }, (trx) =>
+      const { value } = await runInTransaction(services.pool, services.transactions, { deadline: Date.now() + PASS_DEADLINE_MS }, (trx) =>
         cleanupHuddles(trx, null, staleAfterMs, cleanupBatchSize),
       );
       if (value.participantsRemoved + value.sessionsEnded > 0) log.info(value, 'stale huddles cleaned up');
       return value.objectives === cleanupBatchSize;
     }),
     loop('idempotency-expiry', config.idempotencyCleanupIntervalMs, log, async () => {
-      const deleted = await deleteExpiredKeys(services.db, EXPIRY_BATCH);
+      const deleted = await deleteExpiredKeys(services.pool, EXPIRY_BATCH);
       if (deleted > 0) log.info({ deleted }, 'expired idempotency keys deleted');
       return deleted === EXPIRY_BATCH;
     }),

@@ -1,5 +1,6 @@
 import { bootstrap, onShutdown, run } from '../cli/bootstrap.js';
-import { buildServices, openDatabase } from '../server.js';
+import { openDatabase } from '../server.js';
+import { buildServices } from '../services.js';
 import { startWorkers } from './index.js';
 
 /** `npm run worker`: the background loops alone, beside any number of servers and other workers. */

@@ -2,14 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
-import { issueCouponForSession } from '../../src/coupons/graphql.js';
+import { issueCouponForSession } from '../../src/graphql/types/coupons.js';
 import { insertCampaign } from '../../src/coupons/service.js';
 import { createDatabase } from '../../src/db/database.js';
 import { runInTransaction } from '../../src/db/transaction.js';
 import type { AccessContexts } from '../../src/graphql/guards.js';
 import { createTurns } from '../../src/graphql/read.js';
 import { createLogger } from '../../src/logger.js';
-import { buildServices } from '../../src/server.js';
+import { buildServices } from '../../src/services.js';
 import { LoadClient, runReleasedTogether } from './client.js';
 import { runLoad } from './run.js';
 import {
@@ -161,7 +161,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
   const retryCount = async () => (await services.metrics.transactionRetries.get()).values.reduce((sum, v) => sum + v.value, 0);
   const contextFor = (tenantId: string, memberId: string): AccessContexts['member'] => ({
     services,
-    db: database.db,
+    pool: database.db,
     session: { role: 'user', tenantId, userId: memberId },
     requestId: randomUUID(),
     deadline: Date.now() + config.requestDeadlineMs,
@@ -185,7 +185,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
       couponRequests(scenario, 1).map((request) => async () => {
         const begun = performance.now();
         try {
-          const result = await issueCouponForSession(contextFor(scenario.tenantId, request.memberId), request.campaignId);
+          const result = await issueCouponForSession(contextFor(scenario.tenantId, request.memberId), { campaignId: request.campaignId });
           return { outcome: result.status, latencyMs: performance.now() - begun };
         } catch (error) {
           return { outcome: String((error as { extensions?: { code?: string } }).extensions?.code ?? 'ERROR'), latencyMs: performance.now() - begun };

@@ -1,11 +1,11 @@
 import { tryAgain } from '../../src/errors.js';
-import type { AdmissionOptions, AdmissionStats, Admitted } from '../../src/http/admission.js';
+import type { Admission, AdmissionOptions, AdmissionStats, Admitted } from '../../src/admission.js';
 
 /**
  * The naive admission: one first-come line for every tenant, bounded like each tenant's line of
  * the real one. A tenant that floods fills the line, and everyone else is turned away with it.
  */
-export class FifoAdmission {
+export class FifoAdmission implements Admission {
   private inFlight = 0;
   private readonly line: (() => void)[] = [];
 

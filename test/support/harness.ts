@@ -6,13 +6,12 @@ import pg from 'pg';
 import { inject } from 'vitest';
 import { loadConfig, type AppConfig } from '../../src/config.js';
 import type { Clock } from '../../src/clock.js';
-import type { CouponIssuer } from '../../src/coupons/service.js';
 import { createDatabase, type Database } from '../../src/db/database.js';
 import type { AppServices } from '../../src/graphql/context.js';
 import { createApp, type App } from '../../src/http/app.js';
 import { listen, type RunningServer } from '../../src/http/node-server.js';
 import { createLogger, type Logger } from '../../src/logger.js';
-import { buildServices } from '../../src/server.js';
+import { buildServices } from '../../src/services.js';
 
 /** A database's URL as the app and the tests reach it (through PgBouncer when the run uses one). */
 export function databaseUrl(database: string, server = inject('appUrl')): string {
@@ -68,8 +67,6 @@ export interface TestBackendOptions {
   log?: Logger;
   /** Reuse a database instead of cloning a new one. */
   databaseUrl?: string;
-  /** The coupon strategy the server runs (the naive one, to prove a test can fail). */
-  couponIssuer?: CouponIssuer;
   /** Told of every statement the app sends through Kysely (not BEGIN and COMMIT), by its node kind. */
   onStatement?: (kind: string) => void;
 }
@@ -102,7 +99,7 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
     },
     log,
   );
-  const services = buildServices(config, database, log, options.clock, options.couponIssuer);
+  const services = buildServices(config, database, log, options.clock);
   const app = createApp(services);
   const sql = new pg.Pool({ connectionString: url, max: 4 });
   sql.on('error', () => {});

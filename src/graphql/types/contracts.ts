@@ -1,19 +1,19 @@
 import { createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
-import { builder } from '../graphql/builder.js';
-import type { Context } from '../graphql/context.js';
-import { runMutation } from '../graphql/mutation.js';
-import { runRead } from '../graphql/read.js';
-import { requirePageSize, requireText } from '../graphql/validate.js';
+import { builder } from '../builder.js';
+import type { Context } from '../context.js';
+import { defineMutation } from '../define-mutation.js';
+import { runRead } from '../read.js';
+import { requirePageSize, requireText } from '../validate.js';
 import {
-  createContractDocument,
+  documentIssuing,
   findContract,
   insertContract,
   listContracts,
   listDocumentsOfContracts,
   type Contract,
   type ContractDocument,
-} from './service.js';
+} from '../../contracts/service.js';
 
 const TITLE_MAX_LENGTH = 200;
 const CONTRACTS_PAGE_DEFAULT = 20;
@@ -98,39 +98,28 @@ const CreateContractDocumentPayload = builder
   .objectRef<{ document: ContractDocument }>('CreateContractDocumentPayload')
   .implement({ fields: (t) => ({ document: t.expose('document', { type: ContractDocumentType }) }) });
 
-builder.mutationField('createContract', (t) =>
-  t.withAuth({ member: true, tenantAdmin: true }).field({
-    type: CreateContractPayload,
-    description: "Creates a contract in the session's tenant.",
-    args: { input: t.arg({ type: CreateContractInput }) },
-    resolve: async (_root, { input }, ctx) => {
-      const { tenantId } = ctx.session;
-      const title = requireText(input.title, 'title', TITLE_MAX_LENGTH);
-      return runMutation(ctx, {
-        operation: 'createContract',
-        work: async (trx) => ({ contract: await insertContract(trx, tenantId, title) }),
-        entities: ({ contract }) => [contract.id],
-      });
-    },
+defineMutation('createContract', {
+  access: { member: true, tenantAdmin: true },
+  description: "Creates a contract in the session's tenant.",
+  input: CreateContractInput,
+  type: CreateContractPayload,
+  prepare: (input) => requireText(input.title, 'title', TITLE_MAX_LENGTH),
+  unit: (title, { session }) => ({
+    work: async (trx) => ({ contract: await insertContract(trx, session.tenantId, title) }),
+    entities: ({ contract }) => [contract.id],
   }),
-);
+});
 
-builder.mutationField('createContractDocument', (t) =>
-  t.withAuth({ member: true, tenantAdmin: true }).field({
-    type: CreateContractDocumentPayload,
-    description:
-      "Issues the contract's next document with the tenant's next number. A contract of another tenant is NOT_FOUND.",
-    args: { input: t.arg({ type: CreateContractDocumentInput }) },
-    resolve: async (_root, { input }, ctx) => {
-      const { tenantId } = ctx.session;
-      return runMutation(ctx, {
-        operation: 'createContractDocument',
-        work: async (trx) => ({ document: await createContractDocument(trx, tenantId, input.contractId) }),
-        entities: ({ document }) => [document.id, document.contractId],
-      });
-    },
+defineMutation('createContractDocument', {
+  access: { member: true, tenantAdmin: true },
+  description: "Issues the contract's next document with the tenant's next number. A contract of another tenant is NOT_FOUND.",
+  input: CreateContractDocumentInput,
+  type: CreateContractDocumentPayload,
+  unit: ({ contractId }, { session }) => ({
+    work: async (trx) => ({ document: await documentIssuing.current.createContractDocument(trx, session.tenantId, contractId) }),
+    entities: ({ document }) => [document.id, document.contractId],
   }),
-);
+});
 
 builder.queryField('contract', (t) =>
   t.withAuth({ member: true, tenantAdmin: true }).field({

@@ -1,8 +1,8 @@
-import { builder } from '../graphql/builder.js';
-import { badInput } from '../errors.js';
-import { runRead } from '../graphql/read.js';
-import { requirePageSize } from '../graphql/validate.js';
-import { listAudit, type AuditRecord } from './service.js';
+import { builder } from '../builder.js';
+import { badInput } from '../../errors.js';
+import { runRead } from '../read.js';
+import { requirePageSize } from '../validate.js';
+import { listAudit, type AuditRecord } from '../../audit/service.js';
 
 const PAGE_DEFAULT = 50;
 const PAGE_MAX = 500;

@@ -1,6 +1,6 @@
-import { builder } from '../graphql/builder.js';
-import { runRead } from '../graphql/read.js';
-import { outboxStats, type OutboxStats } from './outbox.js';
+import { builder } from '../builder.js';
+import { runRead } from '../read.js';
+import { outboxStats, type OutboxStats } from '../../outbox/outbox.js';
 
 const OutboxStatsType = builder.objectRef<OutboxStats>('OutboxStats').implement({
   fields: (t) => ({

@@ -1,11 +1,11 @@
-import { builder } from '../graphql/builder.js';
-import type { AccessContexts } from '../graphql/guards.js';
-import { ledgerCheck, type CampaignDrift, type CampaignOverBudget, type LedgerReport, type MemberOverCap, type UsageDrift } from './ledger.js';
-import { badInput } from '../errors.js';
-import { runMutation } from '../graphql/mutation.js';
-import { runRead } from '../graphql/read.js';
-import { requireIdentifier, requirePageSize, requireText, requireYen } from '../graphql/validate.js';
+import { builder } from '../builder.js';
+import { ledgerCheck, type CampaignDrift, type CampaignOverBudget, type LedgerReport, type MemberOverCap, type UsageDrift } from '../../coupons/ledger.js';
+import { badInput } from '../../errors.js';
+import { defineMutation } from '../define-mutation.js';
+import { runRead } from '../read.js';
+import { requireIdentifier, requirePageSize, requireText, requireYen } from '../validate.js';
 import {
+  couponIssuer,
   findCampaign,
   insertCampaign,
   listCampaigns,
@@ -14,7 +14,7 @@ import {
   type Campaign,
   type Coupon,
   type IssueResult,
-} from './service.js';
+} from '../../coupons/service.js';
 
 const LIST_PAGE_DEFAULT = 100;
 const LIST_PAGE_MAX = 500;
@@ -81,63 +81,56 @@ const IssueCouponInput = builder.inputType('IssueCouponInput', {
   fields: (t) => ({ campaignId: t.id() }),
 });
 
-builder.mutationField('createCampaign', (t) =>
-  t.withAuth({ tenantAdmin: true }).field({
-    type: CreateCampaignPayload,
-    description: "Creates a coupon campaign in the session's tenant. Tenant admin only.",
-    args: { input: t.arg({ type: CreateCampaignInput }) },
-    resolve: async (_root, { input }, ctx) => {
-      const { tenantId } = ctx.session;
-      const budgetSlots = input.budgetSlots ?? 1;
-      if (!Number.isInteger(budgetSlots) || budgetSlots < 1 || budgetSlots > MAX_BUDGET_SLOTS) {
-        throw badInput(`budgetSlots must be from 1 to ${MAX_BUDGET_SLOTS}`, 'budgetSlots');
-      }
-      const values = {
-        id: requireIdentifier(input.id, 'id'),
-        name: requireText(input.name, 'name', 200),
-        discountYen: requireYen(input.discountYen, 'discountYen'),
-        budgetYen: requireYen(input.budgetYen, 'budgetYen'),
-        budgetSlots,
-      };
-      if (values.discountYen > values.budgetYen) throw badInput('discountYen must not exceed budgetYen', 'discountYen');
-      return runMutation(ctx, {
-        operation: 'createCampaign',
-        work: async (trx) => ({ campaign: await insertCampaign(trx, tenantId, values) }),
-        entities: ({ campaign }) => [campaign.id],
-      });
-    },
+defineMutation('createCampaign', {
+  access: { tenantAdmin: true },
+  description: "Creates a coupon campaign in the session's tenant. Tenant admin only.",
+  input: CreateCampaignInput,
+  type: CreateCampaignPayload,
+  prepare: (input) => {
+    const budgetSlots = input.budgetSlots ?? 1;
+    if (!Number.isInteger(budgetSlots) || budgetSlots < 1 || budgetSlots > MAX_BUDGET_SLOTS) {
+      throw badInput(`budgetSlots must be from 1 to ${MAX_BUDGET_SLOTS}`, 'budgetSlots');
+    }
+    const values = {
+      id: requireIdentifier(input.id, 'id'),
+      name: requireText(input.name, 'name', 200),
+      discountYen: requireYen(input.discountYen, 'discountYen'),
+      budgetYen: requireYen(input.budgetYen, 'budgetYen'),
+      budgetSlots,
+    };
+    if (values.discountYen > values.budgetYen) throw badInput('discountYen must not exceed budgetYen', 'discountYen');
+    return values;
+  },
+  unit: (values, { session }) => ({
+    work: async (trx) => ({ campaign: await insertCampaign(trx, session.tenantId, values) }),
+    entities: ({ campaign }) => [campaign.id],
   }),
-);
+});
 
 /**
- * The issueCoupon mutation's unit of work for the session's member: what the resolver runs, and
- * what the benchmark runs straight through pg to measure the endpoint against.
+ * issueCoupon for the session's member: what the resolver runs, and what the benchmark runs
+ * straight through pg to measure the endpoint against.
  */
-export async function issueCouponForSession(ctx: AccessContexts['member'], campaignId: string): Promise<IssueResult> {
-  const { tenantId, userId } = ctx.session;
-  const { clock, config, couponIssuer } = ctx.services;
-  const result = await runMutation<IssueResult>(ctx, {
-    operation: 'issueCoupon',
-    ...(couponIssuer.isolation ? { isolation: couponIssuer.isolation } : {}),
-    ...(couponIssuer.claimsKey ? { claimsKey: true } : {}),
-    work: (trx, bookkeeping) =>
-      couponIssuer.issue(trx, { tenantId, memberId: userId, campaignId, now: clock(), timeZone: config.businessTimeZone }, bookkeeping),
-    entities: ({ coupon }) => (coupon ? [coupon.id, coupon.campaignId] : [campaignId]),
-  });
-  ctx.services.metrics.couponOutcomes.inc({ status: result.status });
-  return result;
-}
-
-builder.mutationField('issueCoupon', (t) =>
-  t.withAuth({ member: true }).field({
-    type: IssueCouponPayload,
-    description:
-      "Issues the campaign's coupon to the session's member (x-hasura-user-id), at most once per campaign, " +
-      "within the member's monthly cap and the campaign's budget. A refusal is a status, not an error.",
-    args: { input: t.arg({ type: IssueCouponInput }) },
-    resolve: (_root, { input }, ctx) => issueCouponForSession(ctx, requireIdentifier(input.campaignId, 'campaignId')),
-  }),
-);
+export const issueCouponForSession = defineMutation('issueCoupon', {
+  access: { member: true },
+  description:
+    "Issues the campaign's coupon to the session's member (x-hasura-user-id), at most once per campaign, " +
+    "within the member's monthly cap and the campaign's budget. A refusal is a status, not an error.",
+  input: IssueCouponInput,
+  type: IssueCouponPayload,
+  prepare: (input) => requireIdentifier(input.campaignId, 'campaignId'),
+  unit: (campaignId, { session, services }) => {
+    const issuer = couponIssuer.current;
+    const request = { tenantId: session.tenantId, memberId: session.userId, campaignId, now: services.clock(), timeZone: services.config.businessTimeZone };
+    return {
+      ...(issuer.isolation ? { isolation: issuer.isolation } : {}),
+      ...(issuer.claimsKey ? { claimsKey: true } : {}),
+      work: (trx, bookkeeping) => issuer.issue(trx, request, bookkeeping),
+      entities: ({ coupon }) => (coupon ? [coupon.id, coupon.campaignId] : [campaignId]),
+    };
+  },
+  answered: (result, { services }) => services.metrics.couponOutcomes.inc({ status: result.status }),
+});
 
 builder.queryField('campaign', (t) =>
   t.withAuth({ member: true, tenantAdmin: true }).field({

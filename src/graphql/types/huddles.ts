@@ -1,19 +1,16 @@
-import { builder } from '../graphql/builder.js';
-import { badInput } from '../errors.js';
-import { runMutation } from '../graphql/mutation.js';
-import { runRead } from '../graphql/read.js';
-import { requireText } from '../graphql/validate.js';
+import { builder } from '../builder.js';
+import { badInput } from '../../errors.js';
+import { defineMutation } from '../define-mutation.js';
+import { runRead } from '../read.js';
+import { requireText } from '../validate.js';
 import {
-  cleanupHuddles,
   findActiveSession,
-  heartbeatHuddle,
-  joinHuddle,
-  leaveHuddle,
+  huddleOperations,
   type CleanupResult,
   type HuddleResult,
   type HuddleSession,
   type Participant,
-} from './service.js';
+} from '../../huddles/service.js';
 
 const OBJECTIVE_ID_MAX_LENGTH = 128;
 
@@ -62,38 +59,31 @@ const HuddleInput = builder.inputType('HuddleInput', {
   fields: (t) => ({ objectiveId: t.id({ description: `1 to ${OBJECTIVE_ID_MAX_LENGTH} characters.` }) }),
 });
 
-type Operation = typeof joinHuddle;
+type MemberOperation = 'joinHuddle' | 'heartbeatHuddle' | 'leaveHuddle';
 
-function huddleMutation(name: string, description: string, operation: Operation) {
-  builder.mutationField(name, (t) =>
-    t.withAuth({ member: true }).field({
-      type: HuddlePayload,
-      description,
-      args: { input: t.arg({ type: HuddleInput }) },
-      resolve: (_root, { input }, ctx) => {
-        const { tenantId, userId } = ctx.session;
-        const objectiveId = requireText(input.objectiveId, 'objectiveId', OBJECTIVE_ID_MAX_LENGTH);
-        return runMutation(ctx, {
-          operation: name,
-          work: (trx) => operation(trx, { tenantId, memberId: userId, objectiveId }),
-          entities: ({ session }) => (session ? [session.id] : []),
-        });
-      },
+function huddleMutation(name: MemberOperation, description: string) {
+  defineMutation(name, {
+    access: { member: true },
+    description,
+    input: HuddleInput,
+    type: HuddlePayload,
+    prepare: (input) => requireText(input.objectiveId, 'objectiveId', OBJECTIVE_ID_MAX_LENGTH),
+    unit: (objectiveId, { session }) => ({
+      work: (trx) => huddleOperations.current[name](trx, { tenantId: session.tenantId, memberId: session.userId, objectiveId }),
+      entities: ({ session: huddle }) => (huddle ? [huddle.id] : []),
     }),
-  );
+  });
 }
 
 huddleMutation(
   'joinHuddle',
   "Puts the session's member into the objective's active huddle, starting one when none is active. Joining again is a no-op.",
-  joinHuddle,
 );
 huddleMutation(
   'heartbeatHuddle',
   "Records that the member is still in the objective's huddle; NOT_IN_HUDDLE (nothing changed) when they are not.",
-  heartbeatHuddle,
 );
-huddleMutation('leaveHuddle', "Takes the member out of the objective's huddle; the last one out ends it.", leaveHuddle);
+huddleMutation('leaveHuddle', "Takes the member out of the objective's huddle; the last one out ends it.");
 
 const CleanupResultType = builder.objectRef<CleanupResult>('CleanupHuddlesPayload').implement({
   fields: (t) => ({
@@ -102,25 +92,20 @@ const CleanupResultType = builder.objectRef<CleanupResult>('CleanupHuddlesPayloa
   }),
 });
 
-builder.mutationField('cleanupHuddles', (t) =>
-  t.withAuth({ tenantAdmin: true, operator: true }).field({
-    type: CleanupResultType,
-    description:
-      "Runs one stale-huddle cleanup pass now (the worker runs one every HUDDLE_CLEANUP_INTERVAL_MS): the tenant's, or every tenant's for the platform operator. Admins only.",
-    resolve: (_root, _args, ctx) => {
-      const { tenantId } = ctx.session;
-      const { staleAfterMs, cleanupBatchSize } = ctx.services.config.huddles;
-      return runMutation(ctx, {
-        operation: 'cleanupHuddles',
-        work: async (trx) => {
-          const { participantsRemoved, sessionsEnded } = await cleanupHuddles(trx, tenantId, staleAfterMs, cleanupBatchSize);
-          return { participantsRemoved, sessionsEnded };
-        },
-        entities: () => [],
-      });
+defineMutation('cleanupHuddles', {
+  access: { tenantAdmin: true, operator: true },
+  description:
+    "Runs one stale-huddle cleanup pass now (the worker runs one every HUDDLE_CLEANUP_INTERVAL_MS): the tenant's, or every tenant's for the platform operator. Admins only.",
+  type: CleanupResultType,
+  unit: (_none, { session, services }) => ({
+    work: async (trx) => {
+      const { staleAfterMs, cleanupBatchSize } = services.config.huddles;
+      const { participantsRemoved, sessionsEnded } = await huddleOperations.current.cleanupHuddles(trx, session.tenantId, staleAfterMs, cleanupBatchSize);
+      return { participantsRemoved, sessionsEnded };
     },
+    entities: () => [],
   }),
-);
+});
 
 builder.queryField('huddle', (t) =>
   t.withAuth({ member: true, tenantAdmin: true }).field({

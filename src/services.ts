@@ -1,0 +1,47 @@
+import { admissionPolicy, type Admission } from './admission.js';
+import { systemClock, type Clock } from './clock.js';
+import type { AppConfig } from './config.js';
+import type { Database } from './db/database.js';
+import type { RootPool } from './db/database.js';
+import { defaultBackoff, type TransactionSettings } from './db/transaction.js';
+import type { Logger } from './logger.js';
+import { createMetrics, type Metrics } from './metrics/metrics.js';
+
+/** Process-wide parts, built once at start-up and shared by every request and background loop. */
+export interface AppServices {
+  config: AppConfig;
+  /**
+   * The root pool: reads outside a transaction, and the runner that opens transactions. Inside a
+   * unit of work, use the runner's `trx` (the executor rule, docs/design.md §3).
+   */
+  pool: RootPool;
+  log: Logger;
+  clock: Clock;
+  transactions: TransactionSettings;
+  metrics: Metrics;
+  /** Turns for GraphQL operations, shared fairly between tenants. */
+  admission: Admission;
+}
+
+export function buildServices(config: AppConfig, database: Database, log: Logger, clock: Clock = systemClock): AppServices {
+  const admission = admissionPolicy.current({
+    capacity: config.edge.maxInFlight,
+    queueMax: config.edge.tenantQueueMax,
+    maxWaitMs: config.dbPoolAcquireTimeoutMs,
+  });
+  return {
+    config,
+    pool: database.db,
+    log,
+    clock,
+    admission,
+    metrics: createMetrics(database.pool.raw, database.db, admission),
+    transactions: {
+      lockTimeoutMs: config.lockTimeoutMs,
+      statementTimeoutMs: config.statementTimeoutMs,
+      idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs,
+      maxAttempts: config.transactionMaxAttempts,
+      ...defaultBackoff,
+    },
+  };
+}
