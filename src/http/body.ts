@@ -1,3 +1,12 @@
+const GRAPHQL_MEDIA_TYPES = new Set(['application/json', 'application/graphql-response+json']);
+
+/** POST bodies that execute: JSON only, which a cross-site form cannot send without a preflight. */
+export function isGraphQLContentType(contentType: string | null): boolean {
+  const mediaType = contentType?.split(';')[0]?.trim().toLowerCase();
+  return mediaType !== undefined && GRAPHQL_MEDIA_TYPES.has(mediaType);
+}
+
+
 export class BodyTooLargeError extends Error {
   constructor(limit: number) {
     super(`The request body is larger than ${limit} bytes`);

@@ -3,14 +3,6 @@ import type { CORSOptions, Plugin } from 'graphql-yoga';
 /** The response headers a browser page may read: ids to quote, the replay mark, when to retry. */
 export const EXPOSED_HEADERS = ['x-request-id', 'Idempotent-Replayed', 'Retry-After'];
 
-const GRAPHQL_MEDIA_TYPES = new Set(['application/json', 'application/graphql-response+json']);
-
-/** POST bodies that execute: JSON only, which a cross-site form cannot send without a preflight. */
-export function isGraphQLContentType(contentType: string | null): boolean {
-  const mediaType = contentType?.split(';')[0]?.trim().toLowerCase();
-  return mediaType !== undefined && GRAPHQL_MEDIA_TYPES.has(mediaType);
-}
-
 /**
  * CORS by allow-list (CORS_ORIGINS). A listed origin is answered with itself and credentials; an
  * unlisted one gets no Access-Control-Allow-Origin at all, so its pages cannot read a response.

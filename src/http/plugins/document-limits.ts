@@ -4,8 +4,8 @@ import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { complexityFromQuery, createComplexityRule } from '@pothos/plugin-complexity';
 import { GraphQLError, Kind, validate, type DocumentNode, type GraphQLSchema, type ValidationContext } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import type { Context } from '../graphql/context.js';
-import { ErrorCode } from '../errors.js';
+import type { Context } from '../../graphql/context.js';
+import { ErrorCode } from '../../errors.js';
 
 export interface DocumentLimitsOptions {
   maxDepth: number;

@@ -1,7 +1,7 @@
 import type { Plugin } from 'graphql-yoga';
-import { admissionKey, type Admission, type Admitted } from '../admission.js';
-import type { Context } from '../graphql/context.js';
-import { toGraphQLError } from '../graphql/errors.js';
+import { admissionKey, type Admission, type Admitted } from '../../admission.js';
+import type { Context } from '../../graphql/context.js';
+import { toGraphQLError } from '../../graphql/errors.js';
 
 /**
  * Every GraphQL operation (on /graphql and /actions alike) takes a turn before it executes and

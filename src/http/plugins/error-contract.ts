@@ -1,0 +1,92 @@
+import { GraphQLError, type ExecutionResult } from 'graphql';
+import type { Plugin } from 'graphql-yoga';
+import { AppError, ErrorCode, isErrorCode } from '../../errors.js';
+import type { Context } from '../../graphql/context.js';
+import { toGraphQLError } from '../../graphql/errors.js';
+import type { Logger } from '../../logger.js';
+import { sqlStateOf } from '../../db/sqlstate.js';
+import { currentRequestScope, type RequestScope } from '../../request-scope.js';
+import { retryAfterHeader } from '../error-status.js';
+
+/** A GraphQLError made on purpose (a parse or validation error, ours), not one wrapping a thrown error. */
+export function isOriginalGraphQLError(error: unknown): error is GraphQLError {
+  if (!(error instanceof GraphQLError)) return false;
+  return error.originalError === undefined || error.originalError === null || error.originalError instanceof GraphQLError;
+}
+
+/**
+ * Yoga's error masking: an AppError is what the client reads (its code and details); anything else
+ * is a bug, logged with its SQLSTATE and answered INTERNAL_SERVER_ERROR with nothing of its cause.
+ */
+export function maskUnexpected(log: Logger) {
+  return (error: unknown): GraphQLError => {
+    if (isOriginalGraphQLError(error)) return error;
+    const original = error instanceof GraphQLError ? (error.originalError ?? error) : error;
+    if (original instanceof AppError) return toGraphQLError(original, error instanceof GraphQLError ? error : undefined);
+    const scope = currentRequestScope();
+    if (scope) scope.sqlState = sqlStateOf(original) ?? undefined;
+    log.error({ err: original, sqlState: sqlStateOf(original) ?? undefined }, 'unexpected error, masked for the client');
+    return new GraphQLError('Internal server error', {
+      ...(error instanceof GraphQLError ? { nodes: error.nodes ?? null, path: error.path ?? null } : {}),
+      extensions: { code: ErrorCode.internal },
+    });
+  };
+}
+
+/**
+ * Every error a client reads has one of the codes of docs/design.md §7 and the request id. Parse,
+ * validation and variable coercion errors are the client's mistakes: BAD_USER_INPUT.
+ */
+function withErrorContract(error: GraphQLError, requestId: string, hideSuggestions: boolean): GraphQLError {
+  const original = error.extensions['code'];
+  const code = isErrorCode(original) ? original : ErrorCode.badUserInput;
+  // "Did you mean …?" names fields and values of the schema: with introspection off, it would
+  // hand out the schema one guess at a time.
+  const message = hideSuggestions ? error.message.replace(/\s*Did you mean [^?]*\?/g, '') : error.message;
+  const retryAfter = retryAfterHeader(error.extensions);
+  const http = (error.extensions['http'] ?? {}) as Record<string, unknown>;
+  return new GraphQLError(message, {
+    nodes: error.nodes ?? null,
+    source: error.source ?? null,
+    positions: error.positions ?? null,
+    path: error.path ?? null,
+    extensions: {
+      ...error.extensions,
+      // Yoga turns `http.headers` into response headers and leaves `http` out of the body.
+      ...(retryAfter === null ? {} : { http: { ...http, headers: { ...(http['headers'] as object), 'Retry-After': retryAfter } } }),
+      code,
+      // Yoga's GRAPHQL_PARSE_FAILED / GRAPHQL_VALIDATION_FAILED stay visible as the reason.
+      ...(typeof original === 'string' && original !== code ? { reason: original } : {}),
+      requestId,
+    },
+  });
+}
+
+export interface ErrorContractOptions {
+  /** With introspection off, messages lose their "Did you mean …?". */
+  hideSuggestions: boolean;
+}
+
+/**
+ * The result's errors under the contract, the first one's code recorded as the request's outcome.
+ * Yoga's /graphql applies it in the plugin below; /actions, which runs operations without an HTTP
+ * response of Yoga's, applies it itself.
+ */
+export function underErrorContract(result: ExecutionResult, scope: RequestScope, options: ErrorContractOptions): ExecutionResult {
+  if (!result.errors?.length) return result;
+  const errors = result.errors.map((e) => withErrorContract(e, scope.requestId, options.hideSuggestions));
+  scope.outcome ??= String(errors[0]!.extensions['code']);
+  return { ...result, errors };
+}
+
+export function useErrorContract(options: ErrorContractOptions): Plugin<Context> {
+  return {
+    onResultProcess({ result, setResult }) {
+      const scope = currentRequestScope();
+      if (scope === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
+      const single = result as ExecutionResult;
+      if (single.errors?.length) setResult(underErrorContract(single, scope, options));
+    },
+  };
+}
+
