@@ -152,7 +152,8 @@ const DEVELOPMENT_ENVIRONMENTS = ['development', 'test'];
 
 function readNodeEnv(env: Env): string {
   const raw = readString(env, 'NODE_ENV') ?? 'development';
-  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(raw)) throw new ConfigError('NODE_ENV', `expected a name such as production or development, got "${raw}"`);
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(raw))
+    throw new ConfigError('NODE_ENV', `expected a name such as production or development, got "${raw}"`);
   return raw;
 }
 
@@ -235,7 +236,10 @@ const ANY_ORIGIN = '*';
 function readOrigins(env: Env, development: boolean): string[] {
   const raw = readString(env, 'CORS_ORIGINS');
   if (raw === null) return development ? [ANY_ORIGIN] : [];
-  const origins = raw.split(',').map((origin) => origin.trim()).filter(Boolean);
+  const origins = raw
+    .split(',')
+    .map((origin) => origin.trim())
+    .filter(Boolean);
   for (const origin of origins) {
     if (origin === ANY_ORIGIN) continue;
     let parsed: URL | null = null;

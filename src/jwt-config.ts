@@ -192,7 +192,8 @@ function misfit(key: KeyObject, type: PublicKeyType): string | null {
   const wanted = KEY_OF_TYPE[type];
   const kind = key.asymmetricKeyType ?? 'unknown';
   const curve = key.asymmetricKeyDetails?.namedCurve;
-  if (kind !== wanted.kind || curve !== wanted.curve) return `${type} needs ${wanted.label}; the key given is ${kind}${curve ? ` (${curve})` : ''}`;
+  if (kind !== wanted.kind || curve !== wanted.curve)
+    return `${type} needs ${wanted.label}; the key given is ${kind}${curve ? ` (${curve})` : ''}`;
   const bits = key.asymmetricKeyDetails?.modulusLength;
   if (kind === 'rsa' && (bits ?? 0) < MIN_RSA_BITS) return `an RSA key needs at least ${MIN_RSA_BITS} bits; this one has ${bits}`;
   return null;
@@ -233,7 +234,8 @@ function readClaimsLocation(spec: Spec, fail: Fail): ClaimsLocation {
     throw fail('claims_namespace_path', 'give either "claims_namespace" or "claims_namespace_path", not both');
   }
   const pathText = readOptionalString(spec, 'claims_namespace_path', fail);
-  if (pathText !== null) return { from: 'namespace', path: readJsonPath(pathText, 'claims_namespace_path', fail), stringified, description: pathText };
+  if (pathText !== null)
+    return { from: 'namespace', path: readJsonPath(pathText, 'claims_namespace_path', fail), stringified, description: pathText };
   const namespace = readOptionalString(spec, 'claims_namespace', fail) ?? HASURA_CLAIMS_NAMESPACE;
   return { from: 'namespace', path: [namespace], stringified, description: `"${namespace}"` };
 }
@@ -291,7 +293,8 @@ function readClaimSource(source: unknown, field: string, fail: Fail): ClaimSourc
 
 function readAllowedSkew(value: unknown, fail: Fail): number {
   if (value === undefined) return 0;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw fail('allowed_skew', 'expected a number of seconds, 0 or more');
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0)
+    throw fail('allowed_skew', 'expected a number of seconds, 0 or more');
   return value;
 }
 
@@ -305,6 +308,7 @@ function readTokenLocation(value: unknown, fail: Fail): JwtConfig['token'] {
     return { in: 'Authorization' };
   }
   if (value['type'] !== 'Cookie') throw fail('header.type', 'expected "Authorization" or "Cookie" (with "name")');
-  if (typeof value['name'] !== 'string' || value['name'] === '') throw fail('header.name', 'expected the name of the cookie that holds the token');
+  if (typeof value['name'] !== 'string' || value['name'] === '')
+    throw fail('header.name', 'expected the name of the cookie that holds the token');
   return { in: 'Cookie', name: value['name'] };
 }

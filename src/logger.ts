@@ -19,14 +19,7 @@ export function createLogger(level: string, destination?: pino.DestinationStream
       return scope ? { requestId: scope.requestId, ...(scope.operation ? { operation: scope.operation } : {}) } : {};
     },
     redact: {
-      paths: [
-        'authorization',
-        'headers.authorization',
-        'headers["x-action-secret"]',
-        'headers.cookie',
-        '*.password',
-        'password',
-      ],
+      paths: ['authorization', 'headers.authorization', 'headers["x-action-secret"]', 'headers.cookie', '*.password', 'password'],
       censor: '[redacted]',
     },
   };

@@ -59,7 +59,8 @@ async function primary(config: AppConfig, log: Logger) {
   const fork = () => cluster.fork({ DATABASE_URL: databaseUrl, RUN_WORKERS: 'false' });
   let listening = 0;
   cluster.on('listening', (_worker, address) => {
-    if (++listening === config.webConcurrency) banner(config, address.port, `${config.webConcurrency} (node:cluster, one port)`, databaseLine(config, opened.embedded));
+    if (++listening === config.webConcurrency)
+      banner(config, address.port, `${config.webConcurrency} (node:cluster, one port)`, databaseLine(config, opened.embedded));
   });
   cluster.on('exit', (worker, code, signal) => {
     if (stopping) return;

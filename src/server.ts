@@ -78,7 +78,9 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
   const { config, log } = options;
   const embedded =
     config.databaseUrl === null
-      ? await (await loadEmbedded()).startEmbeddedPostgres({
+      ? await (
+          await loadEmbedded()
+        ).startEmbeddedPostgres({
           dataDir: options.dataDir ?? config.embeddedDataDir ?? DEFAULT_DATA_DIR,
           port: config.embeddedPostgresPort,
           log,

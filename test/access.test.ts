@@ -54,7 +54,11 @@ describe('who may call what: one declaration, enforced and published alike', () 
         const codes = (response.body.errors ?? []).map((e) => String(e.extensions?.['code']));
         const admitted = !codes.some((code) => REFUSALS.includes(code));
         const expected = declared === null || (session.scope !== null && declared.includes(session.scope));
-        expect({ field: field.name, session: session.kind, admitted, codes }).toMatchObject({ field: field.name, session: session.kind, admitted: expected });
+        expect({ field: field.name, session: session.kind, admitted, codes }).toMatchObject({
+          field: field.name,
+          session: session.kind,
+          admitted: expected,
+        });
         expect(codes).not.toContain('INTERNAL_SERVER_ERROR');
         if (admitted && session.role !== null && declared !== null) admittedRoles.add(session.role);
       }
@@ -66,7 +70,12 @@ describe('who may call what: one declaration, enforced and published alike', () 
   });
 
   it('names who may call a field when it refuses', async () => {
-    const response = await gql(backend.app.fetch, 'mutation { issueCoupon(input: { campaignId: "c" }) { status } }', {}, asTenantAdmin('access'));
+    const response = await gql(
+      backend.app.fetch,
+      'mutation { issueCoupon(input: { campaignId: "c" }) { status } }',
+      {},
+      asTenantAdmin('access'),
+    );
     expect(response.body.errors?.[0]).toMatchObject({
       message: 'issueCoupon is for a member (role user with x-hasura-tenant-id and x-hasura-user-id)',
       extensions: { code: 'FORBIDDEN' },

@@ -64,9 +64,19 @@ describe('Hasura Actions at POST /actions', () => {
     ['a body without an action name', { input: {}, session_variables: {} }, 400, 'BAD_USER_INPUT'],
     ['a body without session variables', { action: { name: 'createContractDocument' }, input: {} }, 400, 'BAD_USER_INPUT'],
     ['an input of the wrong type', { ...documentAction(12345) }, 400, 'BAD_USER_INPUT'],
-    ['an input missing its field', { action: { name: 'createContractDocument' }, input: { input: {} }, session_variables: asUser('act') }, 400, 'BAD_USER_INPUT'],
+    [
+      'an input missing its field',
+      { action: { name: 'createContractDocument' }, input: { input: {} }, session_variables: asUser('act') },
+      400,
+      'BAD_USER_INPUT',
+    ],
     ['a contract of another tenant', { ...documentAction('00000000-0000-4000-8000-000000000000', asUser('other')) }, 404, 'NOT_FOUND'],
-    ['a session without a tenant', { ...documentAction('00000000-0000-4000-8000-000000000000', { 'x-hasura-role': 'user' }) }, 403, 'FORBIDDEN'],
+    [
+      'a session without a tenant',
+      { ...documentAction('00000000-0000-4000-8000-000000000000', { 'x-hasura-role': 'user' }) },
+      403,
+      'FORBIDDEN',
+    ],
   ])('answers %s with a 4xx, a message and a code, and writes nothing', async (_name, body, status, code) => {
     const before = await documents();
     const response = await action(body);

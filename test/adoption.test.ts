@@ -21,7 +21,9 @@ async function snapshot(client: pg.Pool): Promise<Record<string, string>> {
   );
   const digest: Record<string, string> = {};
   for (const { name } of tables) {
-    const { rows } = await client.query<{ md5: string | null }>(`select md5(string_agg(t::text, '|' order by t::text)) as md5 from ${name} t`);
+    const { rows } = await client.query<{ md5: string | null }>(
+      `select md5(string_agg(t::text, '|' order by t::text)) as md5 from ${name} t`,
+    );
     digest[name] = rows[0]!.md5 ?? 'empty';
   }
   const constraints = await client.query<{ c: string }>(
@@ -36,7 +38,10 @@ async function legacyDatabase(extraSql = ''): Promise<{ url: string; sql: pg.Poo
   const sql = new pg.Pool({ connectionString: url, max: 2 });
   await sql.query(await readFile(FIXTURE, 'utf8'));
   if (extraSql) await sql.query(extraSql);
-  const database = createDatabase({ connectionString: url, max: 4, acquireTimeoutMs: 5_000, applicationName: 'adopt-test', preparedStatements: false }, createLogger('silent'));
+  const database = createDatabase(
+    { connectionString: url, max: 4, acquireTimeoutMs: 5_000, applicationName: 'adopt-test', preparedStatements: false },
+    createLogger('silent'),
+  );
   return { url, sql, database };
 }
 
@@ -92,7 +97,9 @@ describe('adopting a database the naive versions damaged', () => {
               (select count(*)::int from legacy.issued_coupons) as legacy_coupons, (select count(*)::int from legacy.contract_documents) as legacy_documents`,
     );
     expect(counts.rows[0]).toEqual({ coupons: 10, documents: 8, legacy_coupons: 10, legacy_documents: 8 });
-    const slots = await legacy.sql.query("select campaign_id, issued_yen from campaign_budget_slots where tenant_id = $1 order by 1", [TENANT]);
+    const slots = await legacy.sql.query('select campaign_id, issued_yen from campaign_budget_slots where tenant_id = $1 order by 1', [
+      TENANT,
+    ]);
     expect(slots.rows).toEqual([
       { campaign_id: 'autumn', issued_yen: 1_000 },
       { campaign_id: 'spring', issued_yen: 6_000 },
@@ -111,16 +118,25 @@ describe('adopting a database the naive versions damaged', () => {
     backend = await createTestBackend({ databaseUrl: legacy.url });
     const issue = async (member: string, campaignId: string) =>
       (await gqlOk(backend.app.fetch, IssueCouponDocument, { input: { campaignId } }, asUser(TENANT, member))).issueCoupon;
-    expect(await issue('bob', 'spring')).toMatchObject({ status: 'ALREADY_ISSUED', coupon: { id: 'b0000000-0000-4000-8000-000000000001' } });
-    expect(await issue('alice', 'spring')).toMatchObject({ status: 'ALREADY_ISSUED', coupon: { id: 'a0000000-0000-4000-8000-000000000002' } });
+    expect(await issue('bob', 'spring')).toMatchObject({
+      status: 'ALREADY_ISSUED',
+      coupon: { id: 'b0000000-0000-4000-8000-000000000001' },
+    });
+    expect(await issue('alice', 'spring')).toMatchObject({
+      status: 'ALREADY_ISSUED',
+      coupon: { id: 'a0000000-0000-4000-8000-000000000002' },
+    });
     expect(await issue('newcomer', 'spring')).toEqual({ status: 'BUDGET_EXCEEDED', coupon: null });
     expect(await issue('frank', 'winter-is-missing').catch(() => 'refused')).toBe('refused');
     expect((await issue('newcomer', 'autumn')).status).toBe('ISSUED');
 
     const contract = 'c1000000-0000-4000-8000-000000000001';
     const numbers = await Promise.all(
-      Array.from({ length: 20 }, async () =>
-        (await gqlOk(backend.app.fetch, CreateContractDocumentDocument, { input: { contractId: contract } }, asUser('legacy-a'))).createContractDocument.document.docNumber,
+      Array.from(
+        { length: 20 },
+        async () =>
+          (await gqlOk(backend.app.fetch, CreateContractDocumentDocument, { input: { contractId: contract } }, asUser('legacy-a')))
+            .createContractDocument.document.docNumber,
       ),
     );
     expect(numbers.sort()).toEqual(Array.from({ length: 20 }, (_, i) => 10_000_005 + i));
@@ -138,7 +154,9 @@ describe('adopting a database the naive versions damaged', () => {
     expect(ledger.campaignDrift).toEqual([]);
     expect(ledger.campaignsOverBudget).toEqual([]);
     expect(ledger.legacyOverspend).toEqual([{ tenantId: TENANT, campaignId: 'spring', budgetYen: 3_000, couponsYen: 6_000 }]);
-    expect(ledger.legacyMembersOverCap).toEqual([{ tenantId: TENANT, memberId: 'frank', month: '2026-10', couponsYen: 2_500, capYen: 2_000 }]);
+    expect(ledger.legacyMembersOverCap).toEqual([
+      { tenantId: TENANT, memberId: 'frank', month: '2026-10', couponsYen: 2_500, capYen: 2_000 },
+    ]);
 
     const reconcile = await runScript('src/cli/reconcile.ts', { DATABASE_URL: legacy.url, LOG_LEVEL: 'warn' }, ['--tenant', TENANT]);
     expect(reconcile.output).toContain('ledger OK');

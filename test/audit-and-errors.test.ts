@@ -9,7 +9,17 @@ import {
   IssueCouponDocument,
   JoinHuddleDocument,
 } from './generated/graphql.js';
-import { asTenantAdmin, asUser, createTenant, createTestBackend, DATABASE_WORDS, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
+import {
+  asTenantAdmin,
+  asUser,
+  createTenant,
+  createTestBackend,
+  DATABASE_WORDS,
+  errorCodes,
+  gql,
+  gqlOk,
+  type TestBackend,
+} from './support/harness.js';
 
 const TENANT = 'audited';
 
@@ -29,22 +39,39 @@ describe('audit trail, request ids, logs and the error contract', () => {
   let backend: TestBackend;
   const captured = captureLog();
   const auditRows = async () =>
-    (await backend.sql.query<{ operation: string; entity_ids: string[]; actor_user_id: string | null; role: string; request_id: string }>(
-      'select operation, entity_ids, actor_user_id, role, request_id from audit_log where tenant_id = $1 order by id',
-      [TENANT],
-    )).rows;
+    (
+      await backend.sql.query<{ operation: string; entity_ids: string[]; actor_user_id: string | null; role: string; request_id: string }>(
+        'select operation, entity_ids, actor_user_id, role, request_id from audit_log where tenant_id = $1 order by id',
+        [TENANT],
+      )
+    ).rows;
 
   beforeAll(async () => {
     backend = await createTestBackend({ log: captured.logger });
     await createTenant(backend, TENANT, 1_000);
-    await gqlOk(backend.app.fetch, CreateCampaignDocument, { input: { id: 'a', name: 'A', discountYen: 1_000, budgetYen: 10_000 } }, asTenantAdmin(TENANT));
-    await gqlOk(backend.app.fetch, CreateCampaignDocument, { input: { id: 'b', name: 'B', discountYen: 1_000, budgetYen: 10_000 } }, asTenantAdmin(TENANT));
+    await gqlOk(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id: 'a', name: 'A', discountYen: 1_000, budgetYen: 10_000 } },
+      asTenantAdmin(TENANT),
+    );
+    await gqlOk(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id: 'b', name: 'B', discountYen: 1_000, budgetYen: 10_000 } },
+      asTenantAdmin(TENANT),
+    );
   });
   afterAll(() => backend.close());
 
   it('writes exactly one audit row per committed mutation and none for a refused or failed one', async () => {
     const before = (await auditRows()).length;
-    const created = await gqlOk(backend.app.fetch, CreateContract, { input: { title: 'Audited' } }, { ...asUser(TENANT, 'auditor'), 'x-request-id': 'req-audit-1' });
+    const created = await gqlOk(
+      backend.app.fetch,
+      CreateContract,
+      { input: { title: 'Audited' } },
+      { ...asUser(TENANT, 'auditor'), 'x-request-id': 'req-audit-1' },
+    );
     const contractId = created.createContract.contract.id;
     const issued = await gqlOk(backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'a' } }, asUser(TENANT, 'auditor'));
     expect(issued.issueCoupon.status).toBe('ISSUED');
@@ -52,7 +79,12 @@ describe('audit trail, request ids, logs and the error contract', () => {
 
     const capped = await gqlOk(backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'b' } }, asUser(TENANT, 'auditor'));
     expect(capped.issueCoupon.status).toBe('MONTHLY_CAP');
-    const missing = await gql(backend.app.fetch, CreateContractDocumentDocument, { input: { contractId: '00000000-0000-4000-8000-00000000000f' } }, asUser(TENANT, 'auditor'));
+    const missing = await gql(
+      backend.app.fetch,
+      CreateContractDocumentDocument,
+      { input: { contractId: '00000000-0000-4000-8000-00000000000f' } },
+      asUser(TENANT, 'auditor'),
+    );
     expect(errorCodes(missing)).toEqual(['NOT_FOUND']);
     const invalid = await gql(backend.app.fetch, CreateContract, { input: { title: '' } }, asUser(TENANT, 'auditor'));
     expect(errorCodes(invalid)).toEqual(['BAD_USER_INPUT']);
@@ -79,7 +111,12 @@ describe('audit trail, request ids, logs and the error contract', () => {
   });
 
   it('takes x-request-id from the request or makes one, and returns it in the header and every error', async () => {
-    const given = await gql(backend.app.fetch, CreateContract, { input: { title: '' } }, { ...asUser(TENANT), 'x-request-id': 'client-chosen-42' });
+    const given = await gql(
+      backend.app.fetch,
+      CreateContract,
+      { input: { title: '' } },
+      { ...asUser(TENANT), 'x-request-id': 'client-chosen-42' },
+    );
     expect(given.headers.get('x-request-id')).toBe('client-chosen-42');
     expect(given.body.errors?.[0]?.extensions?.['requestId']).toBe('client-chosen-42');
     const made = await gql(backend.app.fetch, CreateContract, { input: { title: '' } }, asUser(TENANT));
@@ -87,9 +124,16 @@ describe('audit trail, request ids, logs and the error contract', () => {
     expect(made.body.errors?.[0]?.extensions?.['requestId']).toBe(made.headers.get('x-request-id'));
     // Only 1 to 128 characters of [A-Za-z0-9._:-] are taken; anything else is replaced, never stored.
     const longest = 'a'.repeat(128);
-    expect((await gql(backend.app.fetch, '{ viewer { role } }', {}, { 'x-request-id': longest })).headers.get('x-request-id')).toBe(longest);
+    expect((await gql(backend.app.fetch, '{ viewer { role } }', {}, { 'x-request-id': longest })).headers.get('x-request-id')).toBe(
+      longest,
+    );
     for (const refused of ['bad id with spaces', 'a'.repeat(129), 'quote"d', 'semi;colon', '../../etc', 'ümlaut']) {
-      const response = await gql(backend.app.fetch, CreateContract, { input: { title: 'Renamed request' } }, { ...asUser(TENANT), 'x-request-id': refused });
+      const response = await gql(
+        backend.app.fetch,
+        CreateContract,
+        { input: { title: 'Renamed request' } },
+        { ...asUser(TENANT), 'x-request-id': refused },
+      );
       const id = response.headers.get('x-request-id');
       expect(id).toMatch(/^[0-9a-f-]{36}$/);
       const stored = (await auditRows()).at(-1)!;
@@ -103,7 +147,12 @@ describe('audit trail, request ids, logs and the error contract', () => {
     await backend.sql.query('alter table contracts rename to contracts_away');
     let response;
     try {
-      response = await gql(backend.app.fetch, CreateContract, { input: { title: 'Doomed' } }, { ...asUser(TENANT), 'x-request-id': 'req-doomed' });
+      response = await gql(
+        backend.app.fetch,
+        CreateContract,
+        { input: { title: 'Doomed' } },
+        { ...asUser(TENANT), 'x-request-id': 'req-doomed' },
+      );
     } finally {
       await backend.sql.query('alter table contracts_away rename to contracts');
     }
@@ -125,7 +174,12 @@ describe('audit trail, request ids, logs and the error contract', () => {
   });
 
   it('logs one line per request with operation, outcome, duration and attempts, and no payloads or secrets', async () => {
-    await gql(backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'a' } }, { ...asUser(TENANT, 'private-member-77'), 'x-request-id': 'req-logged' });
+    await gql(
+      backend.app.fetch,
+      IssueCouponDocument,
+      { input: { campaignId: 'a' } },
+      { ...asUser(TENANT, 'private-member-77'), 'x-request-id': 'req-logged' },
+    );
     const done = captured.lines.find((l) => l['requestId'] === 'req-logged' && l['msg'] === 'request completed');
     expect(done).toMatchObject({ operation: 'issueCoupon', outcome: 'ISSUED', attempts: 1, status: 200, path: '/graphql' });
     expect(typeof done?.['durationMs']).toBe('number');

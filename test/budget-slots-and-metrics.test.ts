@@ -22,7 +22,9 @@ describe('budget slots', () => {
     );
     expect(created.createCampaign.campaign).toMatchObject({ budgetSlots: 4, issuedYen: 0, remainingYen: 4_000 });
     const answers = await Promise.all(
-      Array.from({ length: 40 }, (_, i) => gqlOk(backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'sliced' } }, asUser(TENANT, `m${i}`))),
+      Array.from({ length: 40 }, (_, i) =>
+        gqlOk(backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'sliced' } }, asUser(TENANT, `m${i}`)),
+      ),
     );
     const statuses = answers.map((a) => a.issueCoupon.status);
     expect(statuses.filter((s) => s === 'ISSUED')).toHaveLength(12);
@@ -54,7 +56,12 @@ describe('GET /metrics', () => {
   beforeAll(async () => {
     backend = await createTestBackend({ env: { LOCK_TIMEOUT_MS: '50', TRANSACTION_MAX_ATTEMPTS: '3' } });
     await createTenant(backend, 'metered');
-    await gqlOk(backend.app.fetch, CreateCampaignDocument, { input: { id: 'm', name: 'M', discountYen: 100, budgetYen: 10_000 } }, asTenantAdmin('metered'));
+    await gqlOk(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id: 'm', name: 'M', discountYen: 100, budgetYen: 10_000 } },
+      asTenantAdmin('metered'),
+    );
   });
   afterAll(() => backend.close());
 

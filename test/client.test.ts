@@ -38,7 +38,11 @@ describe('the typed client: one change per user action, whatever fails in betwee
   afterAll(() => backend.close());
 
   const create = (options: Partial<Parameters<typeof mutate>[2]> = {}) =>
-    mutate(CreateContractDocumentDocument, { input: { contractId } }, { url: URL_IN_PROCESS, headers: asUser('client'), transport: inProcess, ...options });
+    mutate(
+      CreateContractDocumentDocument,
+      { input: { contractId } },
+      { url: URL_IN_PROCESS, headers: asUser('client'), transport: inProcess, ...options },
+    );
 
   it('resends a mutation whose answer was lost with the same key, and gets the stored answer', async () => {
     const before = await documents();
@@ -76,11 +80,15 @@ describe('the typed client: one change per user action, whatever fails in betwee
       server = await listen(backend.app, port, backend.log, '127.0.0.1', backend.config.edge);
     });
     try {
-      const result = await mutate(CreateContractDocumentDocument, { input: { contractId } }, {
-        url: `http://127.0.0.1:${port}/graphql`,
-        headers: asUser('client'),
-        baseDelayMs: 50,
-      });
+      const result = await mutate(
+        CreateContractDocumentDocument,
+        { input: { contractId } },
+        {
+          url: `http://127.0.0.1:${port}/graphql`,
+          headers: asUser('client'),
+          baseDelayMs: 50,
+        },
+      );
       expect(result.attempts).toBeGreaterThan(1);
       expect(await documents()).toBe(before + 1);
     } finally {
@@ -90,11 +98,15 @@ describe('the typed client: one change per user action, whatever fails in betwee
   });
 
   it('does not resend a refusal, and gives up at its deadline', async () => {
-    const refused = mutate(CreateContractDocumentDocument, { input: { contractId: '00000000-0000-4000-8000-000000000000' } }, {
-      url: URL_IN_PROCESS,
-      headers: asUser('client'),
-      transport: inProcess,
-    });
+    const refused = mutate(
+      CreateContractDocumentDocument,
+      { input: { contractId: '00000000-0000-4000-8000-000000000000' } },
+      {
+        url: URL_IN_PROCESS,
+        headers: asUser('client'),
+        transport: inProcess,
+      },
+    );
     await expect(refused).rejects.toMatchObject({ name: 'MutationError', code: 'NOT_FOUND', attempts: 1 });
     const before = await documents();
     const held = holdThePool(1_500);

@@ -107,13 +107,17 @@ describe('the configuration table of the README', () => {
 describe('single rules', () => {
   it('LOG_LEVEL takes only pino level names', () => {
     for (const level of LOG_LEVELS) expect(loadConfig({ LOG_LEVEL: level }).logLevel).toBe(level);
-    expect(() => loadConfig({ LOG_LEVEL: 'verbose' })).toThrow(/^LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent/);
+    expect(() => loadConfig({ LOG_LEVEL: 'verbose' })).toThrow(
+      /^LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent/,
+    );
   });
 
   it('production needs DATABASE_URL: the embedded PostgreSQL is for development', () => {
     const production = { NODE_ENV: 'production', ACTION_SECRET: 'a-secret-of-16-chars-or-more' };
     expect(() => loadConfig(production)).toThrow(/^DATABASE_URL: NODE_ENV=production needs DATABASE_URL/);
-    expect(loadConfig({ ...production, DATABASE_URL: 'postgres://app@db.internal/app' }).databaseUrl).toBe('postgres://app@db.internal/app');
+    expect(loadConfig({ ...production, DATABASE_URL: 'postgres://app@db.internal/app' }).databaseUrl).toBe(
+      'postgres://app@db.internal/app',
+    );
   });
 
   it('EMBEDDED_PG_DATA_DIR becomes an absolute path', () => {

@@ -9,7 +9,6 @@ import {
 } from './generated/graphql.js';
 import { asOperator, asUser, createTestBackend, DATABASE_WORDS, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
 
-
 describe('tenants, contracts and document numbers', () => {
   let backend: TestBackend;
   let fetch: (request: Request) => Promise<Response>;
@@ -77,11 +76,23 @@ describe('tenants, contracts and document numbers', () => {
     const cases: [string, string, Record<string, unknown>][] = [
       ['an empty title', 'mutation($i: CreateContractInput!) { createContract(input: $i) { contract { id } } }', { i: { title: '   ' } }],
       ['a missing field', 'mutation($i: CreateContractInput!) { createContract(input: $i) { contract { id } } }', { i: {} }],
-      ['an unknown field', 'mutation($i: CreateContractInput!) { createContract(input: $i) { contract { id } } }', { i: { title: 'x', owner: 'y' } }],
-      ['a title of 201 characters', 'mutation($i: CreateContractInput!) { createContract(input: $i) { contract { id } } }', { i: { title: 'x'.repeat(201) } }],
+      [
+        'an unknown field',
+        'mutation($i: CreateContractInput!) { createContract(input: $i) { contract { id } } }',
+        { i: { title: 'x', owner: 'y' } },
+      ],
+      [
+        'a title of 201 characters',
+        'mutation($i: CreateContractInput!) { createContract(input: $i) { contract { id } } }',
+        { i: { title: 'x'.repeat(201) } },
+      ],
       ['a wrong type', 'mutation($i: CreateContractInput!) { createContract(input: $i) { contract { id } } }', { i: { title: 42 } }],
       ['an inline unknown field', 'mutation { createContract(input: { title: "x", owner: "y" }) { contract { id } } }', {}],
-      ['not a UUID', 'mutation($i: CreateContractDocumentInput!) { createContractDocument(input: $i) { document { id } } }', { i: { contractId: 'not-a-uuid' } }],
+      [
+        'not a UUID',
+        'mutation($i: CreateContractDocumentInput!) { createContractDocument(input: $i) { document { id } } }',
+        { i: { contractId: 'not-a-uuid' } },
+      ],
       ['a syntax error', 'mutation { createContract(input: { title: "x" ', {}],
       ['a tenant id with spaces', 'mutation { createTenant(input: { id: "no spaces", name: "x" }) { tenant { id } } }', {}],
       ['a non-positive cap', 'mutation { createTenant(input: { id: "delta", name: "x", monthlyCapYen: 0 }) { tenant { id } } }', {}],

@@ -46,7 +46,9 @@ describe('issueCoupon, one request at a time', () => {
     expect((await issue('summer')).status).toBe('ISSUED');
     const before = { coupons: await rows('coupons'), usage: await rows('member_monthly_usage'), outbox: await rows('outbox_events') };
     expect(await issue('autumn')).toEqual({ status: 'MONTHLY_CAP', coupon: null });
-    expect({ coupons: await rows('coupons'), usage: await rows('member_monthly_usage'), outbox: await rows('outbox_events') }).toEqual(before);
+    expect({ coupons: await rows('coupons'), usage: await rows('member_monthly_usage'), outbox: await rows('outbox_events') }).toEqual(
+      before,
+    );
 
     const mine = await gqlOk(fetch, MyCouponsDocument, {}, asUser(TENANT, 'alice'));
     expect(mine.myCoupons.map((c) => c.campaignId).sort()).toEqual(['spring', 'summer']);
@@ -60,12 +62,14 @@ describe('issueCoupon, one request at a time', () => {
     expect((await issue('tiny', 'bob')).status).toBe('ISSUED');
     const before = { coupons: await rows('coupons'), usage: await rows('member_monthly_usage'), outbox: await rows('outbox_events') };
     expect(await issue('tiny', 'carol')).toEqual({ status: 'BUDGET_EXCEEDED', coupon: null });
-    expect({ coupons: await rows('coupons'), usage: await rows('member_monthly_usage'), outbox: await rows('outbox_events') }).toEqual(before);
+    expect({ coupons: await rows('coupons'), usage: await rows('member_monthly_usage'), outbox: await rows('outbox_events') }).toEqual(
+      before,
+    );
     const carolUsage = await backend.sql.query("select 1 from member_monthly_usage where tenant_id = $1 and member_id = 'carol'", [TENANT]);
     expect(carolUsage.rowCount).toBe(0);
   });
 
-  it("counts an issue at 2026-09-30T15:00:00Z in 2026-10, the month in the business time zone", async () => {
+  it('counts an issue at 2026-09-30T15:00:00Z in 2026-10, the month in the business time zone', async () => {
     expect(businessMonth(new Date('2026-09-30T15:00:00Z'), 'Asia/Tokyo')).toBe('2026-10');
     expect(businessMonth(new Date('2026-09-30T14:59:59Z'), 'Asia/Tokyo')).toBe('2026-09');
     // Remembered per minute and per zone: the last millisecond before a boundary and the first after it differ.
@@ -96,7 +100,17 @@ describe('issueCoupon, one request at a time', () => {
   it('validates campaigns before the database does, and lets only the tenant admin create them', async () => {
     const create = (input: Record<string, unknown>, headers = asTenantAdmin(TENANT)) =>
       gql(fetch, CreateCampaignDocument, { input: { id: 'x', name: 'x', discountYen: 100, budgetYen: 1000, ...input } as never }, headers);
-    for (const input of [{ discountYen: 0 }, { discountYen: -5 }, { budgetYen: 0 }, { discountYen: 2000 }, { id: 'has space' }, { name: '' }, { budgetSlots: 0 }, { budgetSlots: 65 }, { budgetSlots: 20 }]) {
+    for (const input of [
+      { discountYen: 0 },
+      { discountYen: -5 },
+      { budgetYen: 0 },
+      { discountYen: 2000 },
+      { id: 'has space' },
+      { name: '' },
+      { budgetSlots: 0 },
+      { budgetSlots: 65 },
+      { budgetSlots: 20 },
+    ]) {
       expect(errorCodes(await create(input)), JSON.stringify(input)).toEqual(['BAD_USER_INPUT']);
     }
     expect(errorCodes(await create({}, asUser(TENANT)))).toEqual(['FORBIDDEN']);
@@ -106,11 +120,13 @@ describe('issueCoupon, one request at a time', () => {
 
   it('keeps CHECK constraints behind the input checks', async () => {
     await expect(
-      backend.sql.query("update campaign_budget_slots set issued_yen = budget_yen + 1 where tenant_id = $1 and campaign_id = 'spring'", [TENANT]),
+      backend.sql.query("update campaign_budget_slots set issued_yen = budget_yen + 1 where tenant_id = $1 and campaign_id = 'spring'", [
+        TENANT,
+      ]),
     ).rejects.toThrow(/campaign_budget_slots_within_budget/);
-    await expect(backend.sql.query("insert into campaigns (tenant_id, id, name, discount_yen, budget_yen) values ($1, 'neg', 'n', -1, 10)", [TENANT])).rejects.toThrow(
-      /check constraint/,
-    );
+    await expect(
+      backend.sql.query("insert into campaigns (tenant_id, id, name, discount_yen, budget_yen) values ($1, 'neg', 'n', -1, 10)", [TENANT]),
+    ).rejects.toThrow(/check constraint/);
   });
 
   it('ledgerCheck is clean after real issues and finds drift planted with SQL', async () => {
@@ -118,16 +134,28 @@ describe('issueCoupon, one request at a time', () => {
     const tenant = 'ledger';
     await createTenant(backend, tenant, 2_000);
     for (const id of ['spring', 'summer', 'autumn']) {
-      await gqlOk(fetch, CreateCampaignDocument, { input: { id, name: id, discountYen: 1_000, budgetYen: 100_000 } }, asTenantAdmin(tenant));
+      await gqlOk(
+        fetch,
+        CreateCampaignDocument,
+        { input: { id, name: id, discountYen: 1_000, budgetYen: 100_000 } },
+        asTenantAdmin(tenant),
+      );
     }
     for (const id of ['summer', 'autumn']) {
-      expect((await gqlOk(fetch, IssueCouponDocument, { input: { campaignId: id } }, asUser(tenant, 'alice'))).issueCoupon.status).toBe('ISSUED');
+      expect((await gqlOk(fetch, IssueCouponDocument, { input: { campaignId: id } }, asUser(tenant, 'alice'))).issueCoupon.status).toBe(
+        'ISSUED',
+      );
     }
     const ledger = async () => (await gqlOk(fetch, LedgerCheckDocument, {}, asTenantAdmin(tenant))).ledgerCheck;
     expect(await ledger()).toMatchObject({ ok: true, campaignDrift: [], usageDrift: [], membersOverCap: [], campaignsOverBudget: [] });
 
-    await backend.sql.query("update campaign_budget_slots set issued_yen = issued_yen + 1000 where tenant_id = $1 and campaign_id = 'summer'", [tenant]);
-    await backend.sql.query("update member_monthly_usage set used_yen = used_yen - 1000 where tenant_id = $1 and member_id = 'alice'", [tenant]);
+    await backend.sql.query(
+      "update campaign_budget_slots set issued_yen = issued_yen + 1000 where tenant_id = $1 and campaign_id = 'summer'",
+      [tenant],
+    );
+    await backend.sql.query("update member_monthly_usage set used_yen = used_yen - 1000 where tenant_id = $1 and member_id = 'alice'", [
+      tenant,
+    ]);
     await backend.sql.query(
       "insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at) values ($1, 'spring', 'alice', '2026-10', 1000, now())",
       [tenant],

@@ -37,8 +37,16 @@ describe('start-up against a database that is not there', () => {
     expect(code).toBe(1);
     const attempts = attemptLines(output);
     expect(attempts.length).toBeGreaterThanOrEqual(2);
-    for (const line of attempts) expect(JSON.parse(line)).toMatchObject({ host: '127.0.0.1', port, database: 'shop', reason: expect.stringContaining('ECONNREFUSED') });
-    expect(output).toMatch(/Could not connect to the database that DATABASE_URL names \(127\.0\.0\.1:\d+\/shop\) within DB_CONNECT_TIMEOUT_MS=1500/);
+    for (const line of attempts)
+      expect(JSON.parse(line)).toMatchObject({
+        host: '127.0.0.1',
+        port,
+        database: 'shop',
+        reason: expect.stringContaining('ECONNREFUSED'),
+      });
+    expect(output).toMatch(
+      /Could not connect to the database that DATABASE_URL names \(127\.0\.0\.1:\d+\/shop\) within DB_CONNECT_TIMEOUT_MS=1500/,
+    );
     expect(output).not.toContain(PASSWORD);
   });
 
@@ -70,12 +78,12 @@ describe('start-up against a database that is not there', () => {
     const output = captureOutput(child);
     let forwarder: Server | null = null;
     try {
-      for (const deadline = Date.now() + 30_000; attemptLines(output()).length < 2 && Date.now() < deadline; ) await sleep(50);
+      for (const deadline = Date.now() + 30_000; attemptLines(output()).length < 2 && Date.now() < deadline;) await sleep(50);
       expect(attemptLines(output()).length).toBeGreaterThanOrEqual(2);
       forwarder = await forward(port, realPort);
       // Log lines reach stdout in batches (at least every second); the banner at once.
       const started = () => /GraphQL.*: http:\/\/localhost:\d+\/graphql/.test(output()) && output().includes('database reachable');
-      for (const deadline = Date.now() + 30_000; !started() && Date.now() < deadline; ) {
+      for (const deadline = Date.now() + 30_000; !started() && Date.now() < deadline;) {
         if (child.exitCode !== null) break;
         await sleep(50);
       }

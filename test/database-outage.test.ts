@@ -19,7 +19,12 @@ describe('a server whose database goes away', () => {
   it('says so in its log at every check while it is away, and serves again once it is back', async () => {
     const root = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-outage-'));
     await chmod(root, 0o755);
-    const database = await startEmbeddedPostgres({ dataDir: path.join(root, 'data'), port: await freePort(), log: createLogger('warn'), ephemeral: true });
+    const database = await startEmbeddedPostgres({
+      dataDir: path.join(root, 'data'),
+      port: await freePort(),
+      log: createLogger('warn'),
+      ephemeral: true,
+    });
     const server = spawnScript('src/main.ts', {
       DATABASE_URL: database.connectionString(),
       DB_HEALTH_CHECK_INTERVAL_MS: '300',
@@ -34,7 +39,9 @@ describe('a server whose database goes away', () => {
 
       await database.stop();
       await until(() => lines(output(), 'database unavailable').length >= 3, 'three log lines about the outage');
-      const outage = lines(output(), 'database unavailable').map((line) => JSON.parse(line) as { level: string; port: number; downForMs: number });
+      const outage = lines(output(), 'database unavailable').map(
+        (line) => JSON.parse(line) as { level: string; port: number; downForMs: number },
+      );
       expect(outage[0]).toMatchObject({ level: 'error', port: database.port });
       expect(outage.at(-1)!.downForMs).toBeGreaterThan(outage[0]!.downForMs);
       expect((await fetch(`${base}/ready`)).status).toBe(503);

@@ -2,7 +2,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DefaultQueryCompiler, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
-import { asTenantAdmin, asUser, createDirectTestDatabaseUrl, createTenant, createTestBackend, gql, type TestBackend } from './support/harness.js';
+import {
+  asTenantAdmin,
+  asUser,
+  createDirectTestDatabaseUrl,
+  createTenant,
+  createTestBackend,
+  gql,
+  type TestBackend,
+} from './support/harness.js';
 import { startWireTap, type WireTap } from './support/pg-wire.js';
 
 const TENANT = 'wire';
@@ -12,7 +20,9 @@ const APP = 'test-app';
 /** Resolves once some session of the app waits for a row lock. */
 async function waitForLockWaiter(backend: TestBackend) {
   for (let tries = 0; tries < 200; tries++) {
-    const waiting = await backend.sql.query("select 1 from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'", [APP]);
+    const waiting = await backend.sql.query("select 1 from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'", [
+      APP,
+    ]);
     if (waiting.rowCount) return;
     await sleep(25);
   }
@@ -31,12 +41,21 @@ describe('issueCoupon on the wire', () => {
 
   const issue = async (campaignId: string, member: string, key?: string) => {
     tap.reset();
-    const response = await gql(backend.app.fetch, IssueCouponDocument, { input: { campaignId } }, {
-      ...asUser(TENANT, member),
-      ...(key ? { 'idempotency-key': key } : {}),
-    });
+    const response = await gql(
+      backend.app.fetch,
+      IssueCouponDocument,
+      { input: { campaignId } },
+      {
+        ...asUser(TENANT, member),
+        ...(key ? { 'idempotency-key': key } : {}),
+      },
+    );
     expect(response.body.errors).toBeUndefined();
-    return { status: response.body.data!.issueCoupon.status, trips: tap.trips.map((t) => t.statement), parsed: tap.trips.filter((t) => t.parsed) };
+    return {
+      status: response.body.data!.issueCoupon.status,
+      trips: tap.trips.map((t) => t.statement),
+      parsed: tap.trips.filter((t) => t.parsed),
+    };
   };
   /** Sends `send` while another transaction holds the rows `lockSql` locks; ends that transaction once the app waits for them. */
   const whileHeld = async <T>(lockSql: string, end: 'commit' | 'rollback', send: () => Promise<T>): Promise<T> => {
@@ -53,7 +72,12 @@ describe('issueCoupon on the wire', () => {
     }
   };
   const campaign = (id: string, budgetYen: number, budgetSlots = 1) =>
-    gql(backend.app.fetch, CreateCampaignDocument, { input: { id, name: id, discountYen: 1_000, budgetYen, budgetSlots } }, asTenantAdmin(TENANT));
+    gql(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id, name: id, discountYen: 1_000, budgetYen, budgetSlots } },
+      asTenantAdmin(TENANT),
+    );
 
   beforeAll(async () => {
     const opened = await startWireTap(await createDirectTestDatabaseUrl(), APP);
@@ -73,7 +97,10 @@ describe('issueCoupon on the wire', () => {
   });
 
   it('ISSUED: four round trips with or without a key, the budget UPDATE last before COMMIT', async () => {
-    expect(await issue('open', 'ann')).toMatchObject({ status: 'ISSUED', trips: ['begin', 'coupons.issue', 'coupons.budget.row', 'commit'] });
+    expect(await issue('open', 'ann')).toMatchObject({
+      status: 'ISSUED',
+      trips: ['begin', 'coupons.issue', 'coupons.budget.row', 'commit'],
+    });
     expect(await issue('other', 'ann', 'k-ann-other')).toMatchObject({
       status: 'ISSUED',
       trips: ['begin', 'coupons.issue+key', 'coupons.budget.row+key', 'commit'],
@@ -90,7 +117,10 @@ describe('issueCoupon on the wire', () => {
 
   it('ALREADY_ISSUED: four, the audit row and the stored response in one statement after the issue', async () => {
     await issue('open', 'bob');
-    expect(await issue('open', 'bob')).toMatchObject({ status: 'ALREADY_ISSUED', trips: ['begin', 'coupons.issue', 'mutation.finish', 'commit'] });
+    expect(await issue('open', 'bob')).toMatchObject({
+      status: 'ALREADY_ISSUED',
+      trips: ['begin', 'coupons.issue', 'mutation.finish', 'commit'],
+    });
     expect(await issue('open', 'bob', 'k-bob-again')).toMatchObject({
       status: 'ALREADY_ISSUED',
       trips: ['begin', 'coupons.issue+key', 'mutation.finish+key', 'commit'],
@@ -101,10 +131,16 @@ describe('issueCoupon on the wire', () => {
     await issue('open', 'cid');
     await issue('other', 'cid');
     expect(await issue('third', 'cid')).toMatchObject({ status: 'MONTHLY_CAP', trips: ['begin', 'coupons.issue', 'rollback'] });
-    expect(await issue('third', 'cid', 'k-cid-third')).toMatchObject({ status: 'MONTHLY_CAP', trips: ['begin', 'coupons.issue+key', 'rollback'] });
+    expect(await issue('third', 'cid', 'k-cid-third')).toMatchObject({
+      status: 'MONTHLY_CAP',
+      trips: ['begin', 'coupons.issue+key', 'rollback'],
+    });
     await issue('single', 'dan');
     expect(await issue('single', 'eve')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['begin', 'coupons.issue', 'rollback'] });
-    expect(await issue('single', 'eve', 'k-eve')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['begin', 'coupons.issue+key', 'rollback'] });
+    expect(await issue('single', 'eve', 'k-eve')).toMatchObject({
+      status: 'BUDGET_EXCEEDED',
+      trips: ['begin', 'coupons.issue+key', 'rollback'],
+    });
     // The member who holds the coupon still hears ALREADY_ISSUED from a sold-out campaign.
     expect((await issue('single', 'dan')).status).toBe('ALREADY_ISSUED');
   });
@@ -122,12 +158,20 @@ describe('issueCoupon on the wire', () => {
     const first = await issue('third', 'fay', 'k-fay');
     const replay = await issue('third', 'fay', 'k-fay');
     expect(replay.status).toBe(first.status);
-    expect(replay.trips).toEqual(['begin', 'coupons.issue+key', expect.stringMatching(/^sql: select .* from "idempotency_keys"/), 'rollback']);
+    expect(replay.trips).toEqual([
+      'begin',
+      'coupons.issue+key',
+      expect.stringMatching(/^sql: select .* from "idempotency_keys"/),
+      'rollback',
+    ]);
   });
 
   it('budget slots: a free slot in one pass, and a sold-out campaign refused without a second pass', async () => {
     for (const member of ['s1', 's2', 's3', 's4']) {
-      expect(await issue('sliced', member)).toMatchObject({ status: 'ISSUED', trips: ['begin', 'coupons.issue', 'coupons.budget.skip', 'commit'] });
+      expect(await issue('sliced', member)).toMatchObject({
+        status: 'ISSUED',
+        trips: ['begin', 'coupons.issue', 'coupons.budget.skip', 'commit'],
+      });
     }
     expect(await issue('sliced', 's5')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['begin', 'coupons.issue', 'rollback'] });
   });
@@ -173,7 +217,12 @@ describe('DB_PREPARED_STATEMENTS=false (a pooler in transaction mode that cannot
     closeTap = opened.close;
     backend = await createTestBackend({ databaseUrl: opened.url, env: { DB_POOL_MAX: '1', DB_PREPARED_STATEMENTS: 'false' } });
     await createTenant(backend, TENANT);
-    await gql(backend.app.fetch, CreateCampaignDocument, { input: { id: 'open', name: 'open', discountYen: 100, budgetYen: 10_000 } }, asTenantAdmin(TENANT));
+    await gql(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id: 'open', name: 'open', discountYen: 100, budgetYen: 10_000 } },
+      asTenantAdmin(TENANT),
+    );
   });
   afterAll(async () => {
     await backend.close();

@@ -37,7 +37,9 @@ function declaredTables(): Tables {
     if (ts.isInterfaceDeclaration(node)) interfaces.set(node.name.text, node);
   });
   const members = (declaration: ts.InterfaceDeclaration) =>
-    declaration.members.filter(ts.isPropertySignature).map((member) => ({ name: member.name.getText(source), type: member.type!.getText(source) }));
+    declaration.members
+      .filter(ts.isPropertySignature)
+      .map((member) => ({ name: member.name.getText(source), type: member.type!.getText(source) }));
   const tables: Tables = {};
   for (const table of members(interfaces.get('DB')!)) {
     const columns: Record<string, ColumnShape> = {};
@@ -81,7 +83,10 @@ describe('src/db/schema.ts', () => {
       expect({ table, columns: Object.keys(declared[table]!).sort() }).toEqual({ table, columns: Object.keys(columns).sort() });
       for (const [column, shape] of Object.entries(columns)) {
         const mine = declared[table]![column]!;
-        expect({ column: `${table}.${column}`, nullable: mine.nullable }).toEqual({ column: `${table}.${column}`, nullable: shape.nullable });
+        expect({ column: `${table}.${column}`, nullable: mine.nullable }).toEqual({
+          column: `${table}.${column}`,
+          nullable: shape.nullable,
+        });
         // A nullable column may be declared required on insert (the code always sets it); a defaulted one must be optional.
         if (!shape.nullable) {
           expect({ column: `${table}.${column}`, optionalOnInsert: mine.optionalOnInsert }).toEqual({

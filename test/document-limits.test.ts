@@ -57,13 +57,21 @@ describe('document limits, before anything executes', () => {
       );
       const body = (await response.json()) as { errors?: { extensions?: Record<string, unknown> }[] };
       // Other refusals (a role, a missing row) are fine here; a limit is not.
-      expect({ operation: operation.name!.value, limits: (body.errors ?? []).map((e) => e.extensions?.['limit']).filter(Boolean) }).toEqual({
-        operation: operation.name!.value,
-        limits: [],
-      });
+      expect({ operation: operation.name!.value, limits: (body.errors ?? []).map((e) => e.extensions?.['limit']).filter(Boolean) }).toEqual(
+        {
+          operation: operation.name!.value,
+          limits: [],
+        },
+      );
     }
     const introspection = await post(
-      getIntrospectionQuery({ descriptions: true, specifiedByUrl: true, directiveIsRepeatable: true, schemaDescription: true, inputValueDeprecation: true }),
+      getIntrospectionQuery({
+        descriptions: true,
+        specifiedByUrl: true,
+        directiveIsRepeatable: true,
+        schemaDescription: true,
+        inputValueDeprecation: true,
+      }),
     );
     expect(introspection.body.errors).toBeUndefined();
     expect(introspection.body.data).toHaveProperty('__schema');

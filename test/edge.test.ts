@@ -57,7 +57,8 @@ describe('production hygiene', () => {
   });
 
   it('allows a listed origin with credentials and the headers a client needs, and nobody else', async () => {
-    const from = (origin: string) => post(JSON.stringify({ query: '{ viewer { role } }' }), { 'content-type': 'application/json', origin, ...asMember('edge') });
+    const from = (origin: string) =>
+      post(JSON.stringify({ query: '{ viewer { role } }' }), { 'content-type': 'application/json', origin, ...asMember('edge') });
     const listed = await from(APP_ORIGIN);
     expect(listed.headers.get('access-control-allow-origin')).toBe(APP_ORIGIN);
     expect(listed.headers.get('access-control-allow-credentials')).toBe('true');
@@ -84,7 +85,10 @@ describe('production hygiene', () => {
     const form = new URLSearchParams({ query }).toString();
     const bodies: [string, string][] = [
       ['application/x-www-form-urlencoded', form],
-      ['multipart/form-data; boundary=x', `--x\r\nContent-Disposition: form-data; name="operations"\r\n\r\n${JSON.stringify({ query })}\r\n--x--\r\n`],
+      [
+        'multipart/form-data; boundary=x',
+        `--x\r\nContent-Disposition: form-data; name="operations"\r\n\r\n${JSON.stringify({ query })}\r\n--x--\r\n`,
+      ],
       ['text/plain', JSON.stringify({ query })],
     ];
     for (const [contentType, body] of bodies) {

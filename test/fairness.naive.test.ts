@@ -21,7 +21,9 @@ describe('the fairness scenario against one first-come line', () => {
 
   it('fails: tenant B is turned away with the flooder', async () => {
     const result = await runFairnessScenario(backend);
-    console.log(`naive line: tenant B's errors ${JSON.stringify(result.victimErrors)}; A's answers ${JSON.stringify(result.floodOutcomes)}`);
+    console.log(
+      `naive line: tenant B's errors ${JSON.stringify(result.victimErrors)}; A's answers ${JSON.stringify(result.floodOutcomes)}`,
+    );
     expect(result.victimErrors.length).toBeGreaterThan(0);
   });
 });

@@ -18,7 +18,6 @@ const TENANT = 'faulty';
 const REQUESTS = 600;
 const CONCURRENCY = 16;
 
-
 interface Sent {
   kind: 'document' | 'coupon';
   key: string;
@@ -43,13 +42,26 @@ describe('faults: the database drops connections and restarts during a concurren
     const log = createLogger('silent');
     postgres = await startEmbeddedPostgres({ dataDir: path.join(dataRoot, 'data'), port: await freePort(), log, ephemeral: true });
     const url = postgres.connectionString('postgres');
-    const migrator = createDatabase({ connectionString: url, max: 1, acquireTimeoutMs: 5_000, applicationName: 'migrate', preparedStatements: false }, log);
+    const migrator = createDatabase(
+      { connectionString: url, max: 1, acquireTimeoutMs: 5_000, applicationName: 'migrate', preparedStatements: false },
+      log,
+    );
     await migrate(migrator.db);
     await migrator.close();
-    backend = await createTestBackend({ databaseUrl: url, env: { DB_POOL_MAX: '8', DB_POOL_ACQUIRE_TIMEOUT_MS: '2000', REQUEST_DEADLINE_MS: '5000' } });
+    backend = await createTestBackend({
+      databaseUrl: url,
+      env: { DB_POOL_MAX: '8', DB_POOL_ACQUIRE_TIMEOUT_MS: '2000', REQUEST_DEADLINE_MS: '5000' },
+    });
     await backend.sql.query("insert into tenants (id, name, monthly_cap_yen) values ($1, 'Faulty', 1000000)", [TENANT]);
-    contractId = (await backend.sql.query<{ id: string }>("insert into contracts (tenant_id, title) values ($1, 'C') returning id", [TENANT])).rows[0]!.id;
-    await gqlOk(backend.app.fetch, CreateCampaignDocument, { input: { id: 'big', name: 'Big', discountYen: 100, budgetYen: 10_000_000 } }, asTenantAdmin(TENANT));
+    contractId = (
+      await backend.sql.query<{ id: string }>("insert into contracts (tenant_id, title) values ($1, 'C') returning id", [TENANT])
+    ).rows[0]!.id;
+    await gqlOk(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id: 'big', name: 'Big', discountYen: 100, budgetYen: 10_000_000 } },
+      asTenantAdmin(TENANT),
+    );
   });
 
   afterAll(async () => {
@@ -99,13 +111,15 @@ describe('faults: the database drops connections and restarts during a concurren
     const outcome = (s: Sent) => String(s.reply.body.errors?.[0]?.extensions?.['code'] ?? 'OK');
     const counts: Record<string, number> = {};
     for (const s of replies) counts[outcome(s)] = (counts[outcome(s)] ?? 0) + 1;
-    console.log(`faults: ${REQUESTS} requests at ${CONCURRENCY} clients; outcomes ${JSON.stringify(counts)}; /ready during the outage ${readyDuringOutage}`);
+    console.log(
+      `faults: ${REQUESTS} requests at ${CONCURRENCY} clients; outcomes ${JSON.stringify(counts)}; /ready during the outage ${readyDuringOutage}`,
+    );
     expect(Object.keys(counts).every((code) => code === 'OK' || code === 'TRY_AGAIN')).toBe(true);
     expect(counts['TRY_AGAIN']).toBeGreaterThan(0);
     expect(readyDuringOutage).toEqual([503]);
 
     // Recovered without a restart of the server: ready again, and new requests succeed.
-    for (const deadline = Date.now() + 10_000; (await ready()) !== 200 && Date.now() < deadline; ) await sleep(100);
+    for (const deadline = Date.now() + 10_000; (await ready()) !== 200 && Date.now() < deadline;) await sleep(100);
     expect(await ready()).toBe(200);
 
     // Every answer of "created" exists exactly once.
@@ -127,7 +141,10 @@ describe('faults: the database drops connections and restarts during a concurren
       CONCURRENCY,
     );
     expect(retried.every((s) => outcome(s) === 'OK')).toBe(true);
-    const documents = await backend.sql.query<{ doc_number: number }>('select doc_number from contract_documents where tenant_id = $1 order by 1', [TENANT]);
+    const documents = await backend.sql.query<{ doc_number: number }>(
+      'select doc_number from contract_documents where tenant_id = $1 order by 1',
+      [TENANT],
+    );
     expect(documents.rows.map((r) => r.doc_number)).toEqual(Array.from({ length: REQUESTS / 2 }, (_, i) => 10_000_000 + i));
     const coupons = await backend.sql.query<{ n: number }>('select count(*)::int as n from coupons where tenant_id = $1', [TENANT]);
     expect(coupons.rows[0]!.n).toBe(REQUESTS / 2);

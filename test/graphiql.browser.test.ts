@@ -29,7 +29,15 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
     // As root in a closed network: no sandbox, and none of Chromium's calls home.
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
   });
   afterAll(async () => {
@@ -54,12 +62,18 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
       `mutation { createContractDocument(input: { contractId: "${DEMO_CONTRACT}" }) { document { id contractId docNumber createdAt } } }`,
     );
 
-    await page.getByRole('button', { name: /prettify/i }).first().click();
+    await page
+      .getByRole('button', { name: /prettify/i })
+      .first()
+      .click();
     await editor.click();
     await page.keyboard.press('ControlOrMeta+Home');
 
     // The headers editor: the demo member of tenant acme.
-    await page.getByRole('button', { name: /headers/i }).first().click();
+    await page
+      .getByRole('button', { name: /headers/i })
+      .first()
+      .click();
     const headers = page.locator('.graphiql-editor-tool .monaco-editor').last();
     await headers.click();
     await page.keyboard.press('ControlOrMeta+A');
@@ -98,7 +112,9 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
     const first = await transferred(() => page.goto(url, { waitUntil: 'load' }));
     expect((await introspected).status()).toBe(200);
     const reload = await transferred(() => page.reload({ waitUntil: 'load' }));
-    console.log(`GraphiQL transferred: first load ${first.bytes} bytes in ${first.requests} GETs, reload ${reload.bytes} bytes in ${reload.requests} GETs`);
+    console.log(
+      `GraphiQL transferred: first load ${first.bytes} bytes in ${first.requests} GETs, reload ${reload.bytes} bytes in ${reload.requests} GETs`,
+    );
     expect(first.bytes).toBeGreaterThan(100_000);
     expect(first.bytes).toBeLessThan(2_000_000);
     expect(reload.requests).toBeGreaterThan(0);

@@ -21,7 +21,9 @@ describe('Hasura metadata (npm run hasura:metadata)', () => {
     expect(Object.keys(sdl.getMutationType()!.getFields()).sort()).toEqual(mutations);
     const types = Object.values(sdl.getTypeMap()).filter((t) => !t.name.startsWith('__'));
     expect(types.filter((t) => isInterfaceType(t) || isUnionType(t))).toEqual([]);
-    expect(types.map((t) => t.name)).toEqual(expect.arrayContaining(['UUID', 'DateTime', 'IssueCouponStatus', 'HuddleStatus', 'ContractDocument']));
+    expect(types.map((t) => t.name)).toEqual(
+      expect.arrayContaining(['UUID', 'DateTime', 'IssueCouponStatus', 'HuddleStatus', 'ContractDocument']),
+    );
   });
 
   it('makes each action synchronous, on /actions, with the secret from the environment, client headers forwarded, and a timeout between the deadline and 30 s', () => {
@@ -93,7 +95,11 @@ describe("Hasura's action requests, replayed", () => {
       request_query: null,
     });
     expect(await tenant.json()).toMatchObject({ tenant: { id: 'from-hasura', monthlyCapYen: 3000 } });
-    const cleanup = await post({ action: { name: 'cleanupHuddles' }, input: {}, session_variables: { 'x-hasura-role': 'admin', 'x-hasura-tenant-id': 'hasura-t' } });
+    const cleanup = await post({
+      action: { name: 'cleanupHuddles' },
+      input: {},
+      session_variables: { 'x-hasura-role': 'admin', 'x-hasura-tenant-id': 'hasura-t' },
+    });
     expect(await cleanup.json()).toEqual({ participantsRemoved: 0, sessionsEnded: 0 });
   });
 

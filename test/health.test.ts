@@ -6,7 +6,10 @@ describe('/health and /ready', () => {
   it('/health answers while the process lives; /ready only while the database answers', async () => {
     const healthy = await createTestBackend();
     // Nothing listens on port 1: this backend's database is down.
-    const orphaned = await createTestBackend({ databaseUrl: 'postgres://nobody:nothing@127.0.0.1:1/none', env: { DB_POOL_ACQUIRE_TIMEOUT_MS: '500' } });
+    const orphaned = await createTestBackend({
+      databaseUrl: 'postgres://nobody:nothing@127.0.0.1:1/none',
+      env: { DB_POOL_ACQUIRE_TIMEOUT_MS: '500' },
+    });
     try {
       const get = (backend: typeof healthy, path: string) => backend.app.fetch(new Request(`http://test.local${path}`));
       expect((await get(healthy, '/health')).status).toBe(200);

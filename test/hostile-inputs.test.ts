@@ -12,7 +12,16 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { declaredScopes } from '../src/graphql/guards.js';
 import type { AccessScope } from '../src/identity/access.js';
-import { asOperator, asTenantAdmin, asUser, createContractRow, createTenant, createTestBackend, gql, type TestBackend } from './support/harness.js';
+import {
+  asOperator,
+  asTenantAdmin,
+  asUser,
+  createContractRow,
+  createTenant,
+  createTestBackend,
+  gql,
+  type TestBackend,
+} from './support/harness.js';
 
 /**
  * Every argument of every root field gets hostile values: strings with NUL, lone surrogates,
@@ -82,10 +91,9 @@ function hostileValue(type: GraphQLInputType, foreign: Foreign): fc.Arbitrary<un
   if (isListType(type)) return fc.array(hostileValue(type.ofType, foreign), { maxLength: 3 });
   if (isInputObjectType(type)) {
     const fields = Object.values(type.getFields());
-    return fc.record(
-      Object.fromEntries(fields.map((field) => [field.name, hostileValue(field.type, foreign)])),
-      { requiredKeys: fields.filter((field) => isNonNullType(field.type)).map((field) => field.name) },
-    );
+    return fc.record(Object.fromEntries(fields.map((field) => [field.name, hostileValue(field.type, foreign)])), {
+      requiredKeys: fields.filter((field) => isNonNullType(field.type)).map((field) => field.name),
+    });
   }
   if (isEnumType(type)) return fc.constantFrom(...type.getValues().map((value) => value.name), 'NOT_A_VALUE');
   switch (type.name) {

@@ -22,9 +22,13 @@ describe('huddles', () => {
     (await gqlOk(backend.app.fetch, LeaveHuddleDocument, { input: { objectiveId } }, send(member))).leaveHuddle;
   const heartbeat = async (member: string, objectiveId: string) =>
     (await gqlOk(backend.app.fetch, HeartbeatHuddleDocument, { input: { objectiveId } }, send(member))).heartbeatHuddle;
-  const members = (result: { session?: { participants: { memberId: string }[] } | null }) => result.session?.participants.map((p) => p.memberId);
+  const members = (result: { session?: { participants: { memberId: string }[] } | null }) =>
+    result.session?.participants.map((p) => p.memberId);
   const makeStale = (member: string) =>
-    backend.sql.query("update huddle_participants set last_heartbeat_at = now() - interval '10 minutes' where tenant_id = $1 and member_id = $2", [TENANT, member]);
+    backend.sql.query(
+      "update huddle_participants set last_heartbeat_at = now() - interval '10 minutes' where tenant_id = $1 and member_id = $2",
+      [TENANT, member],
+    );
 
   beforeAll(async () => {
     backend = await createTestBackend({ env: { HUDDLE_STALE_AFTER_MS: '60000' } });
@@ -92,8 +96,12 @@ describe('huddles', () => {
   });
 
   it('refuses an empty objective id and a session without a member', async () => {
-    expect(errorCodes(await gql(backend.app.fetch, JoinHuddleDocument, { input: { objectiveId: ' ' } }, asUser(TENANT, 'x')))).toEqual(['BAD_USER_INPUT']);
-    expect(errorCodes(await gql(backend.app.fetch, JoinHuddleDocument, { input: { objectiveId: 'a' } }, asTenantAdmin(TENANT)))).toEqual(['FORBIDDEN']);
+    expect(errorCodes(await gql(backend.app.fetch, JoinHuddleDocument, { input: { objectiveId: ' ' } }, asUser(TENANT, 'x')))).toEqual([
+      'BAD_USER_INPUT',
+    ]);
+    expect(errorCodes(await gql(backend.app.fetch, JoinHuddleDocument, { input: { objectiveId: 'a' } }, asTenantAdmin(TENANT)))).toEqual([
+      'FORBIDDEN',
+    ]);
   });
 
   it('the worker inside npm start cleans stale huddles on its interval', async () => {
@@ -108,9 +116,8 @@ describe('huddles', () => {
     });
     const running = await startBackend({ config, log: backend.log, host: '127.0.0.1' });
     try {
-      const active = async () =>
-        (await gqlOk(backend.app.fetch, HuddleDocument, { objectiveId: 'nightly' }, asUser(TENANT, 'ivy'))).huddle;
-      for (const deadline = Date.now() + 10_000; (await active()) !== null && Date.now() < deadline; ) await sleep(50);
+      const active = async () => (await gqlOk(backend.app.fetch, HuddleDocument, { objectiveId: 'nightly' }, asUser(TENANT, 'ivy'))).huddle;
+      for (const deadline = Date.now() + 10_000; (await active()) !== null && Date.now() < deadline;) await sleep(50);
       expect(await active()).toBeNull();
     } finally {
       await running.stop();

@@ -3,7 +3,16 @@ import { parse, print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deleteExpiredKeys, fingerprint } from '../src/idempotency/service.js';
 import { CreateCampaignDocument, CreateContractDocumentDocument, IssueCouponDocument } from './generated/graphql.js';
-import { asTenantAdmin, asUser, createContractRow, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
+import {
+  asTenantAdmin,
+  asUser,
+  createContractRow,
+  createTenant,
+  createTestBackend,
+  errorCodes,
+  gql,
+  type TestBackend,
+} from './support/harness.js';
 
 const TENANT = 'idem';
 
@@ -11,12 +20,18 @@ describe('Idempotency-Key', () => {
   let backend: TestBackend;
   let contractId: string;
   const count = async (table: string, where = 'true') =>
-    (await backend.sql.query<{ n: number }>(`select count(*)::int as n from ${table} where tenant_id = $1 and ${where}`, [TENANT])).rows[0]!.n;
+    (await backend.sql.query<{ n: number }>(`select count(*)::int as n from ${table} where tenant_id = $1 and ${where}`, [TENANT])).rows[0]!
+      .n;
   const createDocument = (key: string | null, contract = contractId, member = 'm1') =>
-    gql(backend.app.fetch, CreateContractDocumentDocument, { input: { contractId: contract } }, {
-      ...asUser(TENANT, member),
-      ...(key === null ? {} : { 'idempotency-key': key }),
-    });
+    gql(
+      backend.app.fetch,
+      CreateContractDocumentDocument,
+      { input: { contractId: contract } },
+      {
+        ...asUser(TENANT, member),
+        ...(key === null ? {} : { 'idempotency-key': key }),
+      },
+    );
 
   beforeAll(async () => {
     backend = await createTestBackend();
@@ -82,8 +97,19 @@ describe('Idempotency-Key', () => {
   });
 
   it('answers a resent issueCoupon ISSUED again, not ALREADY_ISSUED', async () => {
-    await gql(backend.app.fetch, CreateCampaignDocument, { input: { id: 'promo', name: 'Promo', discountYen: 500, budgetYen: 10_000 } }, asTenantAdmin(TENANT));
-    const send = () => gql(backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'promo' } }, { ...asUser(TENANT, 'buyer'), 'idempotency-key': 'tap-1' });
+    await gql(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id: 'promo', name: 'Promo', discountYen: 500, budgetYen: 10_000 } },
+      asTenantAdmin(TENANT),
+    );
+    const send = () =>
+      gql(
+        backend.app.fetch,
+        IssueCouponDocument,
+        { input: { campaignId: 'promo' } },
+        { ...asUser(TENANT, 'buyer'), 'idempotency-key': 'tap-1' },
+      );
     const first = await send();
     const resent = await send();
     expect(first.body.data?.issueCoupon.status).toBe('ISSUED');
@@ -120,13 +146,18 @@ describe('Idempotency-Key', () => {
     expect(theirs.body.data!.createContractDocument.document.id).not.toBe(mine.body.data!.createContractDocument.document.id);
   });
 
-  it('scopes keys to the role too: the same user id acting as admin is not served a member\'s stored response', async () => {
+  it("scopes keys to the role too: the same user id acting as admin is not served a member's stored response", async () => {
     const asMember = await createDocument('role-scoped', contractId, 'm9');
-    const asAdmin = await gql(backend.app.fetch, CreateContractDocumentDocument, { input: { contractId } }, {
-      ...asTenantAdmin(TENANT),
-      'x-hasura-user-id': 'm9',
-      'idempotency-key': 'role-scoped',
-    });
+    const asAdmin = await gql(
+      backend.app.fetch,
+      CreateContractDocumentDocument,
+      { input: { contractId } },
+      {
+        ...asTenantAdmin(TENANT),
+        'x-hasura-user-id': 'm9',
+        'idempotency-key': 'role-scoped',
+      },
+    );
     expect(asAdmin.body.errors).toBeUndefined();
     expect(asAdmin.headers.get('idempotent-replayed')).toBeNull();
     expect(asAdmin.body.data!.createContractDocument.document.id).not.toBe(asMember.body.data!.createContractDocument.document.id);
@@ -152,7 +183,11 @@ describe('Idempotency-Key', () => {
     const document = parse('mutation Issue($input: IssueCouponInput!) { issueCoupon(input: $input) { status } }');
     const variables = { input: { campaignId: 'promo' } };
     // The formula keys stored before this version were made with: a resend across an upgrade still matches.
-    const stored = createHash('sha256').update(`Issue\n${print(document)}`).update('\0').update('{"input":{"campaignId":"promo"}}').digest('hex');
+    const stored = createHash('sha256')
+      .update(`Issue\n${print(document)}`)
+      .update('\0')
+      .update('{"input":{"campaignId":"promo"}}')
+      .digest('hex');
     expect(fingerprint(document, 'Issue', variables)).toBe(stored);
     // Yoga's parser cache hands back the same document for the same text and never changes it; a
     // change here shows that the second fingerprint reused the first print instead of printing again.

@@ -123,8 +123,13 @@ describe('configuration', () => {
 
   it('runs dev mode (no secret, no JWT key) only with NODE_ENV unset, development or test', () => {
     for (const nodeEnv of ['production', 'staging', 'prod']) {
-      expect(() => loadConfig({ NODE_ENV: nodeEnv })).toThrow(new RegExp(`^ACTION_SECRET: NODE_ENV=${nodeEnv} needs ACTION_SECRET or JWT_SECRET`));
-      expect(loadConfig({ NODE_ENV: nodeEnv, ACTION_SECRET: SECRET, DATABASE_URL })).toMatchObject({ actionSecret: SECRET, development: false });
+      expect(() => loadConfig({ NODE_ENV: nodeEnv })).toThrow(
+        new RegExp(`^ACTION_SECRET: NODE_ENV=${nodeEnv} needs ACTION_SECRET or JWT_SECRET`),
+      );
+      expect(loadConfig({ NODE_ENV: nodeEnv, ACTION_SECRET: SECRET, DATABASE_URL })).toMatchObject({
+        actionSecret: SECRET,
+        development: false,
+      });
     }
     for (const env of [{}, { NODE_ENV: 'development' }, { NODE_ENV: 'test' }]) expect(loadConfig(env).development).toBe(true);
   });

@@ -148,7 +148,10 @@ describe('JWT_SECRET claims checks', () => {
     const lenient = configWith({ ...hs256, allowed_skew: 60 });
     expect(await refusal(lenient, await expiredSecondsAgo(30))).toBeNull();
     expect(await refusal(lenient, await expiredSecondsAgo(90))).toEqual({ code: 'UNAUTHENTICATED', message: 'The JWT has expired' });
-    expect(await refusal(configWith(hs256), await expiredSecondsAgo(30))).toEqual({ code: 'UNAUTHENTICATED', message: 'The JWT has expired' });
+    expect(await refusal(configWith(hs256), await expiredSecondsAgo(30))).toEqual({
+      code: 'UNAUTHENTICATED',
+      message: 'The JWT has expired',
+    });
   });
 });
 
@@ -192,13 +195,19 @@ describe('JWT_SECRET claims location', () => {
     const admin = await sign({ ...payload, primary_role: 'admin' }, secretKey);
     expect(await sessionOrCode(config, bearer(admin))).toEqual({ ...memberSession, role: 'admin' });
     // The x-hasura-role header still picks among the mapped allowed roles.
-    expect(await sessionOrCode(config, { ...bearer(await sign(payload, secretKey)), 'x-hasura-role': 'admin' })).toMatchObject({ role: 'admin' });
+    expect(await sessionOrCode(config, { ...bearer(await sign(payload, secretKey)), 'x-hasura-role': 'admin' })).toMatchObject({
+      role: 'admin',
+    });
 
     const literal = configWith({
       ...hs256,
       claims_map: { 'x-hasura-allowed-roles': ['user'], 'x-hasura-default-role': 'user', 'x-hasura-user-id': { path: '$.sub' } },
     });
-    expect(await sessionOrCode(literal, bearer(await sign({ sub: 'member-9' }, secretKey)))).toEqual({ role: 'user', userId: 'member-9', tenantId: null });
+    expect(await sessionOrCode(literal, bearer(await sign({ sub: 'member-9' }, secretKey)))).toEqual({
+      role: 'user',
+      userId: 'member-9',
+      tenantId: null,
+    });
   });
 
   it('reads the token from the cookie named by header, and only there', async () => {
@@ -499,11 +508,19 @@ describe('JWT_SECRET configuration errors name their field', () => {
     ['JWT_SECRET.claims_namespace_path', 'a path step Hasura does not take', { ...hs256, claims_namespace_path: '$..a' }],
     ['JWT_SECRET.claims_format', 'an unknown format', { ...hs256, claims_format: 'xml' }],
     ['JWT_SECRET.claims_map', 'a claims_map that is a list', { ...hs256, claims_map: [] }],
-    ['JWT_SECRET.claims_map.x-hasura-default-role', 'a claims_map without the default role', { ...hs256, claims_map: { 'x-hasura-allowed-roles': ['user'] } }],
+    [
+      'JWT_SECRET.claims_map.x-hasura-default-role',
+      'a claims_map without the default role',
+      { ...hs256, claims_map: { 'x-hasura-allowed-roles': ['user'] } },
+    ],
     ['JWT_SECRET.claims_map.user-id', 'a variable without x-hasura-', withMap({ 'user-id': 'x' })],
     ['JWT_SECRET.claims_map.x-hasura-user-id', 'a numeric literal', withMap({ 'x-hasura-user-id': 42 })],
     ['JWT_SECRET.claims_map.x-hasura-user-id.path', 'a path without $', withMap({ 'x-hasura-user-id': { path: 'sub' } })],
-    ['JWT_SECRET.claims_map.x-hasura-user-id.fallback', 'an unknown mapping field', withMap({ 'x-hasura-user-id': { path: '$.sub', fallback: 'x' } })],
+    [
+      'JWT_SECRET.claims_map.x-hasura-user-id.fallback',
+      'an unknown mapping field',
+      withMap({ 'x-hasura-user-id': { path: '$.sub', fallback: 'x' } }),
+    ],
     ['JWT_SECRET.allowed_skew', 'a negative skew', { ...hs256, allowed_skew: -1 }],
     ['JWT_SECRET.allowed_skew', 'a skew in a string', { ...hs256, allowed_skew: '60' }],
     ['JWT_SECRET.header', 'a header that is a string', { ...hs256, header: 'Cookie' }],

@@ -148,7 +148,7 @@ describe('the outbox relay', () => {
     const config = loadConfig({ NODE_ENV: 'test', DATABASE_URL: backend.databaseUrl, PORT: '0', OUTBOX_POLL_INTERVAL_MS: '20' });
     const running = await startBackend({ config, log: backend.log, host: '127.0.0.1' });
     try {
-      for (const deadline = Date.now() + 10_000; (await statuses())['pending'] && Date.now() < deadline; ) await sleep(20);
+      for (const deadline = Date.now() + 10_000; (await statuses())['pending'] && Date.now() < deadline;) await sleep(20);
       expect(await statuses()).toEqual({ sent: 5 });
     } finally {
       await running.stop();

@@ -101,7 +101,10 @@ describe('the executor rule', () => {
   });
 
   it('turns an exhausted pool into a quick TRY_AGAIN instead of a hang', async () => {
-    const small = await createTestBackend({ databaseUrl: backend.databaseUrl, env: { DB_POOL_MAX: '1', DB_POOL_ACQUIRE_TIMEOUT_MS: '200' } });
+    const small = await createTestBackend({
+      databaseUrl: backend.databaseUrl,
+      env: { DB_POOL_MAX: '1', DB_POOL_ACQUIRE_TIMEOUT_MS: '200' },
+    });
     try {
       // Hold the app's only connection with a transaction of our own until the request has answered.
       let release!: () => void;

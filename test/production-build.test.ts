@@ -36,8 +36,11 @@ describe('the production build', () => {
 
   beforeAll(async () => {
     root = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-prod-'));
-    await run(path.join(PROJECT, 'node_modules/.bin/tsc'), ['-p', 'tsconfig.build.json', '--outDir', path.join(root, 'dist')], { cwd: PROJECT });
-    for (const entry of ['package.json', 'package-lock.json', 'db']) await cp(path.join(PROJECT, entry), path.join(root, entry), { recursive: true });
+    await run(path.join(PROJECT, 'node_modules/.bin/tsc'), ['-p', 'tsconfig.build.json', '--outDir', path.join(root, 'dist')], {
+      cwd: PROJECT,
+    });
+    for (const entry of ['package.json', 'package-lock.json', 'db'])
+      await cp(path.join(PROJECT, entry), path.join(root, entry), { recursive: true });
     // The packages are in npm's cache since the project's own install: no network needed.
     await run('npm', ['ci', '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund'], { cwd: root });
   });
@@ -54,9 +57,14 @@ describe('the production build', () => {
 
   it('runs with node alone against DATABASE_URL: migrates from db/, serves GraphQL, no GraphiQL', async () => {
     const databaseUrl = await createEmptyDatabaseUrl();
-    const server = startCompiled(root, { DATABASE_URL: databaseUrl, ACTION_SECRET: SECRET, PORT: String(await freePort()), RUN_WORKERS: 'false' });
+    const server = startCompiled(root, {
+      DATABASE_URL: databaseUrl,
+      ACTION_SECRET: SECRET,
+      PORT: String(await freePort()),
+      RUN_WORKERS: 'false',
+    });
     try {
-      for (const deadline = Date.now() + 60_000; !/GraphQL: +http/.test(server.output()) && Date.now() < deadline; ) {
+      for (const deadline = Date.now() + 60_000; !/GraphQL: +http/.test(server.output()) && Date.now() < deadline;) {
         if (server.child.exitCode !== null) break;
         await sleep(50);
       }

@@ -11,7 +11,9 @@ async function tablesIn(databaseUrl: string): Promise<string[]> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   try {
-    const { rows } = await client.query<{ name: string }>("select table_name as name from information_schema.tables where table_schema = 'public'");
+    const { rows } = await client.query<{ name: string }>(
+      "select table_name as name from information_schema.tables where table_schema = 'public'",
+    );
     return rows.map((row) => row.name);
   } finally {
     await client.end();
@@ -36,7 +38,9 @@ describe.each([
     const url = await createTestDatabaseUrl();
     const client = new pg.Client({ connectionString: url });
     await client.connect();
-    const { rows } = await client.query<{ version: string }>('delete from schema_migrations where version = (select max(version) from schema_migrations) returning version');
+    const { rows } = await client.query<{ version: string }>(
+      'delete from schema_migrations where version = (select max(version) from schema_migrations) returning version',
+    );
     await client.end();
     const { code, output } = await runScript(script, { DATABASE_URL: url });
     expect(output).toContain(`schema is behind this code: ${rows[0]!.version} not applied`);

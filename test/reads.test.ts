@@ -126,11 +126,16 @@ describe('queries live under the rules of mutations', () => {
       const released = new Promise<void>((resolve) => (release = resolve));
       let holding!: () => void;
       const held = new Promise<void>((resolve) => (holding = resolve));
-      const holder = runInTransaction(watched.database.db, watched.services.transactions, { deadline: Date.now() + 20_000 }, async (trx) => {
-        await sql`select 1`.execute(trx);
-        holding();
-        await released;
-      });
+      const holder = runInTransaction(
+        watched.database.db,
+        watched.services.transactions,
+        { deadline: Date.now() + 20_000 },
+        async (trx) => {
+          await sql`select 1`.execute(trx);
+          holding();
+          await released;
+        },
+      );
       await held;
       const before = statements;
       const client = new AbortController();

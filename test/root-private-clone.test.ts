@@ -84,7 +84,7 @@ describe.skipIf(!asRoot)('as root, from a clone in a private folder', () => {
     const output = captureOutput(child);
     const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
     try {
-      for (const deadline = Date.now() + 90_000; !/GraphQL and GraphiQL: http/.test(output()) && Date.now() < deadline; ) {
+      for (const deadline = Date.now() + 90_000; !/GraphQL and GraphiQL: http/.test(output()) && Date.now() < deadline;) {
         if (child.exitCode !== null) break;
         await sleep(100);
       }
@@ -94,7 +94,10 @@ describe.skipIf(!asRoot)('as root, from a clone in a private folder', () => {
       const response = await fetch(`${base}/graphql`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...DEMO_HEADERS },
-        body: JSON.stringify({ query: 'mutation { createContractDocument(input: {contractId: "11111111-1111-4111-8111-111111111111"}) { document { docNumber } } }' }),
+        body: JSON.stringify({
+          query:
+            'mutation { createContractDocument(input: {contractId: "11111111-1111-4111-8111-111111111111"}) { document { docNumber } } }',
+        }),
       });
       expect(await response.json()).toEqual({ data: { createContractDocument: { document: { docNumber: 10_000_000 } } } });
       const dataDir = path.join(clone, '.data', 'postgres');

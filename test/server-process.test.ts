@@ -13,7 +13,6 @@ import { captureOutput, runScript, spawnScript, stopScript } from './support/scr
 
 const DEMO_CONTRACT = '11111111-1111-4111-8111-111111111111';
 
-
 interface Started {
   child: ChildProcess;
   output: () => string;
@@ -85,7 +84,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     expect(body.data.createContractDocument.document.docNumber).toBe(10_000_000);
   });
 
-  it('prints the embedded database\'s connection string, and npm run db:url prints it alone for psql', async () => {
+  it("prints the embedded database's connection string, and npm run db:url prints it alone for psql", async () => {
     const printed = /Database: +(postgres:\/\/\S+)/.exec(server.output())?.[1];
     expect(printed).toMatch(new RegExp(`^postgres://postgres:[^@]+@127\\.0\\.0\\.1:${pgPort}/postgres$`));
     const { code, output } = await runScript('src/cli/db-url.ts', sameDatabase());
@@ -113,13 +112,14 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     const issued = await graphql(server.base, 'mutation { issueCoupon(input: {campaignId: "welcome"}) { status } }', DEMO_HEADERS);
     expect(issued).toEqual({ data: { issueCoupon: { status: 'ISSUED' } } });
     const pending = async () =>
-      ((await graphql(server.base, '{ outboxStats { pending } }', ADMIN)) as { data: { outboxStats: { pending: number } } }).data.outboxStats.pending;
+      ((await graphql(server.base, '{ outboxStats { pending } }', ADMIN)) as { data: { outboxStats: { pending: number } } }).data
+        .outboxStats.pending;
     expect(await pending()).toBe(1);
 
     const worker = spawnScript('src/worker/main.ts', { ...sameDatabase(), OUTBOX_POLL_INTERVAL_MS: '50' });
     const output = captureOutput(worker);
     const closed = new Promise<number | null>((resolve) => worker.on('close', resolve));
-    for (const deadline = Date.now() + 20_000; (await pending()) > 0 && Date.now() < deadline; ) await sleep(100);
+    for (const deadline = Date.now() + 20_000; (await pending()) > 0 && Date.now() < deadline;) await sleep(100);
     expect(await pending()).toBe(0);
     worker.kill('SIGTERM');
     expect(await closed).toBe(0);
@@ -155,8 +155,9 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     const inFlight = createDocument(server.base);
     // In flight for certain: the server's transaction waits for the row this test holds.
     const waiting = async () =>
-      (await admin.query("select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and pid <> pg_backend_pid()")).rows[0].n;
-    for (const deadline = Date.now() + 30_000; (await waiting()) === 0 && Date.now() < deadline; ) await sleep(50);
+      (await admin.query("select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and pid <> pg_backend_pid()"))
+        .rows[0].n;
+    for (const deadline = Date.now() + 30_000; (await waiting()) === 0 && Date.now() < deadline;) await sleep(50);
     expect(await waiting()).toBe(1);
     server.child.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 500));

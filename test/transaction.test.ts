@@ -58,7 +58,10 @@ describe('the transaction runner', () => {
       );
       expect(result).toEqual({ value: 3, attempts: 3, rolledBack: false });
       expect(retried).toEqual([state, state]);
-      const kept = await backend.sql.query('select title from contracts where tenant_id = $1 and title like $2', ['runner', `% of ${state}`]);
+      const kept = await backend.sql.query('select title from contracts where tenant_id = $1 and title like $2', [
+        'runner',
+        `% of ${state}`,
+      ]);
       expect(kept.rows).toEqual([{ title: `attempt 3 of ${state}` }]);
     },
   );

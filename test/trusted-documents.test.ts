@@ -32,7 +32,10 @@ describe('TRUSTED_DOCUMENTS: only the frontend’s own documents run', () => {
         body: JSON.stringify(params),
       }),
     );
-    return { status: response.status, body: (await response.json()) as { data?: unknown; errors?: { extensions?: Record<string, unknown> }[] } };
+    return {
+      status: response.status,
+      body: (await response.json()) as { data?: unknown; errors?: { extensions?: Record<string, unknown> }[] },
+    };
   }
   const byHash = (hash: string, variables: Record<string, unknown> = {}) => ({
     variables,
@@ -75,14 +78,21 @@ describe('TRUSTED_DOCUMENTS: only the frontend’s own documents run', () => {
       new Request('http://test.local/actions', {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-action-secret': SECRET },
-        body: JSON.stringify({ action: { name: 'createContract' }, input: { input: { title: 'From Hasura' } }, session_variables: asUser('trusted') }),
+        body: JSON.stringify({
+          action: { name: 'createContract' },
+          input: { input: { title: 'From Hasura' } },
+          session_variables: asUser('trusted'),
+        }),
       }),
     );
     expect(response.status).toBe(200);
   });
 
   it('stops at start-up on a manifest it cannot read, naming TRUSTED_DOCUMENTS', async () => {
-    const services = { ...backend.services, config: { ...backend.config, edge: { ...backend.config.edge, trustedDocumentsPath: '/nonexistent/manifest.json' } } };
+    const services = {
+      ...backend.services,
+      config: { ...backend.config, edge: { ...backend.config.edge, trustedDocumentsPath: '/nonexistent/manifest.json' } },
+    };
     expect(() => createApp(services)).toThrow(/TRUSTED_DOCUMENTS/);
   });
 });

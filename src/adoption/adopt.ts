@@ -55,7 +55,8 @@ async function moveLegacyTables(trx: Transaction<DB>): Promise<string[]> {
   for (const table of LEGACY_TABLES) {
     if (projectSchemaExists && !LEGACY_ONLY.has(table)) continue;
     if (!(await tableExists(trx, 'public', table))) continue;
-    if (await tableExists(trx, LEGACY_SCHEMA, table)) throw new Error(`both public.${table} and ${LEGACY_SCHEMA}.${table} exist; resolve by hand`);
+    if (await tableExists(trx, LEGACY_SCHEMA, table))
+      throw new Error(`both public.${table} and ${LEGACY_SCHEMA}.${table} exist; resolve by hand`);
     await sql`alter table ${sql.table(`public.${table}`)} set schema ${sql.id(LEGACY_SCHEMA)}`.execute(trx);
     moved.push(table);
   }
@@ -111,8 +112,11 @@ async function adoptCoupons(trx: Transaction<DB>, tenantId: string, report: Adop
   const hasCoupons = await tableExists(trx, LEGACY_SCHEMA, 'issued_coupons');
   if (!hasCampaigns && !hasCoupons) return;
   report.rows.tenants += Number(
-    (await sql`insert into tenants (id, name, monthly_cap_yen) values (${tenantId}, ${tenantId}, ${DEFAULT_MONTHLY_CAP_YEN}) on conflict (id) do nothing`.execute(trx))
-      .numAffectedRows ?? 0,
+    (
+      await sql`insert into tenants (id, name, monthly_cap_yen) values (${tenantId}, ${tenantId}, ${DEFAULT_MONTHLY_CAP_YEN}) on conflict (id) do nothing`.execute(
+        trx,
+      )
+    ).numAffectedRows ?? 0,
   );
   if (hasCampaigns) {
     report.rows.campaigns = Number(
@@ -171,7 +175,12 @@ async function rebuildCounters(trx: Transaction<DB>, tenantId: string, report: A
      where s.tenant_id = c.tenant_id and s.campaign_id = c.id and c.tenant_id = ${tenantId} and s.issued_yen > s.budget_yen
     returning c.id as campaign_id, s.budget_yen, s.issued_yen`.execute(trx);
   report.overspend = overspent.rows
-    .map((r) => ({ campaignId: r.campaign_id, budgetYen: r.budget_yen, issuedYen: r.issued_yen, overspendYen: r.issued_yen - r.budget_yen }))
+    .map((r) => ({
+      campaignId: r.campaign_id,
+      budgetYen: r.budget_yen,
+      issuedYen: r.issued_yen,
+      overspendYen: r.issued_yen - r.budget_yen,
+    }))
     .sort((a, b) => a.campaignId.localeCompare(b.campaignId));
   await sql
     .raw(
@@ -233,7 +242,10 @@ export async function adoptLegacyData(db: Kysely<DB>, options: { tenantId: strin
       } else if (LEGACY_TABLES.some((table) => report.movedTables.includes(table))) {
         await adoptDocuments(trx, report);
         await adoptCoupons(trx, options.tenantId, report);
-        await trx.insertInto('adoptions').values({ tenant_id: options.tenantId, report: JSON.stringify(report) }).execute();
+        await trx
+          .insertInto('adoptions')
+          .values({ tenant_id: options.tenantId, report: JSON.stringify(report) })
+          .execute();
       }
       if (options.dryRun) throw new DryRunRollback(report);
       return report;

@@ -13,7 +13,9 @@ cap are reported, document sequences continue after each tenant's highest number
 
 function printReport(report: AdoptionReport) {
   const { rows, duplicateCoupons } = report;
-  console.log(report.dryRun ? 'DRY RUN: nothing was changed.' : report.alreadyAdopted ? 'Already adopted: nothing was changed.' : 'Adopted.');
+  console.log(
+    report.dryRun ? 'DRY RUN: nothing was changed.' : report.alreadyAdopted ? 'Already adopted: nothing was changed.' : 'Adopted.',
+  );
   console.log(`legacy tables moved to schema "legacy": ${report.movedTables.join(', ') || 'none'}`);
   console.log(`migrations applied: ${report.migrationsApplied.join(', ') || 'none'}`);
   console.log(
@@ -45,9 +47,13 @@ run(async () => {
     return index >= 0 ? args[index + 1] : undefined;
   };
   const tenantId = valueOf('--tenant');
-  const unknown = args.filter((arg, i) => arg.startsWith('--') && !['--tenant', '--dry-run', '--json'].includes(arg) && args[i - 1] !== '--json');
+  const unknown = args.filter(
+    (arg, i) => arg.startsWith('--') && !['--tenant', '--dry-run', '--json'].includes(arg) && args[i - 1] !== '--json',
+  );
   if (!tenantId || !/^[A-Za-z0-9_-]{1,64}$/.test(tenantId) || unknown.length > 0) {
-    console.error(`${unknown.length ? `unknown option ${unknown[0]}` : '--tenant needs an id of 1 to 64 letters, digits, "_" or "-"'}\n\n${USAGE}`);
+    console.error(
+      `${unknown.length ? `unknown option ${unknown[0]}` : '--tenant needs an id of 1 to 64 letters, digits, "_" or "-"'}\n\n${USAGE}`,
+    );
     process.exitCode = 2;
     return;
   }

@@ -102,8 +102,15 @@ function judge<T>(response: TransportResponse, attempt: number): Outcome<T> {
   const errors = body.errors ?? [];
   const first = errors[0];
   const code = first?.extensions?.code ?? (response.status >= 500 ? 'HTTP_' + response.status : undefined);
-  if (!code && body.data) return { kind: 'done', result: { data: body.data, replayed: response.headers.get('idempotent-replayed') === 'true' } };
-  const error = new MutationError(first?.message ?? `HTTP ${response.status}`, code ?? 'UNKNOWN', attempt, errors, first?.extensions?.requestId);
+  if (!code && body.data)
+    return { kind: 'done', result: { data: body.data, replayed: response.headers.get('idempotent-replayed') === 'true' } };
+  const error = new MutationError(
+    first?.message ?? `HTTP ${response.status}`,
+    code ?? 'UNKNOWN',
+    attempt,
+    errors,
+    first?.extensions?.requestId,
+  );
   // A gateway in between that lost its upstream (502, 503, 504) is a network failure too.
   if (code === 'TRY_AGAIN' || [502, 503, 504].includes(response.status)) {
     return { kind: 'retry', waitAtLeastMs: retryAfterMs(response, first), reason: error };
@@ -143,7 +150,12 @@ export async function mutate<TData, TVariables>(
     const jitter = Math.random() * Math.min(maxDelayMs, baseDelayMs * 2 ** attempt);
     const waitMs = Math.max(jitter, outcome.waitAtLeastMs);
     if (Date.now() + waitMs >= giveUpAt) {
-      throw new MutationError(`gave up after ${attempt} attempts: ${outcome.reason.message}`, outcome.reason.code, attempt, outcome.reason.errors);
+      throw new MutationError(
+        `gave up after ${attempt} attempts: ${outcome.reason.message}`,
+        outcome.reason.code,
+        attempt,
+        outcome.reason.errors,
+      );
     }
     await sleep(waitMs);
   }

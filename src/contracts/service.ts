@@ -68,11 +68,7 @@ export async function takeNextDocNumber(trx: Transaction<DB>, tenantId: string):
  * keyed by the session's tenant, so it cannot even be seen. The existence check comes before the
  * number is taken, keeping the sequence row's lock as short as possible.
  */
-export async function createContractDocument(
-  trx: Transaction<DB>,
-  tenantId: string,
-  contractId: string,
-): Promise<ContractDocument> {
+export async function createContractDocument(trx: Transaction<DB>, tenantId: string, contractId: string): Promise<ContractDocument> {
   const contract = await trx
     .selectFrom('contracts')
     .select('id')

@@ -108,14 +108,25 @@ export async function ledgerCheck(db: Kysely<DB>, tenantId: string | null): Prom
     .map((r) => ({ tenantId: r.tenant_id, campaignId: r.campaign_id, issuedYen: r.issued_yen, couponsYen: r.coupons_yen }));
   const overBudget = campaigns.rows.filter((r) => r.coupons_yen > r.budget_yen);
   const isLegacyOverspend = (r: (typeof overBudget)[number]) => r.coupons_yen - r.budget_yen <= r.adopted_overspend_yen;
-  const toOverBudget = (r: (typeof overBudget)[number]) => ({ tenantId: r.tenant_id, campaignId: r.campaign_id, budgetYen: r.budget_yen, couponsYen: r.coupons_yen });
+  const toOverBudget = (r: (typeof overBudget)[number]) => ({
+    tenantId: r.tenant_id,
+    campaignId: r.campaign_id,
+    budgetYen: r.budget_yen,
+    couponsYen: r.coupons_yen,
+  });
   const campaignsOverBudget = overBudget.filter((r) => !isLegacyOverspend(r)).map(toOverBudget);
   const legacyOverspend = overBudget.filter(isLegacyOverspend).map(toOverBudget);
   const usageDrift = usage.rows
     .filter((r) => r.used_yen !== r.coupons_yen)
     .map((r) => ({ tenantId: r.tenant_id, memberId: r.member_id, month: r.month, usedYen: r.used_yen, couponsYen: r.coupons_yen }));
   const overCap = usage.rows.filter((r) => r.coupons_yen > r.cap_yen);
-  const toOverCap = (r: (typeof overCap)[number]) => ({ tenantId: r.tenant_id, memberId: r.member_id, month: r.month, couponsYen: r.coupons_yen, capYen: r.cap_yen });
+  const toOverCap = (r: (typeof overCap)[number]) => ({
+    tenantId: r.tenant_id,
+    memberId: r.member_id,
+    month: r.month,
+    couponsYen: r.coupons_yen,
+    capYen: r.cap_yen,
+  });
   const membersOverCap = overCap.filter((r) => !r.only_adopted).map(toOverCap);
   const legacyMembersOverCap = overCap.filter((r) => r.only_adopted).map(toOverCap);
   const ok = campaignDrift.length + usageDrift.length + membersOverCap.length + campaignsOverBudget.length === 0;

@@ -187,7 +187,9 @@ interface IssueRow extends Omit<CouponColumns, 'id'> {
  * needs no statement of its own unless that coupon was committed while this statement waited.
  */
 function issueStatement(keyed: boolean) {
-  return prepare<IssueValues & Partial<ClaimValues>, IssueRow>(keyed ? 'coupons.issue+key' : 'coupons.issue', (p) => sql`
+  return prepare<IssueValues & Partial<ClaimValues>, IssueRow>(
+    keyed ? 'coupons.issue+key' : 'coupons.issue',
+    (p) => sql`
     with ${keyed ? sql`${claimCte(p)}, ` : sql``}campaign as (
       select c.discount_yen, c.budget_slots,
              exists (select 1 from campaign_budget_slots s
@@ -219,7 +221,8 @@ function issueStatement(keyed: boolean) {
            exists (select 1 from usage) as within_cap, ${keyed ? sql`exists (select 1 from claim)` : sql`true`} as claimed
       from (select) as one
       left join campaign c on true
-      left join coupon k on true`);
+      left join coupon k on true`,
+  );
 }
 
 const issueStatements = { plain: issueStatement(false), keyed: issueStatement(true) };
@@ -236,7 +239,11 @@ const issueStatements = { plain: issueStatement(false), keyed: issueStatement(tr
  * response ride in it. Each check is decided by the statement that writes (DESIGN §4). A refusal
  * throws RollbackAndReturn: the coupon, usage and outbox rows written so far are undone.
  */
-export async function issueCoupon(trx: Transaction<DB>, request: IssueRequest, bookkeeping: Bookkeeping<IssueResult>): Promise<IssueResult> {
+export async function issueCoupon(
+  trx: Transaction<DB>,
+  request: IssueRequest,
+  bookkeeping: Bookkeeping<IssueResult>,
+): Promise<IssueResult> {
   const { tenantId, memberId, campaignId } = request;
   const values = { tenantId, campaignId, memberId, month: businessMonth(request.now, request.timeZone), now: request.now };
   const row = bookkeeping.claim
@@ -254,13 +261,18 @@ export async function issueCoupon(trx: Transaction<DB>, request: IssueRequest, b
   if (!row.within_cap) throw new RollbackAndReturn<IssueResult>({ status: 'MONTHLY_CAP', coupon: null });
   const coupon = toCoupon({ ...row, id: row.id! });
   const result: IssueResult = { status: 'ISSUED', coupon };
-  const taken = await takeBudget(trx, row.budget_slots, {
-    tenantId,
-    campaignId,
-    amount: coupon.amountYen,
-    event: JSON.stringify({ ...coupon, tenantId, issuedAt: coupon.issuedAt.toISOString() }),
-    ...bookkeeping.finish(result),
-  }, bookkeeping.keyed);
+  const taken = await takeBudget(
+    trx,
+    row.budget_slots,
+    {
+      tenantId,
+      campaignId,
+      amount: coupon.amountYen,
+      event: JSON.stringify({ ...coupon, tenantId, issuedAt: coupon.issuedAt.toISOString() }),
+      ...bookkeeping.finish(result),
+    },
+    bookkeeping.keyed,
+  );
   if (!taken) throw new RollbackAndReturn<IssueResult>({ status: 'BUDGET_EXCEEDED', coupon: null });
   return result;
 }
@@ -343,8 +355,16 @@ function budgetStatement(choice: SlotChoice, keyed: boolean) {
 }
 
 const budgetStatements = {
-  plain: { row: budgetStatement('the only slot', false), skip: budgetStatement('a free slot', false), wait: budgetStatement('wait for a slot', false) },
-  keyed: { row: budgetStatement('the only slot', true), skip: budgetStatement('a free slot', true), wait: budgetStatement('wait for a slot', true) },
+  plain: {
+    row: budgetStatement('the only slot', false),
+    skip: budgetStatement('a free slot', false),
+    wait: budgetStatement('wait for a slot', false),
+  },
+  keyed: {
+    row: budgetStatement('the only slot', true),
+    skip: budgetStatement('a free slot', true),
+    wait: budgetStatement('wait for a slot', true),
+  },
 };
 
 /**

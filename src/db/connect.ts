@@ -88,7 +88,10 @@ export function watchDatabase(connectionString: string, intervalMs: number, log:
     } catch (error) {
       downSince ??= Date.now();
       const reason = error instanceof Error ? error.message : String(error);
-      log.error({ ...target, reason, downForMs: Date.now() - downSince }, 'database unavailable: requests answer TRY_AGAIN until it is back');
+      log.error(
+        { ...target, reason, downForMs: Date.now() - downSince },
+        'database unavailable: requests answer TRY_AGAIN until it is back',
+      );
     }
     if (!stopped) timer = setTimeout(() => void check(), intervalMs).unref();
   };

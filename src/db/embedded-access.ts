@@ -60,10 +60,17 @@ export interface Binaries {
  * The copy is made beside its final place and renamed into it, so a second process that starts
  * at the same moment finds either nothing or the whole copy.
  */
-async function reachableBinaries(binaries: Binaries, user: RunAs, sharedDir: string): Promise<{ binaries: Binaries; copiedTo: string | null }> {
+async function reachableBinaries(
+  binaries: Binaries,
+  user: RunAs,
+  sharedDir: string,
+): Promise<{ binaries: Binaries; copiedTo: string | null }> {
   const installed = path.dirname(path.dirname(binaries.postgres)); // .../native: bin/, lib/, share/
   if ((await firstBlockedFolder(path.dirname(binaries.postgres), user)) === null) return { binaries, copiedTo: null };
-  const { name, version } = JSON.parse(await readFile(path.join(installed, '..', 'package.json'), 'utf8')) as { name: string; version: string };
+  const { name, version } = JSON.parse(await readFile(path.join(installed, '..', 'package.json'), 'utf8')) as {
+    name: string;
+    version: string;
+  };
   const copy = path.join(sharedDir, 'binaries', `${name.replace(/[^\w.-]+/g, '_')}-${version}`);
   const inCopy = (binary: string) => path.join(copy, path.relative(installed, binary));
   const copied: Binaries = { initdb: inCopy(binaries.initdb), postgres: inCopy(binaries.postgres) };
@@ -133,7 +140,8 @@ export async function reachablePlaces(binaries: Binaries, dataDir: string, user:
   if (blockedShared) {
     throw new Error(`The "${SUPERUSER}" user cannot enter ${blockedShared}: set EMBEDDED_PG_SHARED_DIR to a folder it can reach.`);
   }
-  const blockedProject = (await firstBlockedFolder(path.dirname(binaries.postgres), user)) ?? (await firstBlockedFolder(path.dirname(dataDir), user));
+  const blockedProject =
+    (await firstBlockedFolder(path.dirname(binaries.postgres), user)) ?? (await firstBlockedFolder(path.dirname(dataDir), user));
   const reached = await reachableBinaries(binaries, user, sharedDir);
   const reachedData = await reachableDataDir(dataDir, user, sharedDir);
   const moves = [

@@ -117,7 +117,7 @@ async function liveOwner(postmasterPid: number): Promise<Owner | null> {
 
 async function stopServer(pid: number) {
   process.kill(pid, 'SIGINT');
-  for (const deadline = Date.now() + STOP_TIMEOUT_MS; isAlive(pid) && Date.now() < deadline; ) await sleep(100);
+  for (const deadline = Date.now() + STOP_TIMEOUT_MS; isAlive(pid) && Date.now() < deadline;) await sleep(100);
 }
 
 async function initialise(binaries: Binaries, dataDir: string, runAs: RunAs | null, log: Logger): Promise<string> {
@@ -253,11 +253,16 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   if (runAs) await chmod(dataDir, 0o700);
 
   const flags = [
-    '-D', dataDir,
-    '-p', String(port),
-    '-c', 'listen_addresses=127.0.0.1',
-    '-c', 'unix_socket_directories=',
-    '-c', `max_connections=${options.maxConnections ?? 200}`,
+    '-D',
+    dataDir,
+    '-p',
+    String(port),
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    'unix_socket_directories=',
+    '-c',
+    `max_connections=${options.maxConnections ?? 200}`,
     ...(options.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
   ];
   const connectionString = connectionStringFor(port, password);

@@ -85,7 +85,7 @@ export async function assertSchemaCurrent(db: Kysely<DB>, dir = MIGRATIONS_DIR):
   const known = await listMigrations(dir);
   throw new SchemaNotReadyError(
     pending.length === known.length
-      ? "This database has no schema of this project (no migration recorded). This tool does not migrate: check DATABASE_URL, or start the server once (it migrates at start-up)."
+      ? 'This database has no schema of this project (no migration recorded). This tool does not migrate: check DATABASE_URL, or start the server once (it migrates at start-up).'
       : `This database's schema is behind this code: ${pending.join(', ')} not applied. This tool does not migrate: start the server once (it migrates at start-up).`,
   );
 }

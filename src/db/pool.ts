@@ -27,10 +27,7 @@ export interface TransactionTimeouts {
 const transactionScope = new AsyncLocalStorage<TransactionMark>();
 
 /** Runs `fn` in a fresh scope; `hold()` marks the moment the scope's transaction owns its connection. */
-export function withTransactionScope<T>(
-  timeouts: TransactionTimeouts,
-  fn: (hold: (holding: boolean) => void) => Promise<T>,
-): Promise<T> {
+export function withTransactionScope<T>(timeouts: TransactionTimeouts, fn: (hold: (holding: boolean) => void) => Promise<T>): Promise<T> {
   const mark: TransactionMark = { holding: false, timeouts };
   return transactionScope.run(mark, () =>
     fn((holding) => {

@@ -23,11 +23,7 @@ export function sqlStateOf(error: unknown): string | null {
 /** Contention that a fresh attempt of the whole unit of work can clear (DESIGN §5). */
 export function isRetryableContention(error: unknown): boolean {
   const state = sqlStateOf(error);
-  return (
-    state === SqlState.serializationFailure ||
-    state === SqlState.deadlockDetected ||
-    state === SqlState.lockNotAvailable
-  );
+  return state === SqlState.serializationFailure || state === SqlState.deadlockDetected || state === SqlState.lockNotAvailable;
 }
 
 /**
@@ -49,7 +45,5 @@ export function isConnectionFailure(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const code = (error as { code?: unknown }).code;
   if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EPIPE' || code === 'ETIMEDOUT') return true;
-  return /Connection terminated|connection is not queryable|Client has encountered a connection error|not queryable/i.test(
-    error.message,
-  );
+  return /Connection terminated|connection is not queryable|Client has encountered a connection error|not queryable/i.test(error.message);
 }

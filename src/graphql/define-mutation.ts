@@ -25,7 +25,10 @@ export interface MutationDefinition<Access extends Partial<AccessScopes>, Input,
 }
 
 /** The mutation without GraphQL around it: what the resolver calls, and what the benchmark's raw row calls. */
-export type MutationRunner<Access extends Partial<AccessScopes>, Input, Result> = (ctx: ScopedContext<Access>, input: Input) => Promise<Result>;
+export type MutationRunner<Access extends Partial<AccessScopes>, Input, Result> = (
+  ctx: ScopedContext<Access>,
+  input: Input,
+) => Promise<Result>;
 
 /**
  * The one way to declare a mutation: who may call it, its input, its unit of work and its audit,

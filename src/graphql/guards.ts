@@ -50,7 +50,8 @@ export function accessScopes(ctx: Context): AccessScopes | Promise<AccessScopes>
 export function declaredScopes(field: GraphQLField<unknown, unknown>): AccessScope[] | null {
   const scopes = (field.extensions as { pothosOptions?: { authScopes?: unknown } }).pothosOptions?.authScopes;
   if (scopes === undefined) return null;
-  if (typeof scopes !== 'object' || scopes === null) throw new Error(`${field.name} declares its scopes as a function; declare them as an object`);
+  if (typeof scopes !== 'object' || scopes === null)
+    throw new Error(`${field.name} declares its scopes as a function; declare them as an object`);
   return (Object.entries(scopes) as [AccessScope, boolean][]).filter(([, allowed]) => allowed).map(([scope]) => scope);
 }
 

@@ -55,7 +55,13 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
     entityIds: spec.entities(value),
     requestId: ctx.requestId,
     ...(claim
-      ? { keyTenantId: claim.keyTenantId, keyUserId: claim.keyUserId, keyRole: claim.keyRole, key: claim.key, response: JSON.stringify(value) }
+      ? {
+          keyTenantId: claim.keyTenantId,
+          keyUserId: claim.keyUserId,
+          keyRole: claim.keyRole,
+          key: claim.key,
+          response: JSON.stringify(value),
+        }
       : {}),
   });
   const run = await runInTransaction<Outcome<T>>(

@@ -5,7 +5,8 @@ import { badInput } from '../errors.js';
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function parseUuid(value: unknown): string {
-  if (typeof value !== 'string' || !UUID_PATTERN.test(value)) throw badInput('Expected a UUID such as 3f2b9c7e-1d4a-4e8b-9f00-2a6c1b5d7e90');
+  if (typeof value !== 'string' || !UUID_PATTERN.test(value))
+    throw badInput('Expected a UUID such as 3f2b9c7e-1d4a-4e8b-9f00-2a6c1b5d7e90');
   return value.toLowerCase();
 }
 

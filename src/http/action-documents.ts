@@ -1,4 +1,12 @@
-import { getNamedType, isLeafType, isNonNullType, isObjectType, type GraphQLField, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
+import {
+  getNamedType,
+  isLeafType,
+  isNonNullType,
+  isObjectType,
+  type GraphQLField,
+  type GraphQLObjectType,
+  type GraphQLSchema,
+} from 'graphql';
 
 /** Nested objects deeper than this are left out of an action's answer (Hasura selects from it). */
 const MAX_SELECTION_DEPTH = 4;
@@ -36,4 +44,3 @@ export function actionDocuments(schema: GraphQLSchema): Map<string, string> {
   const mutations = schema.getMutationType()?.getFields() ?? {};
   return new Map(Object.values(mutations).map((field) => [field.name, actionDocument(field)]));
 }
-

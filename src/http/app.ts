@@ -24,7 +24,10 @@ export interface App {
 
 const notJson = () =>
   Response.json(
-    { message: 'POST bodies must be application/json (or application/graphql-response+json)', extensions: { code: ErrorCode.badUserInput } },
+    {
+      message: 'POST bodies must be application/json (or application/graphql-response+json)',
+      extensions: { code: ErrorCode.badUserInput },
+    },
     { status: 415 },
   );
 
@@ -64,7 +67,10 @@ export function createApp(services: AppServices): App {
     } catch (error) {
       if (!(error instanceof BodyTooLargeError)) throw error;
       // The rest of the body was never read: the connection cannot carry another request.
-      return Response.json({ message: error.message, extensions: { code: ErrorCode.badUserInput } }, { status: 413, headers: { connection: 'close' } });
+      return Response.json(
+        { message: error.message, extensions: { code: ErrorCode.badUserInput } },
+        { status: 413, headers: { connection: 'close' } },
+      );
     }
     return url.pathname === '/actions' ? actions(buffered) : yoga.fetch(buffered, {});
   }
@@ -77,7 +83,10 @@ export function createApp(services: AppServices): App {
         response = await route(request);
       } catch (error) {
         log.error({ err: error }, 'request failed outside GraphQL');
-        response = Response.json({ message: 'Internal server error', extensions: { code: ErrorCode.internal, requestId } }, { status: 500 });
+        response = Response.json(
+          { message: 'Internal server error', extensions: { code: ErrorCode.internal, requestId } },
+          { status: 500 },
+        );
       }
       response.headers.set('x-request-id', requestId);
       finish(response.status);
@@ -99,7 +108,8 @@ export function createApp(services: AppServices): App {
       // for GraphiQL, a body that is not JSON included) takes the Fetch path, which buffers and
       // limits bodies of unknown length.
       const pageRequest = graphiql !== null && wantsGraphiQLPage(method, req.headers.accept);
-      const isJsonPost = method === 'POST' && declaredLength <= config.maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
+      const isJsonPost =
+        method === 'POST' && declaredLength <= config.maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
       if (path === '/graphql' && !pageRequest && (method === 'GET' || isJsonPost)) {
         requestLog.begin(method, path, requestId, (finish) => {
           res.setHeader('x-request-id', requestId);

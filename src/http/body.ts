@@ -6,7 +6,6 @@ export function isGraphQLContentType(contentType: string | null): boolean {
   return mediaType !== undefined && GRAPHQL_MEDIA_TYPES.has(mediaType);
 }
 
-
 export class BodyTooLargeError extends Error {
   constructor(limit: number) {
     super(`The request body is larger than ${limit} bytes`);
@@ -35,5 +34,10 @@ export async function readLimitedBody(request: Request, limit: number): Promise<
     }
     chunks.push(value);
   }
-  return new Request(request.url, { method: request.method, headers: request.headers, body: Buffer.concat(chunks), signal: request.signal });
+  return new Request(request.url, {
+    method: request.method,
+    headers: request.headers,
+    body: Buffer.concat(chunks),
+    signal: request.signal,
+  });
 }

@@ -86,7 +86,12 @@ export function createGraphiQLPage(options: GraphiQLOptions): GraphiQLPage {
         'cache-control': 'no-cache',
         vary: 'Accept-Encoding',
       });
-      if (request.headers.get('if-none-match')?.split(/\s*,\s*/).includes(etag)) {
+      if (
+        request.headers
+          .get('if-none-match')
+          ?.split(/\s*,\s*/)
+          .includes(etag)
+      ) {
         return new Response(null, { status: 304, headers });
       }
       const encoding = smallestAccepted(request);

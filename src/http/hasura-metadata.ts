@@ -56,7 +56,12 @@ function reachableTypes(fields: GraphQLField<unknown, unknown>[]): GraphQLNamedT
 }
 
 const description = (text: string | null | undefined, indent = '') =>
-  text ? `${indent}"""\n${text.split('\n').map((line) => `${indent}${line}`).join('\n')}\n${indent}"""\n` : '';
+  text
+    ? `${indent}"""\n${text
+        .split('\n')
+        .map((line) => `${indent}${line}`)
+        .join('\n')}\n${indent}"""\n`
+    : '';
 
 /** One type in action SDL: object fields without arguments, input fields without default values. */
 function printActionType(type: GraphQLNamedType): string {

@@ -111,7 +111,11 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
   server.maxConnections = limits.httpMaxConnections;
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) =>
-      reject(error.code === 'EADDRINUSE' ? new Error(`Port ${port} is already in use: stop the other server or set PORT to another port`) : error),
+      reject(
+        error.code === 'EADDRINUSE'
+          ? new Error(`Port ${port} is already in use: stop the other server or set PORT to another port`)
+          : error,
+      ),
     );
     server.listen(port, host, () => resolve());
   });

@@ -26,4 +26,3 @@ export function operationLabel(operation: OperationDefinitionNode): string {
   const [name] = names as unknown as [string];
   return name.startsWith('__') ? 'introspection' : name;
 }
-

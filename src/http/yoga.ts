@@ -67,7 +67,12 @@ export function createGraphQLServer(services: AppServices): GraphQLServer {
       ...(edge.trustedDocumentsPath ? [useTrustedDocuments(config, schema)] : []),
       useVaryOnOrigin(),
       useRequestOutcome(),
-      useDocumentLimits({ maxDepth: edge.maxQueryDepth, maxAliases: edge.maxAliases, maxTokens: edge.maxQueryTokens, maxCost: edge.maxQueryCost }),
+      useDocumentLimits({
+        maxDepth: edge.maxQueryDepth,
+        maxAliases: edge.maxAliases,
+        maxTokens: edge.maxQueryTokens,
+        maxCost: edge.maxQueryCost,
+      }),
       useWellFormedStrings(),
       useIdempotencyKey(),
       useAdmission(services.admission),

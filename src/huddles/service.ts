@@ -164,7 +164,12 @@ export async function leaveHuddle(trx: Transaction<DB>, { tenantId, memberId, ob
     .executeTakeFirst();
   if (!left) return { status: 'NOT_IN_HUDDLE', session: await loadSession(trx, session) };
   await endIfEmpty(trx, tenantId, session.id);
-  const after = await trx.selectFrom('huddle_sessions').selectAll().where('tenant_id', '=', tenantId).where('id', '=', session.id).executeTakeFirstOrThrow();
+  const after = await trx
+    .selectFrom('huddle_sessions')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', session.id)
+    .executeTakeFirstOrThrow();
   return { status: 'LEFT', session: await loadSession(trx, after) };
 }
 

@@ -18,9 +18,7 @@ export interface IdempotentRequest {
   operation: string;
 }
 
-export type Claim =
-  | { kind: 'replay'; response: unknown }
-  | { kind: 'reused' };
+export type Claim = { kind: 'replay'; response: unknown } | { kind: 'reused' };
 
 const PRINTABLE_KEY = /^[\x20-\x7e]{1,255}$/;
 

@@ -55,7 +55,7 @@ export function createMetrics(pool: pg.Pool, db: Kysely<DB>, admission: { stats(
   });
   new Gauge({
     name: 'db_pool_connections',
-    help: "Database pool connections by state (in use, idle, requests waiting for one), per process.",
+    help: 'Database pool connections by state (in use, idle, requests waiting for one), per process.',
     labelNames: ['state', 'pid'] as const,
     registers: [registry],
     collect() {

@@ -39,7 +39,13 @@ export function webhookSink(url: string, timeoutMs: number): OutboxSink {
       const response = await fetch(url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'idempotency-key': event.id },
-        body: JSON.stringify({ id: event.id, tenantId: event.tenantId, topic: event.topic, payload: event.payload, createdAt: event.createdAt }),
+        body: JSON.stringify({
+          id: event.id,
+          tenantId: event.tenantId,
+          topic: event.topic,
+          payload: event.payload,
+          createdAt: event.createdAt,
+        }),
         signal: AbortSignal.timeout(timeoutMs),
       });
       await response.body?.cancel();
@@ -110,7 +116,14 @@ export async function claimBatch(deps: RelayDeps): Promise<Claim> {
   );
   return {
     claimId,
-    events: rows.map((r) => ({ tenantId: r.tenant_id, id: r.id, topic: r.topic, payload: r.payload, attempts: r.attempts, createdAt: r.created_at })),
+    events: rows.map((r) => ({
+      tenantId: r.tenant_id,
+      id: r.id,
+      topic: r.topic,
+      payload: r.payload,
+      attempts: r.attempts,
+      createdAt: r.created_at,
+    })),
   };
 }
 

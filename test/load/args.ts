@@ -45,7 +45,8 @@ const DEFAULT_REQUESTS: Record<ScenarioName, number> = { coupons: 1_800, documen
 
 function positive(flag: string, raw: string | undefined): number {
   const value = Number(raw);
-  if (raw === undefined || !/^\d+$/.test(raw) || value < 1) throw new UsageError(`${flag} needs a whole number above 0, got ${raw ?? 'nothing'}`);
+  if (raw === undefined || !/^\d+$/.test(raw) || value < 1)
+    throw new UsageError(`${flag} needs a whole number above 0, got ${raw ?? 'nothing'}`);
   return value;
 }
 
@@ -75,7 +76,8 @@ export function parseLoadArgs(argv: string[]): LoadArgs {
     switch (flag) {
       case '--scenario': {
         const name = value();
-        if (!(SCENARIOS as readonly string[]).includes(name)) throw new UsageError(`unknown scenario "${name}"; choose ${SCENARIOS.join(', ')}`);
+        if (!(SCENARIOS as readonly string[]).includes(name))
+          throw new UsageError(`unknown scenario "${name}"; choose ${SCENARIOS.join(', ')}`);
         args.scenario = name as ScenarioName;
         scenarioGiven = true;
         break;

@@ -114,19 +114,34 @@ function parseArgs(argv: string[]) {
     }
   }
   if (concurrency.some((c) => !Number.isInteger(c) || c < 1) || !(repeats >= 1) || !(members >= 3)) {
-    console.error(`--concurrency takes whole numbers separated by commas, --repeat a whole number, --members a whole number from 3\n\n${USAGE}`);
+    console.error(
+      `--concurrency takes whole numbers separated by commas, --repeat a whole number, --members a whole number from 3\n\n${USAGE}`,
+    );
     process.exit(2);
   }
   return { concurrency, repeats, members, json };
 }
 
 /** One run of `scenario` through a server's HTTP endpoint, its invariants counted in SQL afterwards. */
-async function throughEndpoint(server: ServerProcess, sql: pg.Pool, scenario: CouponScenario, clients: number, send: SendOptions = {}): Promise<Figures> {
+async function throughEndpoint(
+  server: ServerProcess,
+  sql: pg.Pool,
+  scenario: CouponScenario,
+  clients: number,
+  send: SendOptions = {},
+): Promise<Figures> {
   const client = new LoadClient(server.url, clients);
   const total = scenario.members.length * scenario.campaigns.length * scenario.sends;
   const retriesBefore = await scrapeCounter(server.metricsUrl, 'transaction_retries_total');
   try {
-    const result = await runLoad({ client, sessions: SESSIONS, scenario: couponLoad(scenario, total, send), concurrency: clients, amount: { requests: total }, sql });
+    const result = await runLoad({
+      client,
+      sessions: SESSIONS,
+      scenario: couponLoad(scenario, total, send),
+      concurrency: clients,
+      amount: { requests: total },
+      sql,
+    });
     return {
       requestsPerSecond: result.requestsPerSecond,
       p99: result.latency.p99,
@@ -188,7 +203,10 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
           const result = await issueCouponForSession(contextFor(scenario.tenantId, request.memberId), { campaignId: request.campaignId });
           return { outcome: result.status, latencyMs: performance.now() - begun };
         } catch (error) {
-          return { outcome: String((error as { extensions?: { code?: string } }).extensions?.code ?? 'ERROR'), latencyMs: performance.now() - begun };
+          return {
+            outcome: String((error as { extensions?: { code?: string } }).extensions?.code ?? 'ERROR'),
+            latencyMs: performance.now() - begun,
+          };
         }
       }),
       clients,
@@ -239,8 +257,18 @@ function targets(rows: Row[]): string[] {
   const verdict = (ok: boolean, text: string) => `${ok ? 'MET ' : 'MISS'} ${text}`;
   const lines: string[] = [];
   const correct = rows.filter((r) => r.label !== LABEL.naive);
-  lines.push(verdict(correct.every((r) => r.runs.every((run) => run.violations === 0)), 'zero invariant violations for every correct strategy in every run'));
-  lines.push(verdict(rows.some((r) => r.label === LABEL.naive && r.runs.some((run) => run.violations > 0)), 'the naive strategy shows violations in the same run'));
+  lines.push(
+    verdict(
+      correct.every((r) => r.runs.every((run) => run.violations === 0)),
+      'zero invariant violations for every correct strategy in every run',
+    ),
+  );
+  lines.push(
+    verdict(
+      rows.some((r) => r.label === LABEL.naive && r.runs.some((run) => run.violations > 0)),
+      'the naive strategy shows violations in the same run',
+    ),
+  );
   const ours32 = find(LABEL.ours, 32);
   const pairs: [string, string, number][] = [
     [LABEL.raw, 'endpoint at 32 clients against the raw pg row', 0.75],
@@ -276,7 +304,12 @@ function targets(rows: Row[]): string[] {
   if (one && sixteen) {
     const ratio = pairedRatio(sixteen, one);
     const violations = Math.max(...sixteen.runs.map((r) => r.violations));
-    lines.push(verdict(ratio >= 2 && violations === 0, `hot campaign, whole run incl. sold out: 16 slots give ${ratio.toFixed(2)}x one slot, ${violations} violations (target 2x, 0)`));
+    lines.push(
+      verdict(
+        ratio >= 2 && violations === 0,
+        `hot campaign, whole run incl. sold out: 16 slots give ${ratio.toFixed(2)}x one slot, ${violations} violations (target 2x, 0)`,
+      ),
+    );
   }
   return lines;
 }
@@ -334,7 +367,9 @@ async function main() {
       row(LABEL.oursSlotted, clients, (id) => throughEndpoint(ours, sql, reference(id, HOT_SLOTS), clients));
     }
     row(LABEL.hotOneSlot, HOT_CLIENTS, (id) => throughEndpoint(distant, sql, hotCampaignScenario(id, HOT_MEMBERS, 1), HOT_CLIENTS));
-    row(LABEL.hotSixteenSlots, HOT_CLIENTS, (id) => throughEndpoint(distant, sql, hotCampaignScenario(id, HOT_MEMBERS, HOT_SLOTS), HOT_CLIENTS));
+    row(LABEL.hotSixteenSlots, HOT_CLIENTS, (id) =>
+      throughEndpoint(distant, sql, hotCampaignScenario(id, HOT_MEMBERS, HOT_SLOTS), HOT_CLIENTS),
+    );
 
     for (let repeat = 1; repeat <= repeats; repeat++) {
       // Every other pass runs backwards, so that a drift of the machine's load favours no row.
@@ -357,7 +392,11 @@ async function main() {
     console.log(table(rows));
     console.log('\nTargets:');
     for (const line of targets(rows)) console.log(`  ${line}`);
-    if (json) await writeFile(json, `${JSON.stringify({ machine, commit, repeats, requestsPerRun, rows: rows.map(({ run: _run, ...r }) => r) }, null, 2)}\n`);
+    if (json)
+      await writeFile(
+        json,
+        `${JSON.stringify({ machine, commit, repeats, requestsPerRun, rows: rows.map(({ run: _run, ...r }) => r) }, null, 2)}\n`,
+      );
   } finally {
     for (const server of servers.values()) await server.stop();
     await raw.close();

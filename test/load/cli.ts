@@ -56,8 +56,14 @@ export function formatResult(result: LoadResult): string {
         ]
       : [`throughput    ${result.requestsPerSecond.toFixed(1)} requests/s`]),
     `latency       p50 ${latency.p50.toFixed(1)} ms  p95 ${latency.p95.toFixed(1)} ms  p99 ${latency.p99.toFixed(1)} ms  max ${latency.max.toFixed(1)} ms`,
-    `outcomes      ${Object.entries(result.outcomes).map(([k, v]) => `${k} ${v}`).join(', ')}`,
-    `errors        ${Object.entries(result.errors).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`,
+    `outcomes      ${Object.entries(result.outcomes)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
+    `errors        ${
+      Object.entries(result.errors)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ') || 'none'
+    }`,
     result.violations === null
       ? 'invariants    not checked: pass --database-url with --url'
       : result.violations.length === 0

@@ -16,7 +16,10 @@ export class LoadClient {
   private readonly agent: http.Agent;
   private readonly url: URL;
 
-  constructor(graphqlUrl: string, readonly connections: number) {
+  constructor(
+    graphqlUrl: string,
+    readonly connections: number,
+  ) {
     this.url = new URL(graphqlUrl);
     this.agent = new http.Agent({ keepAlive: true, maxSockets: connections, maxFreeSockets: connections });
   }
@@ -43,7 +46,10 @@ export class LoadClient {
     const answer = reply.body as unknown;
     return {
       ...reply,
-      body: reply.status === 200 ? { data: { [name]: answer } } : { errors: [answer as { message: string; extensions?: Record<string, unknown> }] },
+      body:
+        reply.status === 200
+          ? { data: { [name]: answer } }
+          : { errors: [answer as { message: string; extensions?: Record<string, unknown> }] },
     };
   }
 

@@ -54,7 +54,11 @@ function barChart(chart: Chart): string {
     .join('');
   const labelEvery = Math.max(1, Math.ceil(chart.values.length / 12));
   const xTicks = chart.labels
-    .map((label, i) => (i % labelEvery === 0 ? `<text x="${(PLOT.left + (i + 0.5) * barWidth).toFixed(1)}" y="${HEIGHT - PLOT.bottom + 16}" font-size="11" text-anchor="middle">${escape(label)}</text>` : ''))
+    .map((label, i) =>
+      i % labelEvery === 0
+        ? `<text x="${(PLOT.left + (i + 0.5) * barWidth).toFixed(1)}" y="${HEIGHT - PLOT.bottom + 16}" font-size="11" text-anchor="middle">${escape(label)}</text>`
+        : '',
+    )
     .join('');
   const reference = chart.reference
     ? `<line x1="${PLOT.left}" x2="${WIDTH - PLOT.right}" y1="${y(chart.reference.value)}" y2="${y(chart.reference.value)}" stroke="#b00020" stroke-dasharray="6 4"/><text x="${WIDTH - PLOT.right}" y="${y(chart.reference.value) - 4}" font-size="11" text-anchor="end" fill="#b00020">${escape(chart.reference.label)}</text>`
@@ -91,7 +95,8 @@ function throughput(result: LoadResult): string {
   });
 }
 
-const table = (rows: [string, string][]) => `<table>${rows.map(([key, value]) => `<tr><th>${escape(key)}</th><td>${escape(value)}</td></tr>`).join('')}</table>`;
+const table = (rows: [string, string][]) =>
+  `<table>${rows.map(([key, value]) => `<tr><th>${escape(key)}</th><td>${escape(value)}</td></tr>`).join('')}</table>`;
 
 /** One self-contained HTML page: no scripts, no external assets. */
 export function renderReport(result: LoadResult, context: ReportContext, title = `Load test: ${result.scenario}`): string {
@@ -118,7 +123,10 @@ export function renderReport(result: LoadResult, context: ReportContext, title =
     ['wall time', `${(result.wallMs / 1000).toFixed(2)} s`],
     ...(result.offeredRate !== null ? [['offered', `${result.offeredRate.toFixed(1)} requests/s`] as [string, string]] : []),
     ['achieved', `${result.requestsPerSecond.toFixed(1)} requests/s`],
-    ['latency p50 / p95 / p99 / max', `${latency.p50.toFixed(1)} / ${latency.p95.toFixed(1)} / ${latency.p99.toFixed(1)} / ${latency.max.toFixed(1)} ms`],
+    [
+      'latency p50 / p95 / p99 / max',
+      `${latency.p50.toFixed(1)} / ${latency.p95.toFixed(1)} / ${latency.p99.toFixed(1)} / ${latency.max.toFixed(1)} ms`,
+    ],
   ]);
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escape(title)}</title>

@@ -14,7 +14,9 @@ export const advisoryLockIssuer = readCheckWriteIssuer({
   notifyInline: false,
   async lockFirst(trx, { tenantId, memberId, campaignId }) {
     await sql`select pg_advisory_xact_lock(hashtextextended('member' || chr(31) || ${tenantId} || chr(31) || ${memberId}, 0))`.execute(trx);
-    await sql`select pg_advisory_xact_lock(hashtextextended('campaign' || chr(31) || ${tenantId} || chr(31) || ${campaignId}, 0))`.execute(trx);
+    await sql`select pg_advisory_xact_lock(hashtextextended('campaign' || chr(31) || ${tenantId} || chr(31) || ${campaignId}, 0))`.execute(
+      trx,
+    );
   },
 });
 

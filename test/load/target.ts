@@ -41,7 +41,11 @@ interface ChildOfOurs {
 
 /** One of the project's TypeScript entry points as its own process, once it prints `ready`. */
 async function startProcess(entry: string, args: string[], env: Record<string, string>, ready: RegExp): Promise<ChildOfOurs> {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], { cwd: PROJECT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+    cwd: PROJECT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   const collect = (chunk: Buffer) => {
     output = (output + chunk.toString()).slice(-20_000);
@@ -77,7 +81,12 @@ async function startProcess(entry: string, args: string[], env: Record<string, s
  */
 export async function startServerProcess(entry: string, env: Record<string, string>): Promise<ServerProcess> {
   const port = await freePort();
-  const started = await startProcess(entry, [], { LOG_LEVEL: 'warn', NODE_ENV: 'development', ...env, PORT: String(port) }, /GraphQL and GraphiQL:/);
+  const started = await startProcess(
+    entry,
+    [],
+    { LOG_LEVEL: 'warn', NODE_ENV: 'development', ...env, PORT: String(port) },
+    /GraphQL and GraphiQL:/,
+  );
   const base = `http://127.0.0.1:${port}`;
   return { url: `${base}/graphql`, metricsUrl: `${base}/metrics`, child: started.child, stop: started.stop };
 }
@@ -86,9 +95,17 @@ export async function startServerProcess(entry: string, env: Record<string, stri
  * The delay proxy in front of `databaseUrl` as its own process, so that the load generator's busy
  * event loop cannot hold its deliveries back; the URL to connect through it.
  */
-export async function startDelayProxyProcess(databaseUrl: string, delayMs: number): Promise<{ databaseUrl: string; stop(): Promise<void> }> {
+export async function startDelayProxyProcess(
+  databaseUrl: string,
+  delayMs: number,
+): Promise<{ databaseUrl: string; stop(): Promise<void> }> {
   const target = new URL(databaseUrl);
-  const started = await startProcess('test/load/delay-proxy.ts', ['--target', `${target.hostname}:${target.port}`, '--delay-ms', String(delayMs)], {}, /listening on (\d+)/);
+  const started = await startProcess(
+    'test/load/delay-proxy.ts',
+    ['--target', `${target.hostname}:${target.port}`, '--delay-ms', String(delayMs)],
+    {},
+    /listening on (\d+)/,
+  );
   return { databaseUrl: throughProxy(databaseUrl, Number(started.ready[1])), stop: started.stop };
 }
 
@@ -110,8 +127,15 @@ export function machineDescription(): string {
 /** The commit the project is checked out at (with "+changes" when the work tree differs), or "unknown" outside git. */
 export function currentCommit(): string {
   try {
-    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: PROJECT, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
-    const changed = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: PROJECT, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: PROJECT, stdio: ['ignore', 'pipe', 'ignore'] })
+      .toString()
+      .trim();
+    const changed = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], {
+      cwd: PROJECT,
+      stdio: ['ignore', 'pipe', 'ignore'],
+    })
+      .toString()
+      .trim();
     return changed ? `${commit}+changes` : commit;
   } catch {
     return 'unknown';

@@ -25,10 +25,13 @@ export class FifoAdmission implements Admission {
         clearTimeout(timer);
         resolve(this.start());
       };
-      const timer = setTimeout(() => {
-        this.line.splice(this.line.indexOf(turn), 1);
-        resolve({ ok: false, error: tryAgain('The server is busy; resend the request', { reason: 'busy', retryAfterMs: 100 }) });
-      }, Math.min(this.options.maxWaitMs, deadline - Date.now()));
+      const timer = setTimeout(
+        () => {
+          this.line.splice(this.line.indexOf(turn), 1);
+          resolve({ ok: false, error: tryAgain('The server is busy; resend the request', { reason: 'busy', retryAfterMs: 100 }) });
+        },
+        Math.min(this.options.maxWaitMs, deadline - Date.now()),
+      );
       this.line.push(turn);
     });
   }

@@ -8,11 +8,7 @@ import { notFound } from '../../src/errors.js';
  * insert. Two READ COMMITTED transactions read the same max, and the second insert hits the
  * unique (tenant_id, doc_number) constraint.
  */
-export async function createContractDocumentNaive(
-  trx: Transaction<DB>,
-  tenantId: string,
-  contractId: string,
-): Promise<ContractDocument> {
+export async function createContractDocumentNaive(trx: Transaction<DB>, tenantId: string, contractId: string): Promise<ContractDocument> {
   const contract = await trx
     .selectFrom('contracts')
     .select('id')

@@ -21,7 +21,12 @@ interface Member {
 }
 
 async function load(trx: Transaction<DB>, tenantId: string, sessionId: string): Promise<HuddleSession> {
-  const row = await trx.selectFrom('huddle_sessions').selectAll().where('tenant_id', '=', tenantId).where('id', '=', sessionId).executeTakeFirstOrThrow();
+  const row = await trx
+    .selectFrom('huddle_sessions')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', sessionId)
+    .executeTakeFirstOrThrow();
   const participants = await trx
     .selectFrom('huddle_participants')
     .selectAll()
@@ -50,7 +55,11 @@ const findActive = (trx: Transaction<DB>, tenantId: string, objectiveId: string)
 export async function joinHuddleNaive(trx: Transaction<DB>, { tenantId, memberId, objectiveId }: Member): Promise<HuddleResult> {
   let session = await findActive(trx, tenantId, objectiveId);
   await think();
-  session ??= await trx.insertInto('huddle_sessions').values({ tenant_id: tenantId, objective_id: objectiveId }).returningAll().executeTakeFirstOrThrow();
+  session ??= await trx
+    .insertInto('huddle_sessions')
+    .values({ tenant_id: tenantId, objective_id: objectiveId })
+    .returningAll()
+    .executeTakeFirstOrThrow();
   await trx
     .insertInto('huddle_participants')
     .values({ tenant_id: tenantId, session_id: session.id, member_id: memberId })
@@ -94,7 +103,12 @@ export async function leaveHuddleNaive(trx: Transaction<DB>, { tenantId, memberI
     .execute();
   const remaining = await load(trx, tenantId, session.id);
   if (remaining.participants.length === 0) {
-    await trx.updateTable('huddle_sessions').set({ ended_at: sql<Date>`now()` }).where('tenant_id', '=', tenantId).where('id', '=', session.id).execute();
+    await trx
+      .updateTable('huddle_sessions')
+      .set({ ended_at: sql<Date>`now()` })
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', session.id)
+      .execute();
   }
   return { status: 'LEFT', session: await load(trx, tenantId, session.id) };
 }
@@ -121,7 +135,12 @@ export async function cleanupHuddlesNaive(
     const present = await load(trx, session.tenant_id, session.id);
     await think();
     if (present.participants.length === 0) {
-      await trx.updateTable('huddle_sessions').set({ ended_at: sql<Date>`now()` }).where('tenant_id', '=', session.tenant_id).where('id', '=', session.id).execute();
+      await trx
+        .updateTable('huddle_sessions')
+        .set({ ended_at: sql<Date>`now()` })
+        .where('tenant_id', '=', session.tenant_id)
+        .where('id', '=', session.id)
+        .execute();
       total.sessionsEnded++;
     }
   }

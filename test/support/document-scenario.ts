@@ -32,8 +32,9 @@ export async function runDocumentScenario(
   try {
     await client.open();
     const tasks = tenants.flatMap((tenant) =>
-      Array.from({ length: options.perTenant }, () => () =>
-        client.graphql(query, { input: { contractId: contracts.get(tenant) } }, asUser(tenant)),
+      Array.from(
+        { length: options.perTenant },
+        () => () => client.graphql(query, { input: { contractId: contracts.get(tenant) } }, asUser(tenant)),
       ),
     );
     const started = performance.now();
@@ -48,7 +49,10 @@ export async function runDocumentScenario(
         'select doc_number from contract_documents where tenant_id = $1 order by doc_number',
         [tenant],
       );
-      numbersByTenant.set(tenant, rows.map((r) => r.doc_number));
+      numbersByTenant.set(
+        tenant,
+        rows.map((r) => r.doc_number),
+      );
     }
     return { requests: total, succeeded: total - failures.length, failures, wallMs, numbersByTenant };
   } finally {

@@ -27,7 +27,6 @@ declare module 'vitest' {
   }
 }
 
-
 function serverOf(url: string) {
   const parsed = new URL(url);
   return { port: Number(parsed.port || 5432), user: decodeURIComponent(parsed.username), password: decodeURIComponent(parsed.password) };
@@ -56,7 +55,13 @@ async function buildTemplate(adminUrl: string) {
   }
   const log = createLogger('silent');
   const database = createDatabase(
-    { connectionString: databaseUrl(adminUrl, TEMPLATE_DATABASE), max: 1, acquireTimeoutMs: 10_000, applicationName: 'test-template', preparedStatements: false },
+    {
+      connectionString: databaseUrl(adminUrl, TEMPLATE_DATABASE),
+      max: 1,
+      acquireTimeoutMs: 10_000,
+      applicationName: 'test-template',
+      preparedStatements: false,
+    },
     log,
   );
   try {
@@ -88,9 +93,7 @@ export default async function setup(project: TestProject) {
   // PGBOUNCER=<path of the pgbouncer binary>: every app and test connection goes through a
   // PgBouncer in transaction mode; only creating databases talks to PostgreSQL directly.
   const bouncerBinary = process.env['PGBOUNCER'];
-  const bouncer = bouncerBinary
-    ? await startPgBouncer(bouncerBinary, serverOf(adminUrl), await freePort())
-    : null;
+  const bouncer = bouncerBinary ? await startPgBouncer(bouncerBinary, serverOf(adminUrl), await freePort()) : null;
   const appUrl = bouncer ? withPort(adminUrl, bouncer.port) : adminUrl;
   if (bouncer) console.log(`tests connect through PgBouncer (transaction mode) on port ${bouncer.port}`);
   project.provide('adminUrl', adminUrl);

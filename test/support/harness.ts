@@ -153,8 +153,7 @@ export async function gql<T, V>(
     headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', ...headers },
     body: JSON.stringify({ query, variables }),
   };
-  const response =
-    typeof target === 'string' ? await fetch(target, init) : await target(new Request('http://test.local/graphql', init));
+  const response = typeof target === 'string' ? await fetch(target, init) : await target(new Request('http://test.local/graphql', init));
   const text = await response.text();
   return { status: response.status, headers: response.headers, body: JSON.parse(text), text };
 }
@@ -188,9 +187,9 @@ export async function createTenant(backend: TestBackend, id: string, monthlyCapY
 }
 
 export async function createContractRow(backend: TestBackend, tenantId: string, title = 'Contract'): Promise<string> {
-  const { rows } = await backend.sql.query<{ id: string }>(
-    'insert into contracts (tenant_id, title) values ($1, $2) returning id',
-    [tenantId, title],
-  );
+  const { rows } = await backend.sql.query<{ id: string }>('insert into contracts (tenant_id, title) values ($1, $2) returning id', [
+    tenantId,
+    title,
+  ]);
   return rows[0]!.id;
 }

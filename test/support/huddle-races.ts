@@ -1,9 +1,4 @@
-import {
-  CleanupHuddlesDocument,
-  HeartbeatHuddleDocument,
-  JoinHuddleDocument,
-  LeaveHuddleDocument,
-} from '../generated/graphql.js';
+import { CleanupHuddlesDocument, HeartbeatHuddleDocument, JoinHuddleDocument, LeaveHuddleDocument } from '../generated/graphql.js';
 import { asTenantAdmin, asUser, createTenant, gql, type TestBackend } from './harness.js';
 
 /** Rounds per race; the naive versions must break in at least one of them. */

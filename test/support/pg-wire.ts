@@ -34,7 +34,13 @@ export class WireTap {
   }
 
   read(connection: number, chunk: Buffer): void {
-    const state = this.connections.get(connection) ?? { buffer: Buffer.alloc(0), application: null, statement: '', parsed: false, lastParse: '' };
+    const state = this.connections.get(connection) ?? {
+      buffer: Buffer.alloc(0),
+      application: null,
+      statement: '',
+      parsed: false,
+      lastParse: '',
+    };
     this.connections.set(connection, state);
     state.buffer = Buffer.concat([state.buffer, chunk]);
     for (;;) {

@@ -24,7 +24,7 @@ function runAs(): { uid: number; gid: number } | null {
 }
 
 async function waitForPort(port: number, child: ChildProcess, log: () => string) {
-  for (const deadline = Date.now() + 15_000; Date.now() < deadline; ) {
+  for (const deadline = Date.now() + 15_000; Date.now() < deadline;) {
     if (child.exitCode !== null) throw new Error(`pgbouncer exited: ${log()}`);
     const open = await new Promise<boolean>((resolve) => {
       const socket = createConnection({ host: '127.0.0.1', port }, () => {
@@ -39,7 +39,11 @@ async function waitForPort(port: number, child: ChildProcess, log: () => string)
   throw new Error(`pgbouncer did not listen on ${port}: ${log()}`);
 }
 
-export async function startPgBouncer(binary: string, server: { port: number; user: string; password: string }, port: number): Promise<PgBouncer> {
+export async function startPgBouncer(
+  binary: string,
+  server: { port: number; user: string; password: string },
+  port: number,
+): Promise<PgBouncer> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'pgbouncer-'));
   const owner = runAs();
   const config = [

@@ -43,7 +43,14 @@ const documentsLoader = createContextCache(
         const found = new Map<DocumentsKey, ContractDocument[]>();
         for (const group of groups.values()) {
           const { tenantId, first } = group[0]!;
-          const byContract = await runRead(ctx, (trx) => listDocumentsOfContracts(trx, tenantId, group.map((k) => k.contractId), first));
+          const byContract = await runRead(ctx, (trx) =>
+            listDocumentsOfContracts(
+              trx,
+              tenantId,
+              group.map((k) => k.contractId),
+              first,
+            ),
+          );
           for (const key of group) found.set(key, byContract.get(key.contractId) ?? []);
         }
         return keys.map((key) => found.get(key) ?? []);
@@ -57,7 +64,7 @@ export const ContractDocumentType = builder.objectRef<ContractDocument>('Contrac
     id: t.expose('id', { type: 'UUID' }),
     contractId: t.expose('contractId', { type: 'UUID' }),
     docNumber: t.exposeInt('docNumber', {
-      description: "Per-tenant document number: from 10000000, never repeated, never skipped.",
+      description: 'Per-tenant document number: from 10000000, never repeated, never skipped.',
     }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
   }),

@@ -1,5 +1,12 @@
 import { builder } from '../builder.js';
-import { ledgerCheck, type CampaignDrift, type CampaignOverBudget, type LedgerReport, type MemberOverCap, type UsageDrift } from '../../coupons/ledger.js';
+import {
+  ledgerCheck,
+  type CampaignDrift,
+  type CampaignOverBudget,
+  type LedgerReport,
+  type MemberOverCap,
+  type UsageDrift,
+} from '../../coupons/ledger.js';
 import { badInput } from '../../errors.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
@@ -46,7 +53,7 @@ export const CouponType = builder.objectRef<Coupon>('Coupon').implement({
 const IssueCouponStatus = builder.enumType('IssueCouponStatus', {
   values: {
     ISSUED: { description: 'A new coupon was issued.' },
-    ALREADY_ISSUED: { description: 'The member already holds this campaign\'s coupon; it is returned.' },
+    ALREADY_ISSUED: { description: "The member already holds this campaign's coupon; it is returned." },
     MONTHLY_CAP: { description: "The coupon would take the member's month over the tenant's cap. Nothing was written." },
     BUDGET_EXCEEDED: { description: "The campaign's budget has no room for another coupon. Nothing was written." },
   } as const,
@@ -121,7 +128,13 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
   prepare: (input) => requireIdentifier(input.campaignId, 'campaignId'),
   unit: (campaignId, { session, services }) => {
     const issuer = couponIssuer.current;
-    const request = { tenantId: session.tenantId, memberId: session.userId, campaignId, now: services.clock(), timeZone: services.config.businessTimeZone };
+    const request = {
+      tenantId: session.tenantId,
+      memberId: session.userId,
+      campaignId,
+      now: services.clock(),
+      timeZone: services.config.businessTimeZone,
+    };
     return {
       ...(issuer.isolation ? { isolation: issuer.isolation } : {}),
       ...(issuer.claimsKey ? { claimsKey: true } : {}),
@@ -183,7 +196,7 @@ const UsageDriftType = builder.objectRef<UsageDrift>('UsageDrift').implement({
     tenantId: t.exposeID('tenantId'),
     memberId: t.exposeID('memberId'),
     month: t.exposeString('month'),
-    usedYen: t.exposeInt('usedYen', { description: "The member-month counter." }),
+    usedYen: t.exposeInt('usedYen', { description: 'The member-month counter.' }),
     couponsYen: t.exposeInt('couponsYen', { description: "The sum of the member's coupons in the month." }),
   }),
 });

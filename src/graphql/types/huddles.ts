@@ -39,7 +39,8 @@ const HuddleStatus = builder.enumType('HuddleStatus', {
     HEARTBEAT_RECORDED: { description: "The member's heartbeat was recorded." },
     LEFT: { description: 'The member left; the session has ended if nobody is left (endedAt is set).' },
     NOT_IN_HUDDLE: {
-      description: 'The member is not in an active session of this objective (never joined, left, or removed as stale); nothing changed. Join again.',
+      description:
+        'The member is not in an active session of this objective (never joined, left, or removed as stale); nothing changed. Join again.',
     },
   } as const,
 });
@@ -100,7 +101,12 @@ defineMutation('cleanupHuddles', {
   unit: (_none, { session, services }) => ({
     work: async (trx) => {
       const { staleAfterMs, cleanupBatchSize } = services.config.huddles;
-      const { participantsRemoved, sessionsEnded } = await huddleOperations.current.cleanupHuddles(trx, session.tenantId, staleAfterMs, cleanupBatchSize);
+      const { participantsRemoved, sessionsEnded } = await huddleOperations.current.cleanupHuddles(
+        trx,
+        session.tenantId,
+        staleAfterMs,
+        cleanupBatchSize,
+      );
       return { participantsRemoved, sessionsEnded };
     },
     entities: () => [],

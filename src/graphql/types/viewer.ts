@@ -11,5 +11,10 @@ const ViewerType = builder.objectRef<Session>('Viewer').implement({
 });
 
 builder.queryField('viewer', (t) =>
-  t.field({ type: ViewerType, nullable: true, description: 'The session of this request, or null when anonymous.', resolve: (_r, _a, ctx) => ctx.session }),
+  t.field({
+    type: ViewerType,
+    nullable: true,
+    description: 'The session of this request, or null when anonymous.',
+    resolve: (_r, _a, ctx) => ctx.session,
+  }),
 );

@@ -25,7 +25,9 @@ function limitError(message: string, variable: string, limit: number): GraphQLEr
 const armorMessage = (error: GraphQLError) => error.message.replace(/^Syntax Error: /, '').replace(/\.$/, '');
 
 function reportInstead(variable: string, limit: number) {
-  return [(context: ValidationContext | null, error: GraphQLError) => context?.reportError(limitError(armorMessage(error), variable, limit))];
+  return [
+    (context: ValidationContext | null, error: GraphQLError) => context?.reportError(limitError(armorMessage(error), variable, limit)),
+  ];
 }
 
 /** Documents come from the parser's cache: one without variables costs the same every time, computed once. */

@@ -89,4 +89,3 @@ export function useErrorContract(options: ErrorContractOptions): Plugin<Context>
     },
   };
 }
-

@@ -18,8 +18,7 @@ export function useIdempotencyKey(): Plugin<Context> {
       const key = ctx.idempotencyKeyHeader;
       const operation = operationOf(args.document as DocumentNode, args.operationName);
       if (key === null || operation?.operation !== OperationTypeNode.MUTATION) return;
-      const refuse = (message: string) =>
-        setResultAndStopExecution({ errors: [toGraphQLError(badInput(message, 'Idempotency-Key'))] });
+      const refuse = (message: string) => setResultAndStopExecution({ errors: [toGraphQLError(badInput(message, 'Idempotency-Key'))] });
       if (!isValidKey(key)) return refuse('Idempotency-Key must be 1 to 255 printable ASCII characters');
       if (rootFields(operation).length > 1) {
         return refuse('An Idempotency-Key covers one mutation: send each top-level mutation in its own request with its own key');

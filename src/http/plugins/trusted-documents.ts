@@ -54,7 +54,11 @@ export function useTrustedDocuments(config: AppConfig, schema: GraphQLSchema): P
         onParams({ params, setParams }) {
           const hash = params.query === undefined ? undefined : hashOfDocument.get(params.query);
           if (hash === undefined) return;
-          setParams({ ...params, query: undefined, extensions: { ...params.extensions, persistedQuery: { version: 1, sha256Hash: hash } } });
+          setParams({
+            ...params,
+            query: undefined,
+            extensions: { ...params.extensions, persistedQuery: { version: 1, sha256Hash: hash } },
+          });
         },
       });
       addPlugin(
@@ -66,7 +70,7 @@ export function useTrustedDocuments(config: AppConfig, schema: GraphQLSchema): P
           },
           customErrors: {
             persistedQueryOnly: refusal(
-              'Only trusted documents run here: send the hash of one of the frontend\'s documents in extensions.persistedQuery.sha256Hash',
+              "Only trusted documents run here: send the hash of one of the frontend's documents in extensions.persistedQuery.sha256Hash",
               ErrorCode.forbidden,
               403,
             ),

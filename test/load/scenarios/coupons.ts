@@ -146,7 +146,14 @@ export interface SendOptions {
   viaActions?: boolean;
 }
 
-export function sendIssue(client: LoadClient, scenario: CouponScenario, sessions: Session, request: CouponRequest, index = 0, options: SendOptions = {}) {
+export function sendIssue(
+  client: LoadClient,
+  scenario: CouponScenario,
+  sessions: Session,
+  request: CouponRequest,
+  index = 0,
+  options: SendOptions = {},
+) {
   const headers = {
     ...sessions.member(scenario.tenantId, request.memberId),
     ...(options.idempotencyKeys ? { 'idempotency-key': `${scenario.tenantId}-${index}` } : {}),
@@ -182,7 +189,8 @@ export async function checkCouponInvariants(
            coalesce((select sum(amount_yen) from coupons k where k.tenant_id = c.tenant_id and k.campaign_id = c.id and k.voided_at is null), 0)::int as coupons_yen
       from campaigns c where c.tenant_id = $1 order by c.id`);
   for (const c of campaigns) {
-    if (c.coupons_yen > c.budget_yen) violations.push(`campaign ${c.id}: coupons worth ${c.coupons_yen} yen over a budget of ${c.budget_yen}`);
+    if (c.coupons_yen > c.budget_yen)
+      violations.push(`campaign ${c.id}: coupons worth ${c.coupons_yen} yen over a budget of ${c.budget_yen}`);
     if (c.issued_yen !== c.coupons_yen) violations.push(`campaign ${c.id}: issuedYen ${c.issued_yen} but coupons worth ${c.coupons_yen}`);
   }
 
@@ -191,7 +199,8 @@ export async function checkCouponInvariants(
       from coupons k join tenants t on t.id = k.tenant_id
      where k.tenant_id = $1 and k.voided_at is null group by k.member_id, k.month, t.monthly_cap_yen
     having sum(k.amount_yen) > t.monthly_cap_yen`);
-  if (overCap.length > 0) violations.push(`${overCap.length} member-months over the cap (e.g. ${overCap[0]!.member_id}: ${overCap[0]!.total} yen)`);
+  if (overCap.length > 0)
+    violations.push(`${overCap.length} member-months over the cap (e.g. ${overCap[0]!.member_id}: ${overCap[0]!.total} yen)`);
 
   const usageDrift = await one<{ n: number }>(`
     select count(*)::int as n from (
@@ -205,9 +214,9 @@ export async function checkCouponInvariants(
     select count(*)::int as n from (select 1 from coupons where tenant_id = $1 and not legacy_duplicate group by campaign_id, member_id having count(*) > 1) d`);
   if (duplicates[0]!.n > 0) violations.push(`${duplicates[0]!.n} members hold two coupons of one campaign`);
 
-  const [{ coupons }] = (await one<{ coupons: number }>(`select count(*)::int as coupons from coupons where tenant_id = $1 and voided_at is null`)) as [
-    { coupons: number },
-  ];
+  const [{ coupons }] = (await one<{ coupons: number }>(
+    `select count(*)::int as coupons from coupons where tenant_id = $1 and voided_at is null`,
+  )) as [{ coupons: number }];
   const [{ events }] = (await one<{ events: number }>(
     `select count(*)::int as events from outbox_events where tenant_id = $1 and topic = 'coupon.issued'`,
   )) as [{ events: number }];
@@ -251,7 +260,10 @@ export function couponLoad(scenario: CouponScenario, total: number | null, send:
     const block = Math.floor(index / blockSize);
     if (!blocks.has(block)) {
       blocks.clear();
-      const slice = { ...scenario, members: Array.from({ length: DURATION_BLOCK_MEMBERS }, (_, i) => `member-${block * DURATION_BLOCK_MEMBERS + i + 1}`) };
+      const slice = {
+        ...scenario,
+        members: Array.from({ length: DURATION_BLOCK_MEMBERS }, (_, i) => `member-${block * DURATION_BLOCK_MEMBERS + i + 1}`),
+      };
       blocks.set(block, couponRequests(slice, block + 1));
     }
     return blocks.get(block)![index % blockSize]!;

@@ -28,7 +28,8 @@ export function documentsScenario(runId: string, tenants: number, total: number 
     request(index, client, sessions) {
       if (total !== null && index >= total) return null;
       const tenantId = tenantIds[index % tenants]!;
-      return () => client.graphql(QUERY, { input: { contractId: contracts.get(tenantId) } }, sessions.member(tenantId, `writer-${index % 97}`));
+      return () =>
+        client.graphql(QUERY, { input: { contractId: contracts.get(tenantId) } }, sessions.member(tenantId, `writer-${index % 97}`));
     },
     outcomeOf: replyOutcome,
     async check(sql: pg.Pool, outcomes) {
