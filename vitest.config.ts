@@ -14,5 +14,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     maxWorkers: 2,
+    // Files, and the tests inside each, run in a new order every time: no test may lean on another's rows.
+    sequence: { shuffle: { files: true, tests: true } },
   },
 });

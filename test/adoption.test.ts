@@ -45,21 +45,33 @@ async function legacyDatabase(extraSql = ''): Promise<{ url: string; sql: pg.Poo
   return { url, sql, database };
 }
 
-describe('adopting a database the naive versions damaged', () => {
-  let legacy: Awaited<ReturnType<typeof legacyDatabase>>;
-  let report: AdoptionReport;
-  let backend: TestBackend;
+type Legacy = Awaited<ReturnType<typeof legacyDatabase>>;
 
-  beforeAll(async () => {
-    legacy = await legacyDatabase();
-  });
+/** A damaged legacy database of its own, adopted: every test that needs one makes one. */
+async function adoptedDatabase(): Promise<Legacy & { report: AdoptionReport }> {
+  const legacy = await legacyDatabase();
+  return { ...legacy, report: await adoptLegacyData(legacy.database.db, { tenantId: TENANT, dryRun: false }) };
+}
+
+describe('adopting a database the naive versions damaged', () => {
+  const opened: Legacy[] = [];
+  const backends: TestBackend[] = [];
+  const track = <T extends Legacy>(legacy: T) => (opened.push(legacy), legacy);
+  const backendOn = async (legacy: Legacy) => {
+    const backend = await createTestBackend({ databaseUrl: legacy.url });
+    backends.push(backend);
+    return backend;
+  };
   afterAll(async () => {
-    await backend?.close();
-    await legacy.database.close();
-    await legacy.sql.end();
+    for (const backend of backends) await backend.close();
+    for (const legacy of opened) {
+      await legacy.database.close();
+      await legacy.sql.end();
+    }
   });
 
   it('--dry-run reports what it would do and changes nothing', async () => {
+    const legacy = track(await legacyDatabase());
     const before = await snapshot(legacy.sql);
     const dry = await adoptLegacyData(legacy.database.db, { tenantId: TENANT, dryRun: true });
     expect(dry).toMatchObject({ dryRun: true, movedTables: ['campaigns', 'issued_coupons', 'contract_documents'] });
@@ -68,7 +80,8 @@ describe('adopting a database the naive versions damaged', () => {
   });
 
   it('adopts every row, marks the damage and reports it', async () => {
-    report = await adoptLegacyData(legacy.database.db, { tenantId: TENANT, dryRun: false });
+    const legacy = track(await adoptedDatabase());
+    const { report } = legacy;
     expect(report.rows).toEqual({ tenants: 3, contracts: 4, documents: 8, campaigns: 3, coupons: 10, usageRows: 5 });
     expect(report.duplicateCoupons).toEqual({ groups: 3, voided: 2, keptRedeemed: 1 });
     expect(report.overspend).toEqual([{ campaignId: 'spring', budgetYen: 3_000, issuedYen: 6_000, overspendYen: 3_000 }]);
@@ -108,6 +121,7 @@ describe('adopting a database the naive versions damaged', () => {
   });
 
   it('a second run changes nothing', async () => {
+    const legacy = track(await adoptedDatabase());
     const before = await snapshot(legacy.sql);
     const again = await adoptLegacyData(legacy.database.db, { tenantId: TENANT, dryRun: false });
     expect(again).toMatchObject({ alreadyAdopted: true, movedTables: [], migrationsApplied: [] });
@@ -115,7 +129,7 @@ describe('adopting a database the naive versions damaged', () => {
   });
 
   it('keeps every rule on new writes: ALREADY_ISSUED for a legacy duplicate, an overspent campaign refuses, numbers continue', async () => {
-    backend = await createTestBackend({ databaseUrl: legacy.url });
+    const backend = await backendOn(track(await adoptedDatabase()));
     const issue = async (member: string, campaignId: string) =>
       (await gqlOk(backend.app.fetch, IssueCouponDocument, { input: { campaignId } }, asUser(TENANT, member))).issueCoupon;
     expect(await issue('bob', 'spring')).toMatchObject({
@@ -143,12 +157,15 @@ describe('adopting a database the naive versions damaged', () => {
   });
 
   it('holds the coupon invariants under the concurrent reference scenario on the adopted database', async () => {
+    const backend = await backendOn(track(await adoptedDatabase()));
     const result = await runReferenceScenario(backend, 32);
     console.log(describeRun('coupons on the adopted database at 32 clients', result));
     expect(result.invariants.violations).toEqual([]);
   });
 
   it('reconciliation reports the legacy overspend and cap as legacy, not as drift', async () => {
+    const legacy = track(await adoptedDatabase());
+    const backend = await backendOn(legacy);
     const ledger = (await gqlOk(backend.app.fetch, LedgerCheckDocument, {}, asTenantAdmin(TENANT))).ledgerCheck;
     expect(ledger.ok).toBe(true);
     expect(ledger.campaignDrift).toEqual([]);

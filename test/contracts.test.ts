@@ -30,15 +30,19 @@ describe('tenants, contracts and document numbers', () => {
     (await gqlOk(fetch, CreateContractDocumentDocument, { input: { contractId } }, asUser(tenant))).createContractDocument.document;
 
   it('numbers each tenant from 10000000, one after another, independently', async () => {
-    const alphaContract = await newContract('alpha');
-    const betaContract = await newContract('beta');
+    // Tenants of its own: the first number of a tenant is only first when nothing came before.
+    for (const id of ['first-a', 'first-b']) {
+      await gqlOk(fetch, CreateTenantDocument, { input: { id, name: `Tenant ${id}` } }, asOperator());
+    }
+    const alphaContract = await newContract('first-a');
+    const betaContract = await newContract('first-b');
     const alpha = [];
-    for (let i = 0; i < 3; i++) alpha.push((await newDocument('alpha', alphaContract)).docNumber);
-    const beta = [(await newDocument('beta', betaContract)).docNumber];
+    for (let i = 0; i < 3; i++) alpha.push((await newDocument('first-a', alphaContract)).docNumber);
+    const beta = [(await newDocument('first-b', betaContract)).docNumber];
     expect(alpha).toEqual([10_000_000, 10_000_001, 10_000_002]);
     expect(beta).toEqual([10_000_000]);
 
-    const contract = await gqlOk(fetch, ContractDocument, { id: alphaContract }, asUser('alpha'));
+    const contract = await gqlOk(fetch, ContractDocument, { id: alphaContract }, asUser('first-a'));
     expect(contract.contract?.documents.map((d) => d.docNumber)).toEqual(alpha);
   });
 

@@ -97,6 +97,17 @@ describe('issueCoupon on the wire', () => {
   });
 
   it('ISSUED: four round trips with or without a key, the budget UPDATE last before COMMIT', async () => {
+    // What rode in the budget statement is written: the outbox row, the audit row, the stored response.
+    const written = async () =>
+      (
+        await backend.sql.query<{ outbox: number; audit: number; stored: number }>(
+          `select (select count(*)::int from outbox_events where tenant_id = $1) as outbox,
+                  (select count(*)::int from audit_log where tenant_id = $1 and operation = 'issueCoupon') as audit,
+                  (select count(*)::int from idempotency_keys where key = 'k-ann-other' and response->>'status' = 'ISSUED') as stored`,
+          [TENANT],
+        )
+      ).rows[0]!;
+    const before = await written();
     expect(await issue('open', 'ann')).toMatchObject({
       status: 'ISSUED',
       trips: ['begin', 'coupons.issue', 'coupons.budget.row', 'commit'],
@@ -105,14 +116,7 @@ describe('issueCoupon on the wire', () => {
       status: 'ISSUED',
       trips: ['begin', 'coupons.issue+key', 'coupons.budget.row+key', 'commit'],
     });
-    // What rode in the budget statement was written: the outbox row, the audit rows, the stored response.
-    const counts = await backend.sql.query<{ outbox: number; audit: number; stored: number }>(
-      `select (select count(*)::int from outbox_events where tenant_id = $1) as outbox,
-              (select count(*)::int from audit_log where tenant_id = $1 and operation = 'issueCoupon') as audit,
-              (select count(*)::int from idempotency_keys where key = 'k-ann-other' and response->>'status' = 'ISSUED') as stored`,
-      [TENANT],
-    );
-    expect(counts.rows[0]).toEqual({ outbox: 2, audit: 2, stored: 1 });
+    expect(await written()).toEqual({ outbox: before.outbox + 2, audit: before.audit + 2, stored: 1 });
   });
 
   it('ALREADY_ISSUED: four, the audit row and the stored response in one statement after the issue', async () => {

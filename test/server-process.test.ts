@@ -145,9 +145,37 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
       await admin.end();
     }
   });
+});
+
+describe('npm start stopped by SIGTERM', () => {
+  let dataRoot: string;
+  let server: Started;
+  let pgPort: number;
+
+  beforeAll(async () => {
+    dataRoot = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-stop-'));
+    await chmod(dataRoot, 0o755);
+    pgPort = await freePort();
+    server = await startServer({
+      PORT: String(await freePort()),
+      EMBEDDED_PG_PORT: String(pgPort),
+      EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres'),
+      LOCK_TIMEOUT_MS: '20000',
+      RUN_WORKERS: 'false',
+    });
+  });
+  afterAll(async () => {
+    await stopScript(server.child);
+    await rm(dataRoot, { recursive: true, force: true });
+  });
 
   it('on SIGTERM lets the request in flight finish, then stops itself and the database', async () => {
-    // Hold the tenant's sequence row so the next request is in flight when the signal arrives.
+    // A first document makes the tenant's sequence row; holding that row keeps the next request in
+    // flight when the signal arrives.
+    const first = (await (await createDocument(server.base)).json()) as {
+      data: { createContractDocument: { document: { docNumber: number } } };
+    };
+    expect(first.data.createContractDocument.document.docNumber).toBe(10_000_000);
     const admin = new pg.Client({ connectionString: await embeddedUrl(path.join(dataRoot, 'postgres'), pgPort) });
     await admin.connect();
     await admin.query('begin');
@@ -206,7 +234,7 @@ describe('WEB_CONCURRENCY=2 npm start (all cores)', () => {
     await rm(dataRoot, { recursive: true, force: true });
   });
 
-  it('one scrape of /metrics sums the requests both processes served, with per-process gauges labelled by pid', async () => {
+  it('one scrape of /metrics sums what both HTTP processes served, one set of workers runs, and SIGTERM stops them all', async () => {
     // Each new connection goes to the next HTTP process (node:cluster hands them out in turn),
     // so 21 requests on fresh connections reach both, 11 and 10. Every scrape, whichever process
     // answers it, must count all 21 and name both processes.
@@ -226,9 +254,8 @@ describe('WEB_CONCURRENCY=2 npm start (all cores)', () => {
       expect(pids.size).toBe(2);
       expect(metrics.match(/^# TYPE db_pool_connections gauge$/gm)).toHaveLength(1);
     }
-  });
 
-  it('serves one port from two HTTP processes with one set of background workers, and stops them all', async () => {
+    // The same server, to the end: one set of background workers, and SIGTERM stops every process.
     expect(server.output()).toContain('HTTP processes:       2 (node:cluster, one port)');
     const created = await createDocument(server.base);
     expect(((await created.json()) as { data: unknown }).data).toBeTruthy();
