@@ -55,7 +55,7 @@ export interface AppConfig {
   edge: EdgeConfig;
 }
 
-/** What the public endpoint accepts from anyone on the internet (DESIGN §12). */
+/** What the public endpoint accepts from anyone on the internet (docs/design.md §8). */
 export interface EdgeConfig {
   maxQueryDepth: number;
   /** Aliases in one document, root fields included. */

@@ -1,5 +1,5 @@
 /**
- * JWT_SECRET, read exactly as Hasura reads HASURA_GRAPHQL_JWT_SECRET (DESIGN §6). Everything is
+ * JWT_SECRET, read exactly as Hasura reads HASURA_GRAPHQL_JWT_SECRET (docs/design.md §6). Everything is
  * checked here, synchronously, at start-up: a key that does not parse or does not fit its type
  * stops the server with a message naming the field (`JWT_SECRET.key: …`) instead of refusing
  * every token later.

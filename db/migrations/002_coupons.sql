@@ -1,5 +1,5 @@
 -- Coupon campaigns, issued coupons, member-month usage and the transactional outbox.
--- Each invariant has one row or index entry where conflicting requests collide (DESIGN §4):
+-- Each invariant has one row or index entry where conflicting requests collide (docs/design.md §4):
 --   one coupon per member per campaign  -> coupons_one_per_member (unique index)
 --   a member's monthly cap              -> the member_monthly_usage row
 --   the campaign budget                 -> a campaign_budget_slots row (CHECK backs it up)

@@ -1,4 +1,4 @@
--- Huddles: a call room per objective. Each race closes on one row or index entry (DESIGN §4):
+-- Huddles: a call room per objective. Each race closes on one row or index entry (docs/design.md §4):
 --   two first joiners                -> huddle_sessions_one_active (partial unique index)
 --   a heartbeat undoing a leave      -> the participant row, changed only by targeted UPDATEs
 --   cleanup ending a joined session  -> pg_advisory_xact_lock on (tenant, objective), taken by

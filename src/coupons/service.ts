@@ -174,7 +174,7 @@ interface IssueRow extends Omit<CouponColumns, 'id'> {
 }
 
 /**
- * The first statement of an issue (DESIGN §4), keyed or not. With a key it claims it first, and
+ * The first statement of an issue (docs/design.md §4), keyed or not. With a key it claims it first, and
  * nothing else is written unless the claim is this request's. A campaign with no room left in any
  * budget slot writes nothing either: slots only ever fill up, so a sold-out campaign stays sold
  * out and its refusal needs no lock (a grant is still decided by the budget UPDATE, never by this
@@ -236,7 +236,7 @@ const issueStatements = { plain: issueStatement(false), keyed: issueStatement(tr
  * sent), the unique (tenant, campaign, member) index entry, then the member's month row, then the
  * campaign's budget row last, because it is the hottest and should be held for the shortest time:
  * its UPDATE is the last statement before COMMIT, and the outbox row, the audit row and the stored
- * response ride in it. Each check is decided by the statement that writes (DESIGN §4). A refusal
+ * response ride in it. Each check is decided by the statement that writes (docs/design.md §4). A refusal
  * throws RollbackAndReturn: the coupon, usage and outbox rows written so far are undone.
  */
 export async function issueCoupon(

@@ -20,7 +20,7 @@ export function sqlStateOf(error: unknown): string | null {
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : null;
 }
 
-/** Contention that a fresh attempt of the whole unit of work can clear (DESIGN §5). */
+/** Contention that a fresh attempt of the whole unit of work can clear (docs/design.md §5). */
 export function isRetryableContention(error: unknown): boolean {
   const state = sqlStateOf(error);
   return state === SqlState.serializationFailure || state === SqlState.deadlockDetected || state === SqlState.lockNotAvailable;

@@ -104,7 +104,7 @@ async function sessionFromJwt(token: string, jwt: JwtConfig, requestedRole: stri
 }
 
 /**
- * Decides who is calling, from exactly one trusted source (DESIGN §6). Returns null for an
+ * Decides who is calling, from exactly one trusted source (docs/design.md §6). Returns null for an
  * anonymous caller (introspection still works); throws for credentials that are presented and
  * wrong, so a forged header never degrades into anonymous access.
  */

@@ -8,7 +8,7 @@ export interface Tenant {
   createdAt: Date;
 }
 
-/** The cap of DESIGN's reference scenario; a tenant may set its own. */
+/** The cap of the reference scenario (docs/design.md §1); a tenant may set its own. */
 export const DEFAULT_MONTHLY_CAP_YEN = 2000;
 
 const toTenant = (row: TenantRow): Tenant => ({

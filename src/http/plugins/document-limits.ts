@@ -69,7 +69,7 @@ function operationCost(
 }
 
 /**
- * Bounds what one document may ask for, before anything of it executes (DESIGN §12):
+ * Bounds what one document may ask for, before anything of it executes (docs/design.md §8):
  * - MAX_QUERY_TOKENS: the parser stops reading after that many tokens, so a huge or deeply nested
  *   document (a 5,000-deep list literal) is refused without recursing through it;
  * - MAX_ALIASES: aliases anywhere in the operation, root fields included (800 aliased mutations);
