@@ -53,6 +53,7 @@ describe('npm run load: arguments', () => {
       'out.html',
       '--secret',
       's3cret',
+      '--resend',
     ]);
     expect(args).toEqual({
       scenario: 'huddles',
@@ -65,6 +66,7 @@ describe('npm run load: arguments', () => {
       json: 'out.json',
       report: 'out.html',
       secret: 's3cret',
+      resend: true,
       help: false,
     });
   });
@@ -149,6 +151,41 @@ describe('npm run load --rate: the open model keeps its schedule', () => {
       expect(result.latency.p50).toBeGreaterThan(100);
     } finally {
       client.close();
+    }
+  });
+});
+
+describe('npm run load --resend: mutations sent with the typed client', () => {
+  it('resends a TRY_AGAIN with the same Idempotency-Key after the Retry-After it asked for, and counts both sends', async () => {
+    const keys: (string | undefined)[] = [];
+    const server = http.createServer((req, res) => {
+      keys.push(req.headers['idempotency-key'] as string | undefined);
+      req.resume();
+      const body =
+        keys.length === 1
+          ? { errors: [{ message: 'busy', extensions: { code: 'TRY_AGAIN', retryAfterMs: 50 } }] }
+          : { data: { issueCoupon: { status: 'ISSUED' } } };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const client = new LoadClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`, 2, { resend: true });
+    try {
+      const reply = await client.graphql(
+        'mutation { issueCoupon(input: { campaignId: "c" }) { status } }',
+        {},
+        { 'idempotency-key': 'k-1' },
+      );
+      expect(reply.body).toEqual({ data: { issueCoupon: { status: 'ISSUED' } } });
+      expect(reply.attempts).toBe(2);
+      expect(keys).toEqual(['k-1', 'k-1']);
+      expect(reply.latencyMs).toBeGreaterThanOrEqual(50);
+      // Queries are never resent: they go out once as they are.
+      const query = await client.graphql('{ viewer { role } }', {}, {});
+      expect(query.attempts).toBeUndefined();
+      expect(keys).toHaveLength(3);
+    } finally {
+      client.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
 });

@@ -14,6 +14,8 @@ export interface LoadArgs {
   json: string | null;
   report: string | null;
   secret: string | null;
+  /** Send mutations with the typed client: resent with their key on TRY_AGAIN and network failures. */
+  resend: boolean;
   help: boolean;
 }
 
@@ -32,6 +34,9 @@ export const LOAD_USAGE = `usage: npm run load -- --scenario coupons|documents|h
   --json FILE          write the summary as JSON
   --report FILE.html   write a self-contained HTML page (latency histogram, throughput over time)
   --secret S           send x-action-secret with the x-hasura-* headers (a server with ACTION_SECRET)
+  --resend             send mutations as a frontend would, with the project's typed client: one
+                       Idempotency-Key each, resent on TRY_AGAIN and network failures after
+                       Retry-After; latency then covers every resend
 
 Exit 0 when every invariant held, 1 on a violation, 2 on bad arguments.`;
 
@@ -62,6 +67,7 @@ export function parseLoadArgs(argv: string[]): LoadArgs {
     json: null,
     report: null,
     secret: null,
+    resend: false,
     help: false,
   };
   let scenarioGiven = false;
@@ -109,6 +115,9 @@ export function parseLoadArgs(argv: string[]): LoadArgs {
         break;
       case '--secret':
         args.secret = value();
+        break;
+      case '--resend':
+        args.resend = true;
         break;
       case '--help':
       case '-h':

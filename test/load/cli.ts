@@ -109,7 +109,7 @@ async function main(): Promise<number> {
   const sql = databaseUrl ? new pg.Pool({ connectionString: databaseUrl, max: 2 }) : null;
   // An idle connection the server drops must not take the whole run down with it.
   sql?.on('error', (error) => console.error(`database connection lost: ${error.message}`));
-  const client = new LoadClient(url, args.concurrency);
+  const client = new LoadClient(url, args.concurrency, { resend: args.resend });
   try {
     console.error(`loading ${url} (${args.url ? 'given' : 'started on a fresh embedded database'})`);
     const runId = `${Date.now().toString(36)}`;

@@ -1,11 +1,26 @@
 import http from 'node:http';
+import { mutate, MutationError, type Transport } from '../../src/client/mutate.js';
 
 export interface GraphQLReply {
   status: number;
   body: { data?: Record<string, unknown> | null; errors?: { message: string; extensions?: Record<string, unknown> }[] };
   latencyMs: number;
   headers: http.IncomingHttpHeaders;
+  /** Sends it took (more than 1 only when resending, see LoadClientOptions.resend). */
+  attempts?: number;
 }
+
+export interface LoadClientOptions {
+  /**
+   * Send mutations as a frontend would, with the project's typed client (src/client/mutate.ts):
+   * one Idempotency-Key per request, resent on TRY_AGAIN and on network failures after
+   * Retry-After, until `resendDeadlineMs`. Latency then covers every resend.
+   */
+  resend?: boolean;
+  resendDeadlineMs?: number;
+}
+
+const MUTATION = /^\s*mutation\b/;
 
 /**
  * A keep-alive HTTP client for concurrency tests and the load tool. `open()` makes every socket
@@ -19,6 +34,7 @@ export class LoadClient {
   constructor(
     graphqlUrl: string,
     readonly connections: number,
+    private readonly options: LoadClientOptions = {},
   ) {
     this.url = new URL(graphqlUrl);
     this.agent = new http.Agent({ keepAlive: true, maxSockets: connections, maxFreeSockets: connections });
@@ -30,7 +46,46 @@ export class LoadClient {
   }
 
   graphql(query: string, variables: Record<string, unknown>, headers: Record<string, string>): Promise<GraphQLReply> {
+    if (this.options.resend && MUTATION.test(query)) return this.mutation(query, variables, headers);
     return this.request('POST', this.url, JSON.stringify({ query, variables }), headers);
+  }
+
+  /**
+   * A mutation through the typed client, on this client's connections: resent with one key until
+   * it is answered or refused (set-up steps use it, so a busy moment never fails a run's set-up).
+   */
+  async mutation(query: string, variables: Record<string, unknown>, headers: Record<string, string>): Promise<GraphQLReply> {
+    const started = performance.now();
+    let last: GraphQLReply | null = null;
+    const transport: Transport = async (_url, init) => {
+      last = await this.request('POST', this.url, init.body, init.headers);
+      return { status: last.status, body: last.body, headers: { get: (name) => headerValue(last!.headers, name) } };
+    };
+    const { 'idempotency-key': key, ...rest } = headers;
+    try {
+      const result = await mutate<Record<string, unknown>, Record<string, unknown>>(query, variables, {
+        url: this.url.toString(),
+        headers: rest,
+        ...(key ? { idempotencyKey: key } : {}),
+        deadlineMs: this.options.resendDeadlineMs ?? 30_000,
+        transport,
+      });
+      return { ...last!, body: { data: result.data }, latencyMs: performance.now() - started, attempts: result.attempts };
+    } catch (error) {
+      if (!(error instanceof MutationError)) throw error;
+      const latencyMs = performance.now() - started;
+      // A lost connection has no answer of its own to show: the reply says so in the code.
+      if (error.code === 'NETWORK' || last === null) {
+        return {
+          status: 0,
+          body: { errors: [{ message: error.message, extensions: { code: error.code } }] },
+          latencyMs,
+          headers: {},
+          attempts: error.attempts,
+        };
+      }
+      return { ...(last as GraphQLReply), latencyMs, attempts: error.attempts };
+    }
   }
 
   /**
@@ -92,6 +147,11 @@ export class LoadClient {
       req.end();
     });
   }
+}
+
+function headerValue(headers: http.IncomingHttpHeaders, name: string): string | null {
+  const value = headers[name.toLowerCase()];
+  return Array.isArray(value) ? (value[0] ?? null) : (value ?? null);
 }
 
 /** A gate that many tasks wait on and one call opens, so they start in the same instant. */

@@ -88,7 +88,7 @@ function expectOk(reply: GraphQLReply, what: string) {
 /** Creates the scenario's tenant and campaigns through the API, as an operator and admin would. */
 export async function setupCouponScenario(client: LoadClient, scenario: CouponScenario, sessions: Session) {
   expectOk(
-    await client.graphql(
+    await client.mutation(
       print(CreateTenantDocument),
       { input: { id: scenario.tenantId, name: scenario.tenantId, monthlyCapYen: scenario.capYen } },
       sessions.operator,
@@ -97,7 +97,7 @@ export async function setupCouponScenario(client: LoadClient, scenario: CouponSc
   );
   for (const campaign of scenario.campaigns) {
     expectOk(
-      await client.graphql(
+      await client.mutation(
         print(CreateCampaignDocument),
         { input: { ...campaign, name: `Campaign ${campaign.id}` } },
         sessions.admin(scenario.tenantId),

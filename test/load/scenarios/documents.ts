@@ -18,8 +18,8 @@ export function documentsScenario(runId: string, tenants: number, total: number 
     name: 'documents',
     async setup(client: LoadClient, sessions: Session) {
       for (const tenantId of tenantIds) {
-        await client.graphql(print(CreateTenantDocument), { input: { id: tenantId, name: tenantId } }, sessions.operator);
-        const reply = await client.graphql(print(CreateContract), { input: { title: 'Load test' } }, sessions.admin(tenantId));
+        await client.mutation(print(CreateTenantDocument), { input: { id: tenantId, name: tenantId } }, sessions.operator);
+        const reply = await client.mutation(print(CreateContract), { input: { title: 'Load test' } }, sessions.admin(tenantId));
         const id = (reply.body.data?.['createContract'] as { contract?: { id: string } } | undefined)?.contract?.id;
         if (!id) throw new Error(`createContract failed: ${JSON.stringify(reply.body.errors)}`);
         contracts.set(tenantId, id);

@@ -18,7 +18,7 @@ export function huddlesScenario(runId: string, objectives: number, perObjective:
   return {
     name: 'huddles',
     async setup(client: LoadClient, sessions: Session) {
-      const reply = await client.graphql(print(CreateTenantDocument), { input: { id: tenantId, name: tenantId } }, sessions.operator);
+      const reply = await client.mutation(print(CreateTenantDocument), { input: { id: tenantId, name: tenantId } }, sessions.operator);
       if (reply.body.errors?.length) throw new Error(`createTenant failed: ${JSON.stringify(reply.body.errors)}`);
     },
     request(index, client, sessions) {
