@@ -53,6 +53,23 @@ export interface AppConfig {
   idempotencyTtlHours: number;
   idempotencyCleanupIntervalMs: number;
   edge: EdgeConfig;
+  tracing: TracingConfig;
+}
+
+export type Sampler =
+  'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
+
+/** OpenTelemetry tracing, from the standard OTEL_* variables (docs/operations.md). */
+export interface TracingConfig {
+  /** Where spans go (OTLP over HTTP); null: tracing is off and costs nothing. */
+  tracesEndpoint: string | null;
+  protocol: 'http/protobuf' | 'http/json';
+  serviceName: string;
+  sampler: Sampler;
+  /** The ratio of the traceidratio samplers, 0 to 1. */
+  samplerRatio: number;
+  /** How long the batch processor waits before it sends (OTEL_BSP_SCHEDULE_DELAY). */
+  scheduleDelayMs: number;
 }
 
 /** What the public endpoint accepts from anyone on the internet (docs/design.md §8). */
@@ -232,6 +249,49 @@ function readTimeZone(env: Env): string {
 
 const ANY_ORIGIN = '*';
 
+const SAMPLERS: readonly Sampler[] = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+];
+const PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+
+/**
+ * The OTel variables as the SDKs define them: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is the traces URL
+ * itself; OTEL_EXPORTER_OTLP_ENDPOINT is a base to which /v1/traces is added.
+ */
+function readTracing(env: Env): TracingConfig {
+  const base = readHttpUrl(env, 'OTEL_EXPORTER_OTLP_ENDPOINT');
+  const traces = readHttpUrl(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
+  const protocol = readString(env, 'OTEL_EXPORTER_OTLP_PROTOCOL') ?? 'http/protobuf';
+  if (!(PROTOCOLS as readonly string[]).includes(protocol)) {
+    throw new ConfigError('OTEL_EXPORTER_OTLP_PROTOCOL', `expected ${PROTOCOLS.join(' or ')} (OTLP over HTTP), got "${protocol}"`);
+  }
+  const sampler = readString(env, 'OTEL_TRACES_SAMPLER') ?? 'parentbased_always_on';
+  if (!(SAMPLERS as readonly string[]).includes(sampler)) {
+    throw new ConfigError('OTEL_TRACES_SAMPLER', `expected one of ${SAMPLERS.join(', ')}, got "${sampler}"`);
+  }
+  const ratioRaw = readString(env, 'OTEL_TRACES_SAMPLER_ARG');
+  const samplerRatio = ratioRaw === null ? 1 : Number(ratioRaw);
+  if (!/^\d*\.?\d+$/.test(ratioRaw ?? '1') || samplerRatio > 1) {
+    throw new ConfigError('OTEL_TRACES_SAMPLER_ARG', `expected a ratio from 0 to 1, got "${ratioRaw}"`);
+  }
+  const serviceName = readString(env, 'OTEL_SERVICE_NAME') ?? 'mutation-backend';
+  if (!/^[\x21-\x7e]{1,255}$/.test(serviceName))
+    throw new ConfigError('OTEL_SERVICE_NAME', `expected a name without spaces, got "${serviceName}"`);
+  return {
+    tracesEndpoint: traces ?? (base === null ? null : `${base.replace(/\/+$/, '')}/v1/traces`),
+    protocol: protocol as TracingConfig['protocol'],
+    serviceName,
+    sampler: sampler as Sampler,
+    samplerRatio,
+    scheduleDelayMs: readInt(env, 'OTEL_BSP_SCHEDULE_DELAY', 5_000, 0, 600_000),
+  };
+}
+
 /** CORS_ORIGINS: comma-separated origins such as https://app.example.com, or * for any. */
 function readOrigins(env: Env, development: boolean): string[] {
   const raw = readString(env, 'CORS_ORIGINS');
@@ -330,6 +390,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       cleanupBatchSize: readInt(env, 'HUDDLE_CLEANUP_BATCH_SIZE', 100, 1, 10_000),
     },
     edge: readEdge(env, development, dbPoolMax),
+    tracing: readTracing(env),
   };
 }
 

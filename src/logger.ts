@@ -1,5 +1,6 @@
 import pino, { type Logger } from 'pino';
 import { currentRequestScope } from './request-scope.js';
+import { currentTraceIds } from './tracing.js';
 
 export type { Logger };
 
@@ -16,7 +17,12 @@ export function createLogger(level: string, destination?: pino.DestinationStream
     // Every line logged while serving a request names it, so a client's error leads to its log lines.
     mixin() {
       const scope = currentRequestScope();
-      return scope ? { requestId: scope.requestId, ...(scope.operation ? { operation: scope.operation } : {}) } : {};
+      // The trace beside the request id: a log line leads to its trace, and the trace to its lines.
+      const ids = currentTraceIds();
+      return {
+        ...(scope ? { requestId: scope.requestId, ...(scope.operation ? { operation: scope.operation } : {}) } : {}),
+        ...ids,
+      };
     },
     redact: {
       paths: ['authorization', 'headers.authorization', 'headers["x-action-secret"]', 'headers.cookie', '*.password', 'password'],

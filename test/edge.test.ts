@@ -65,6 +65,7 @@ describe('production hygiene', () => {
     expect(listed.headers.get('access-control-expose-headers')?.toLowerCase().split(/,\s*/).sort()).toEqual([
       'idempotent-replayed',
       'retry-after',
+      'traceparent',
       'x-request-id',
     ]);
     expect(listed.headers.get('vary')).toMatch(/Origin/i);

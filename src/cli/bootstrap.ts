@@ -1,10 +1,13 @@
 import { ConfigError, loadConfig, type AppConfig } from '../config.js';
 import { createLogger, type Logger } from '../logger.js';
+import { startTracing, stopTracing } from '../tracing.js';
 
 /** Configuration and logger for a command-line entry point; a bad variable ends it with exit 2. */
 export function bootstrap(): { config: AppConfig; log: Logger } {
   try {
     const config = loadConfig();
+    // Before anything that makes spans; a no-op unless an OTLP endpoint is configured.
+    startTracing(config.tracing);
     return { config, log: createLogger(config.logLevel) };
   } catch (error) {
     if (error instanceof ConfigError) {
@@ -41,7 +44,9 @@ export function onShutdown(log: Logger, stop: () => Promise<void>): void {
     log.info({ signal }, 'shutting down: draining work in flight');
     // pino writes asynchronously: exiting at once would drop the last lines.
     const exit = (code: number) => log.flush(() => process.exit(code));
+    // The spans of the last requests go out before the process does.
     stop()
+      .then(stopTracing)
       .then(() => {
         log.info('stopped');
         exit(0);

@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
 import type { PostgresPool } from 'kysely';
 import type { Logger } from '../logger.js';
+import { inSpan, tracing } from '../tracing.js';
 import { preparedNameOf } from './prepared.js';
 
 /**
@@ -126,14 +127,23 @@ export function createGuardedPool(options: PoolOptions, log: Logger): GuardedPoo
   const kyselyPool: PostgresPool = {
     async connect() {
       if (isHoldingTransaction()) throw new PoolReentryError();
-      try {
-        return await raw.connect();
-      } catch (error) {
-        if (error instanceof Error && /timeout exceeded when trying to connect/i.test(error.message)) {
-          throw new PoolExhaustedError(options.acquireTimeoutMs);
+      const acquire = async () => {
+        try {
+          return await raw.connect();
+        } catch (error) {
+          if (error instanceof Error && /timeout exceeded when trying to connect/i.test(error.message)) {
+            throw new PoolExhaustedError(options.acquireTimeoutMs);
+          }
+          throw error;
         }
-        throw error;
-      }
+      };
+      // The wait for a connection, as a span of its own: a busy pool shows as a long one.
+      if (!tracing.enabled) return acquire();
+      return inSpan(
+        'pool.connect',
+        { attributes: { 'db.system.name': 'postgresql', 'db.client.connection.pool.name': options.applicationName } },
+        acquire,
+      );
     },
     end: () => raw.end(),
   };

@@ -90,6 +90,8 @@ export interface OutboxEventsTable {
   claim_id: string | null;
   last_error: string | null;
   sent_at: Date | null;
+  /** The W3C traceparent of the transaction that wrote the event (while tracing is on). */
+  traceparent: Defaulted<string | null>;
 }
 
 export interface HuddleSessionsTable {

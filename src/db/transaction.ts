@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Kysely, Transaction } from 'kysely';
 import { AppError, tryAgain } from '../errors.js';
+import { SpanStatusCode, startSpan, traceContext } from '../tracing.js';
 import { PoolExhaustedError, withTransactionScope } from './pool.js';
 import type { DB } from './schema.js';
 import { isConnectionFailure, isRetryableContention, sqlStateOf, SqlState } from './sqlstate.js';
@@ -71,7 +72,7 @@ export async function runInTransaction<T>(
     const remainingMs = options.deadline - Date.now();
     if (remainingMs <= 0) throw deadlineError(attempt - 1);
     try {
-      const value = await attemptOnce(db, settings, options, remainingMs, work);
+      const value = await tracedAttempt(attempt, settings, options, () => attemptOnce(db, settings, options, remainingMs, work));
       return { value, attempts: attempt, rolledBack: false };
     } catch (error) {
       if (error instanceof RollbackAndReturn) return { value: error.value as T, attempts: attempt, rolledBack: true };
@@ -121,6 +122,42 @@ async function attemptOnce<T>(
       }
     }),
   );
+}
+
+/**
+ * Each attempt as a span (with tracing on): its number, how it ended (committed, rolled back on
+ * purpose, or the SQLSTATE that ended it) and whether the runner tries again. The BEGIN, the
+ * statements and the COMMIT are its children.
+ */
+async function tracedAttempt<T>(attempt: number, settings: TransactionSettings, options: RunOptions, run: () => Promise<T>): Promise<T> {
+  const started = startSpan('transaction', {
+    attributes: {
+      'db.system.name': 'postgresql',
+      'app.transaction.attempt': attempt,
+      'app.transaction.isolation': options.isolation ?? 'read committed',
+      ...(options.accessMode ? { 'app.transaction.access_mode': options.accessMode } : {}),
+    },
+  });
+  if (!started) return run();
+  const { span } = started;
+  try {
+    const value = await traceContext.with(started.context, run);
+    span.setAttribute('app.transaction.outcome', 'committed');
+    return value;
+  } catch (error) {
+    if (error instanceof RollbackAndReturn) {
+      span.setAttribute('app.transaction.outcome', 'rolled back');
+    } else {
+      const state = sqlStateOf(error);
+      if (state) span.setAttribute('db.response.status_code', state);
+      span.setAttribute('app.transaction.outcome', 'failed');
+      span.setAttribute('app.transaction.retried', isRetryableContention(error) && attempt < settings.maxAttempts);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: state ?? (error instanceof Error ? error.name : 'error') });
+    }
+    throw error;
+  } finally {
+    span.end();
+  }
 }
 
 export function fullJitter(settings: Pick<TransactionSettings, 'baseDelayMs' | 'maxDelayMs'>, attempt: number) {

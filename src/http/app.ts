@@ -77,7 +77,8 @@ export function createApp(services: AppServices): App {
 
   /** The Fetch path: routing, a 500 for a crash outside GraphQL, the request id on the response. */
   function serveFetch(request: Request, path: string, requestId: string): Promise<Response> {
-    return requestLog.begin(request.method, path, requestId, async (finish) => {
+    const line = { method: request.method, path, requestId, header: (name: string) => request.headers.get(name) ?? undefined };
+    return requestLog.begin(line, async (finish, traceparent) => {
       let response: Response;
       try {
         response = await route(request);
@@ -89,6 +90,7 @@ export function createApp(services: AppServices): App {
         );
       }
       response.headers.set('x-request-id', requestId);
+      if (traceparent) response.headers.set('traceparent', traceparent);
       finish(response.status);
       return response;
     });
@@ -111,8 +113,13 @@ export function createApp(services: AppServices): App {
       const isJsonPost =
         method === 'POST' && declaredLength <= config.maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
       if (path === '/graphql' && !pageRequest && (method === 'GET' || isJsonPost)) {
-        requestLog.begin(method, path, requestId, (finish) => {
+        const header = (name: string) => {
+          const value = req.headers[name];
+          return Array.isArray(value) ? value[0] : value;
+        };
+        requestLog.begin({ method, path, requestId, header }, (finish, traceparent) => {
           res.setHeader('x-request-id', requestId);
+          if (traceparent) res.setHeader('traceparent', traceparent);
           res.once('finish', () => finish(res.statusCode));
           void yoga.requestListener(req, res);
         });

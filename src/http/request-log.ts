@@ -2,7 +2,19 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { runInRequestScope, type RequestScope } from '../request-scope.js';
+import { contextFrom, SpanKind, SpanStatusCode, startSpan, traceContext, traceparentOf } from '../tracing.js';
+import type { Span } from '@opentelemetry/api';
 import { INVALID_OPERATION } from './operation.js';
+
+/** The server span's end: the status, and what the request came to (its operation and outcome). */
+function endServerSpan(span: Span, status: number, scope: RequestScope): void {
+  span.setAttribute('http.response.status_code', status);
+  if (scope.operation) span.setAttribute('app.operation', scope.operation);
+  if (scope.outcome) span.setAttribute('app.outcome', scope.outcome);
+  if (scope.replayed) span.setAttribute('app.idempotency.replayed', true);
+  if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  span.end();
+}
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -11,20 +23,34 @@ export function requestIdOf(presented: string | string[] | null | undefined): st
   return typeof presented === 'string' && REQUEST_ID.test(presented) ? presented : randomUUID();
 }
 
+/** What the request log needs of a request, whichever path serves it. */
+export interface RequestLine {
+  method: string;
+  path: string;
+  requestId: string;
+  header(name: string): string | undefined;
+}
+
 export interface RequestLog {
   /**
-   * Runs one request in its scope (its id on every log line) and returns what `finish` must be
-   * told when the response has gone out: one log line and one metric, whichever path served it.
+   * Runs one request in its scope (its id on every log line) and, with tracing on, in its server
+   * span (continuing the caller's `traceparent`). `serve` is handed what to call when the response
+   * has gone out (one log line, one metric, the span's end) and the `traceparent` to answer with.
    */
-  begin<T>(method: string, path: string, requestId: string, serve: (finish: (status: number) => void) => T): T;
+  begin<T>(request: RequestLine, serve: (finish: (status: number) => void, traceparent: string | null) => T): T;
 }
 
 /** One line per request: what ran, how it ended, how long it took, how many attempts. No payloads. */
 export function createRequestLog(log: Logger, metrics: Metrics): RequestLog {
   return {
-    begin(method, path, requestId, serve) {
+    begin({ method, path, requestId, header }, serve) {
       const started = performance.now();
       const scope: RequestScope = { requestId };
+      const server = startSpan(`${method} ${path}`, {
+        kind: SpanKind.SERVER,
+        parent: contextFrom({ traceparent: header('traceparent'), tracestate: header('tracestate') }),
+        attributes: { 'http.request.method': method, 'url.path': path, 'http.route': path, 'url.scheme': 'http' },
+      });
       const finish = (status: number) => {
         const { outcome, attempts, replayed, sqlState } = scope;
         const seconds = (performance.now() - started) / 1000;
@@ -33,12 +59,27 @@ export function createRequestLog(log: Logger, metrics: Metrics): RequestLog {
         // counted as `invalid`: the label set stays the schema's root fields and a few fixed words.
         const operation = scope.operation ?? (isGraphQL && method !== 'GET' && method !== 'OPTIONS' ? INVALID_OPERATION : undefined);
         if (operation) metrics.requests.observe({ operation, outcome: outcome ?? 'OK' }, seconds);
+        const ids = server?.span.spanContext();
         log[isGraphQL ? 'info' : 'debug'](
-          { requestId, operation, method, path, status, outcome, attempts, replayed, sqlState, durationMs: Math.round(seconds * 1000) },
+          {
+            requestId,
+            ...(ids ? { trace_id: ids.traceId, span_id: ids.spanId } : {}),
+            operation,
+            method,
+            path,
+            status,
+            outcome,
+            attempts,
+            replayed,
+            sqlState,
+            durationMs: Math.round(seconds * 1000),
+          },
           'request completed',
         );
+        if (server) endServerSpan(server.span, status, scope);
       };
-      return runInRequestScope(scope, () => serve(finish));
+      const run = () => runInRequestScope(scope, () => serve(finish, server ? traceparentOf(server.context) : null));
+      return server ? traceContext.with(server.context, run) : run();
     },
   };
 }

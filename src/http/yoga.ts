@@ -13,6 +13,7 @@ import { maskUnexpected, useErrorContract } from './plugins/error-contract.js';
 import { useIdempotencyKey } from './plugins/idempotency-key.js';
 import { useRequestOutcome } from './plugins/request-outcome.js';
 import { useWellFormedStrings } from './plugins/string-inputs.js';
+import { useOperationSpans } from './plugins/tracing.js';
 import { useTrustedDocuments } from './plugins/trusted-documents.js';
 
 /** What the /actions adapter hands to Yoga: the session from Hasura's body, already authenticated. */
@@ -67,6 +68,7 @@ export function createGraphQLServer(services: AppServices): GraphQLServer {
       ...(edge.trustedDocumentsPath ? [useTrustedDocuments(config, schema)] : []),
       useVaryOnOrigin(),
       useRequestOutcome(),
+      useOperationSpans(),
       useDocumentLimits({
         maxDepth: edge.maxQueryDepth,
         maxAliases: edge.maxAliases,

@@ -3,6 +3,7 @@ import { sql, type Kysely } from 'kysely';
 import type { DB } from '../db/schema.js';
 import { fullJitter, runInTransaction, type TransactionSettings } from '../db/transaction.js';
 import type { Logger } from '../logger.js';
+import { contextFrom, inSpan, SpanKind, trace, traceparentOf, tracing, untraced } from '../tracing.js';
 
 export interface OutboxEvent {
   tenantId: string;
@@ -11,6 +12,8 @@ export interface OutboxEvent {
   payload: unknown;
   attempts: number;
   createdAt: Date;
+  /** The trace of the request that wrote it, which its delivery continues. */
+  traceparent: string | null;
 }
 
 /** Where events go. A sink throws to say "not delivered"; the relay then retries later. */
@@ -36,9 +39,11 @@ export function webhookSink(url: string, timeoutMs: number): OutboxSink {
   return {
     name: 'webhook',
     async deliver(event) {
+      // The delivery's trace context goes along, so the receiver's work joins the same trace.
+      const traceparent = traceparentOf();
       const response = await fetch(url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'idempotency-key': event.id },
+        headers: { 'content-type': 'application/json', 'idempotency-key': event.id, ...(traceparent ? { traceparent } : {}) },
         body: JSON.stringify({
           id: event.id,
           tenantId: event.tenantId,
@@ -100,7 +105,15 @@ export async function claimBatch(deps: RelayDeps): Promise<Claim> {
     { deadline: Date.now() + PASS_DEADLINE_MS },
     async (trx) =>
       (
-        await sql<{ tenant_id: string; id: string; topic: string; payload: unknown; attempts: number; created_at: Date }>`
+        await sql<{
+          tenant_id: string;
+          id: string;
+          topic: string;
+          payload: unknown;
+          attempts: number;
+          created_at: Date;
+          traceparent: string | null;
+        }>`
           update outbox_events e
              set attempts = e.attempts + 1,
                  claim_id = ${claimId},
@@ -111,7 +124,7 @@ export async function claimBatch(deps: RelayDeps): Promise<Claim> {
                    limit ${deps.options.batchSize}
                    for update skip locked) due
            where e.tenant_id = due.tenant_id and e.id = due.id
-          returning e.tenant_id, e.id, e.topic, e.payload, e.attempts, e.created_at`.execute(trx)
+          returning e.tenant_id, e.id, e.topic, e.payload, e.attempts, e.created_at, e.traceparent`.execute(trx)
       ).rows,
   );
   return {
@@ -123,13 +136,14 @@ export async function claimBatch(deps: RelayDeps): Promise<Claim> {
       payload: r.payload,
       attempts: r.attempts,
       createdAt: r.created_at,
+      traceparent: r.traceparent,
     })),
   };
 }
 
 /** Delivers a claimed batch and records each outcome; only the claim's owner may mark its events. */
 export async function deliverClaim(deps: RelayDeps, claim: Claim): Promise<PassResult> {
-  const outcomes = await Promise.allSettled(claim.events.map((event) => deps.sink.deliver(event)));
+  const outcomes = await Promise.allSettled(claim.events.map((event) => tracedDelivery(deps.sink, event)));
   const sent = claim.events.filter((_, i) => outcomes[i]!.status === 'fulfilled');
   const failed = claim.events.flatMap((event, i) => {
     const outcome = outcomes[i]!;
@@ -176,10 +190,43 @@ export async function deliverClaim(deps: RelayDeps, claim: Claim): Promise<PassR
   return { claimed: claim.events.length, sent: sent.length, retried: failed.length - dead, dead };
 }
 
+/**
+ * One delivery as a span that continues the trace of the request that wrote the event (and links
+ * to it): a delivery retried hours later still sits in that request's trace. Without a stored
+ * trace it belongs to the relay's pass.
+ */
+function tracedDelivery(sink: OutboxSink, event: OutboxEvent): Promise<void> {
+  if (!tracing.enabled) return sink.deliver(event);
+  const written = event.traceparent ? contextFrom({ traceparent: event.traceparent }) : null;
+  const writer = written ? trace.getSpanContext(written) : undefined;
+  return inSpan(
+    `outbox deliver ${event.topic}`,
+    {
+      kind: SpanKind.PRODUCER,
+      ...(written ? { parent: written } : {}),
+      ...(writer ? { links: [{ context: writer }] } : {}),
+      attributes: {
+        'messaging.system': sink.name,
+        'messaging.operation.type': 'send',
+        'messaging.destination.name': event.topic,
+        'messaging.message.id': event.id,
+        'app.outbox.attempt': event.attempts,
+      },
+    },
+    () => sink.deliver(event),
+  );
+}
+
+/**
+ * One relay pass. With tracing on, a pass that found events is a root span of its own (sampled like
+ * a request); the claim, which runs every poll interval and mostly finds nothing, makes no spans.
+ */
 export async function relayOnce(deps: RelayDeps): Promise<PassResult> {
-  const claim = await claimBatch(deps);
+  const claim = await untraced(() => claimBatch(deps));
   if (claim.events.length === 0) return { claimed: 0, sent: 0, retried: 0, dead: 0 };
-  return deliverClaim(deps, claim);
+  return inSpan('outbox relay pass', { root: true, attributes: { 'app.outbox.claimed': claim.events.length } }, () =>
+    deliverClaim(deps, claim),
+  );
 }
 
 export interface OutboxStats {

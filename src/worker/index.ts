@@ -5,6 +5,7 @@ import { runInTransaction } from '../db/transaction.js';
 import { cleanupHuddles } from '../huddles/service.js';
 import { deleteExpiredKeys } from '../idempotency/service.js';
 import { PASS_DEADLINE_MS, logSink, relayOnce, webhookSink, type OutboxSink, type RelayDeps } from '../outbox/outbox.js';
+import { inSpan } from '../tracing.js';
 
 export interface Workers {
   stop(): Promise<void>;
@@ -68,19 +69,24 @@ export function startWorkers(services: AppServices): Workers {
       if (result.claimed > 0) log.debug(result, 'outbox pass');
       return result.claimed === config.outbox.batchSize;
     }),
-    loop('huddle-cleanup', config.huddles.cleanupIntervalMs, log, async () => {
-      const { staleAfterMs, cleanupBatchSize } = config.huddles;
-      const { value } = await runInTransaction(services.pool, services.transactions, { deadline: Date.now() + PASS_DEADLINE_MS }, (trx) =>
-        cleanupHuddles(trx, null, staleAfterMs, cleanupBatchSize),
-      );
-      if (value.participantsRemoved + value.sessionsEnded > 0) log.info(value, 'stale huddles cleaned up');
-      return value.objectives === cleanupBatchSize;
-    }),
-    loop('idempotency-expiry', config.idempotencyCleanupIntervalMs, log, async () => {
-      const deleted = await deleteExpiredKeys(services.pool, EXPIRY_BATCH);
-      if (deleted > 0) log.info({ deleted }, 'expired idempotency keys deleted');
-      return deleted === EXPIRY_BATCH;
-    }),
+    // Background passes are root spans of their own, sampled like requests.
+    loop('huddle-cleanup', config.huddles.cleanupIntervalMs, log, () =>
+      inSpan('huddle cleanup pass', { root: true }, async () => {
+        const { staleAfterMs, cleanupBatchSize } = config.huddles;
+        const { value } = await runInTransaction(services.pool, services.transactions, { deadline: Date.now() + PASS_DEADLINE_MS }, (trx) =>
+          cleanupHuddles(trx, null, staleAfterMs, cleanupBatchSize),
+        );
+        if (value.participantsRemoved + value.sessionsEnded > 0) log.info(value, 'stale huddles cleaned up');
+        return value.objectives === cleanupBatchSize;
+      }),
+    ),
+    loop('idempotency-expiry', config.idempotencyCleanupIntervalMs, log, () =>
+      inSpan('idempotency key expiry pass', { root: true }, async () => {
+        const deleted = await deleteExpiredKeys(services.pool, EXPIRY_BATCH);
+        if (deleted > 0) log.info({ deleted }, 'expired idempotency keys deleted');
+        return deleted === EXPIRY_BATCH;
+      }),
+    ),
   ];
   return {
     async stop() {

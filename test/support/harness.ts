@@ -12,6 +12,7 @@ import { createApp, type App } from '../../src/http/app.js';
 import { listen, type RunningServer } from '../../src/http/node-server.js';
 import { createLogger, type Logger } from '../../src/logger.js';
 import { buildServices } from '../../src/services.js';
+import { startTracing } from '../../src/tracing.js';
 
 /** A database's URL as the app and the tests reach it (through PgBouncer when the run uses one). */
 export function databaseUrl(database: string, server = inject('appUrl')): string {
@@ -87,6 +88,8 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
   // DB_PREPARED_STATEMENTS=false reaches every backend of the run (CI's pass through PgBouncer sets it).
   const inherited = process.env['DB_PREPARED_STATEMENTS'] ? { DB_PREPARED_STATEMENTS: process.env['DB_PREPARED_STATEMENTS'] } : {};
   const config = loadConfig({ NODE_ENV: 'test', DATABASE_URL: url, ...inherited, ...options.env });
+  // Tracing, when the test configures an OTLP endpoint: one exporter per process, this backend's.
+  const stopTracing = startTracing(config.tracing);
   const log = options.log ?? createLogger(process.env['TEST_LOG_LEVEL'] ?? 'silent');
   const database = createDatabase(
     {
@@ -114,6 +117,7 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
     async close() {
       await database.close();
       await sql.end();
+      await stopTracing();
     },
   };
 }

@@ -1,0 +1,304 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { gunzipSync } from 'node:zlib';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { print } from 'graphql';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../src/logger.js';
+import { relayOnce, webhookSink } from '../src/outbox/outbox.js';
+import { relayDeps } from '../src/worker/index.js';
+import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
+import { asTenantAdmin, asUser, createTenant, createTestBackend, gqlOk, serveOverHttp, type TestBackend } from './support/harness.js';
+
+/** A span as OTLP/JSON carries it, with its attributes flattened. */
+interface ExportedSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  attributes: Record<string, unknown>;
+  links: { traceId: string; spanId: string }[];
+  events: { name: string }[];
+}
+
+interface OtlpValue {
+  stringValue?: string;
+  intValue?: string | number;
+  boolValue?: boolean;
+  doubleValue?: number;
+}
+
+const valueOf = (value: OtlpValue) =>
+  value.stringValue ?? (value.intValue !== undefined ? Number(value.intValue) : (value.boolValue ?? value.doubleValue));
+
+/** A real OTLP/HTTP receiver: it keeps what the exporter posts to /v1/traces (JSON) and the raw bodies. */
+async function startReceiver() {
+  const spans: ExportedSpan[] = [];
+  const raw: { contentType: string; body: Buffer }[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      // The exporter may compress what it sends (Content-Encoding: gzip).
+      const received = Buffer.concat(chunks);
+      const body = req.headers['content-encoding'] === 'gzip' ? gunzipSync(received) : received;
+      const contentType = req.headers['content-type'] ?? '';
+      raw.push({ contentType, body });
+      if (contentType.includes('json')) {
+        const parsed = JSON.parse(body.toString()) as {
+          resourceSpans: {
+            scopeSpans: { spans: (Omit<ExportedSpan, 'attributes'> & { attributes?: { key: string; value: OtlpValue }[] })[] }[];
+          }[];
+        };
+        for (const resource of parsed.resourceSpans) {
+          for (const scope of resource.scopeSpans) {
+            for (const span of scope.spans) {
+              spans.push({
+                ...span,
+                attributes: Object.fromEntries((span.attributes ?? []).map((a) => [a.key, valueOf(a.value)])),
+                links: span.links ?? [],
+                events: span.events ?? [],
+              });
+            }
+          }
+        }
+      }
+      res.writeHead(200, { 'content-type': contentType.includes('json') ? 'application/json' : 'application/x-protobuf' }).end('{}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`;
+  return { url, spans, raw, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+/** A webhook receiver for the relay: it records the headers of every delivery. */
+async function startWebhook() {
+  const deliveries: http.IncomingHttpHeaders[] = [];
+  const server = http.createServer((req, res) => {
+    deliveries.push(req.headers);
+    req.resume();
+    req.on('end', () => res.writeHead(200).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    deliveries,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+const CALLER_SPAN = '00f067aa0ba902b7';
+const CALLER = `00-${TRACE_ID}-${CALLER_SPAN}-01`;
+
+async function waitFor<T>(find: () => T | undefined, what: string, ms = 10_000): Promise<T> {
+  for (const deadline = Date.now() + ms; Date.now() < deadline; await sleep(50)) {
+    const found = find();
+    if (found !== undefined) return found;
+  }
+  throw new Error(`no ${what} within ${ms} ms`);
+}
+
+describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', () => {
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  let backend: TestBackend;
+  let url: string;
+  let closeServer: () => Promise<void>;
+  const lines: Record<string, unknown>[] = [];
+
+  beforeAll(async () => {
+    receiver = await startReceiver();
+    const log = createLogger(
+      'info',
+      new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          for (const line of chunk.toString().split('\n')) if (line.trim()) lines.push(JSON.parse(line));
+          done();
+        },
+      }),
+    );
+    backend = await createTestBackend({
+      log,
+      env: {
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: receiver.url,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_BSP_SCHEDULE_DELAY: '20',
+        LOCK_TIMEOUT_MS: '100',
+      },
+    });
+    await createTenant(backend, 'traced');
+    await gqlOk(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id: 'traced', name: 'Traced', discountYen: 100, budgetYen: 100_000 } },
+      asTenantAdmin('traced'),
+    );
+    const served = await serveOverHttp(backend);
+    url = served.url;
+    closeServer = () => served.server.close();
+  });
+  afterAll(async () => {
+    await closeServer();
+    await backend.close();
+    await receiver.close();
+  });
+
+  const issue = (member: string, traceparent: string) =>
+    fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', traceparent, ...asUser('traced', member) },
+      body: JSON.stringify({
+        query: print(IssueCouponDocument),
+        variables: { input: { campaignId: 'traced' } },
+        operationName: 'IssueCoupon',
+      }),
+    });
+
+  it('continues the caller’s trace through HTTP, the operation, the transaction and every statement', async () => {
+    const response = await issue('tracer', CALLER);
+    expect(((await response.json()) as { data: { issueCoupon: { status: string } } }).data.issueCoupon.status).toBe('ISSUED');
+    const answered = response.headers.get('traceparent');
+    expect(answered).toMatch(new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-01$`));
+
+    const inTrace = () => receiver.spans.filter((s) => s.traceId === TRACE_ID);
+    const server = await waitFor(() => inTrace().find((s) => s.name === 'POST /graphql'), 'server span');
+    expect(server).toMatchObject({
+      parentSpanId: CALLER_SPAN,
+      kind: 2,
+      attributes: { 'http.request.method': 'POST', 'http.response.status_code': 200 },
+    });
+    expect(answered).toBe(`00-${TRACE_ID}-${server.spanId}-01`);
+
+    const operation = await waitFor(() => inTrace().find((s) => s.name === 'mutation issueCoupon'), 'operation span');
+    expect(operation).toMatchObject({
+      parentSpanId: server.spanId,
+      attributes: { 'graphql.operation.type': 'mutation', 'graphql.operation.name': 'IssueCoupon', 'app.outcome': 'ISSUED' },
+    });
+    const transaction = await waitFor(
+      () => inTrace().find((s) => s.name === 'transaction' && s.parentSpanId === operation.spanId),
+      'attempt',
+    );
+    expect(transaction.attributes).toMatchObject({ 'app.transaction.attempt': 1, 'app.transaction.outcome': 'committed' });
+    const statements = await waitFor(() => {
+      const found = inTrace().filter((s) => s.parentSpanId === transaction.spanId);
+      return found.length >= 4 ? found : undefined;
+    }, 'statement spans');
+    expect(statements.map((s) => s.name)).toEqual(expect.arrayContaining(['BEGIN', 'COMMIT']));
+    for (const statement of statements) {
+      expect(statement.attributes).toMatchObject({ 'db.system.name': 'postgresql' });
+      expect(String(statement.attributes['db.query.text'])).not.toContain('tracer');
+    }
+    expect(inTrace().some((s) => s.name === 'pool.connect')).toBe(true);
+
+    const logged = lines.find((line) => line['msg'] === 'request completed' && line['trace_id'] === TRACE_ID);
+    expect(logged).toMatchObject({ span_id: server.spanId, operation: 'issueCoupon', outcome: 'ISSUED' });
+  });
+
+  it('shows each attempt of a retried transaction, with the SQLSTATE that ended it', async () => {
+    const traceId = 'a'.repeat(32);
+    const holder = await backend.sql.connect();
+    try {
+      await holder.query('begin');
+      await holder.query("select * from campaign_budget_slots where tenant_id = 'traced' and campaign_id = 'traced' for update");
+      const pending = issue('retrier', `00-${traceId}-${'b'.repeat(16)}-01`);
+      await sleep(400);
+      await holder.query('commit');
+      expect(((await (await pending).json()) as { data: { issueCoupon: { status: string } } }).data.issueCoupon.status).toBe('ISSUED');
+    } finally {
+      holder.release();
+    }
+    const attempts = await waitFor(() => {
+      const found = receiver.spans.filter((s) => s.traceId === traceId && s.name === 'transaction');
+      return found.some((s) => s.attributes['app.transaction.outcome'] === 'committed') ? found : undefined;
+    }, 'attempt spans');
+    const sorted = attempts.sort(
+      (a, b) => Number(a.attributes['app.transaction.attempt']) - Number(b.attributes['app.transaction.attempt']),
+    );
+    expect(sorted.length).toBeGreaterThan(1);
+    expect(sorted[0]!.attributes).toMatchObject({
+      'db.response.status_code': '55P03',
+      'app.transaction.retried': true,
+      'app.transaction.outcome': 'failed',
+    });
+    expect(sorted.at(-1)!.attributes).toMatchObject({ 'app.transaction.outcome': 'committed' });
+    // The lock wait is a long statement span inside the first attempt.
+    const waited = receiver.spans.filter(
+      (s) => s.traceId === traceId && s.parentSpanId === sorted[0]!.spanId && s.name.startsWith('coupons.budget'),
+    );
+    expect(waited.length).toBe(1);
+  });
+
+  it('carries the trace through the outbox to the webhook, however late the relay runs', async () => {
+    const traceId = 'c'.repeat(32);
+    await issue('notified', `00-${traceId}-${'d'.repeat(16)}-01`);
+    const { rows } = await backend.sql.query<{ traceparent: string | null }>(
+      "select traceparent from outbox_events where tenant_id = 'traced' and payload->>'memberId' = 'notified'",
+    );
+    expect(rows[0]!.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+    const writer = rows[0]!.traceparent!.split('-')[2];
+
+    const webhook = await startWebhook();
+    try {
+      await relayOnce(relayDeps(backend.services, webhookSink(webhook.url, 5_000)));
+      const delivered = webhook.deliveries.find((headers) => String(headers['traceparent']).includes(traceId));
+      expect(delivered).toBeDefined();
+      const delivery = await waitFor(
+        () => receiver.spans.find((s) => s.traceId === traceId && s.name === 'outbox deliver coupon.issued'),
+        'delivery span',
+      );
+      expect(delivery).toMatchObject({ parentSpanId: writer, kind: 4 });
+      expect(delivery.links).toEqual([expect.objectContaining({ traceId, spanId: writer })]);
+      expect(String(delivered!['traceparent'])).toBe(`00-${traceId}-${delivery.spanId}-01`);
+      const pass = await waitFor(() => receiver.spans.find((s) => s.name === 'outbox relay pass'), 'relay pass span');
+      expect(pass.parentSpanId ?? '').toBe('');
+      expect(pass.traceId).not.toBe(traceId);
+    } finally {
+      await webhook.close();
+    }
+  });
+});
+
+describe('tracing off (no OTLP endpoint)', () => {
+  it('answers without traceparent and stores none', async () => {
+    const backend = await createTestBackend();
+    try {
+      await createTenant(backend, 'untraced');
+      const response = await backend.app.fetch(
+        new Request('http://test.local/graphql', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', traceparent: CALLER, ...asUser('untraced') },
+          body: JSON.stringify({ query: '{ viewer { role } }' }),
+        }),
+      );
+      expect(response.status).toBe(200);
+      expect(response.headers.get('traceparent')).toBeNull();
+    } finally {
+      await backend.close();
+    }
+  });
+});
+
+describe('tracing over OTLP/HTTP protobuf, the default protocol', () => {
+  it('sends protobuf to the traces endpoint', async () => {
+    const receiver = await startReceiver();
+    const backend = await createTestBackend({
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url.replace(/\/v1\/traces$/, ''), OTEL_BSP_SCHEDULE_DELAY: '20' },
+    });
+    try {
+      await backend.app.fetch(
+        new Request('http://test.local/graphql', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ query: '{ viewer { role } }' }),
+        }),
+      );
+      const sent = await waitFor(() => receiver.raw.find((r) => r.body.includes('POST /graphql')), 'a protobuf export');
+      expect(sent.contentType).toBe('application/x-protobuf');
+    } finally {
+      await backend.close();
+      await receiver.close();
+    }
+  });
+});
