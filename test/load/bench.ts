@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
@@ -58,6 +60,7 @@ const LABEL = {
   raw: 'same SQL straight through pg',
   keyed: 'ours with Idempotency-Key',
   actions: 'ours via /actions',
+  traced: 'ours with tracing on (every request sampled and exported)',
   hotOneSlot: 'hot campaign, 1 budget slot, 1 ms round trip',
   hotSixteenSlots: 'hot campaign, 16 budget slots, 1 ms round trip',
 } as const;
@@ -252,6 +255,19 @@ function pairedRatio(row: Row, base: Row): number {
   return median(row.runs.map((run, i) => run.requestsPerSecond / base.runs[i]!.requestsPerSecond));
 }
 
+/** A collector that takes every OTLP export and keeps nothing: the traced row pays for exporting, not for a real backend. */
+async function startSpanSink(): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
 function targets(rows: Row[]): string[] {
   const find = (label: string, clients: number) => rows.find((r) => r.label === label && r.clients === clients);
   const verdict = (ok: boolean, text: string) => `${ok ? 'MET ' : 'MISS'} ${text}`;
@@ -275,6 +291,12 @@ function targets(rows: Row[]): string[] {
     [LABEL.keyed, `${LABEL.keyed} against ${LABEL.ours}`, 0.9],
     [LABEL.actions, `${LABEL.actions} against ${LABEL.ours}`, 0.9],
   ];
+  const traced = find(LABEL.traced, 32);
+  if (ours32 && traced) {
+    lines.push(
+      `INFO tracing on (every span exported) against off: ${pairedRatio(traced, ours32).toFixed(2)} of the req/s, median of the interleaved pairs`,
+    );
+  }
   for (const [label, text, target] of pairs) {
     const other = find(label, 32);
     if (!ours32 || !other) continue;
@@ -324,6 +346,7 @@ async function main() {
   // An idle connection the server drops must not take the whole run down with it.
   sql.on('error', (error) => console.error(`database connection lost: ${error.message}`));
   const proxy = await startDelayProxyProcess(database.databaseUrl, ONE_WAY_DELAY_MS);
+  const collector = await startSpanSink();
   const serverEnv = (databaseUrl: string, strategy: string) => ({
     DATABASE_URL: databaseUrl,
     BENCH_STRATEGY: strategy,
@@ -345,6 +368,15 @@ async function main() {
       servers.set(strategy, await startServerProcess('test/load/bench-server.ts', serverEnv(database.databaseUrl, strategy)));
     }
     const distant = await startServerProcess('test/load/bench-server.ts', serverEnv(proxy.databaseUrl, 'conditional'));
+    // Tracing costs nothing when it is off (every other row); this row shows what it costs when on.
+    servers.set(
+      'traced',
+      await startServerProcess('test/load/bench-server.ts', {
+        ...serverEnv(database.databaseUrl, 'conditional'),
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: collector.url,
+        OTEL_TRACES_SAMPLER: 'always_on',
+      }),
+    );
     servers.set('distant', distant);
     const ours = servers.get('conditional')!;
 
@@ -361,6 +393,7 @@ async function main() {
       if (clients === FEATURE_CLIENTS) {
         row(LABEL.keyed, clients, (id) => throughEndpoint(ours, sql, reference(id), clients, { idempotencyKeys: true }));
         row(LABEL.actions, clients, (id) => throughEndpoint(ours, sql, reference(id), clients, { viaActions: true }));
+        row(LABEL.traced, clients, (id) => throughEndpoint(servers.get('traced')!, sql, reference(id), clients));
       }
       row(LABEL.raw, clients, (id) => raw.run(reference(id), clients));
       for (const peer of PEERS) row(peer.label, clients, (id) => throughEndpoint(servers.get(peer.server)!, sql, reference(id), clients));
@@ -401,6 +434,7 @@ async function main() {
     for (const server of servers.values()) await server.stop();
     await raw.close();
     await proxy.stop();
+    await collector.close();
     await sql.end();
     await database.stop();
   }
