@@ -3,10 +3,15 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, LOG_LEVELS, loadConfig } from '../src/config.js';
 
-/** The variables of the README's configuration table, in its order. */
+/** Where the configuration is documented: the table under its "## Configuration" heading. */
+const OPERATIONS_DOC = new URL('../docs/operations.md', import.meta.url);
+
+/** The variables of the configuration table in docs/operations.md, in its order. */
 async function documentedVariables(): Promise<string[]> {
-  const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');
-  const section = readme.split(/^## Configuration$/m)[1]!.split(/^## /m)[0]!;
+  const doc = await readFile(OPERATIONS_DOC, 'utf8');
+  const sections = doc.split(/^## Configuration$/m);
+  expect(sections, 'docs/operations.md has exactly one "## Configuration" section').toHaveLength(2);
+  const section = sections[1]!.split(/^## /m)[0]!;
   return section
     .split('\n')
     .filter((line) => line.startsWith('| `'))
@@ -76,7 +81,7 @@ function configErrorOf(env: Record<string, string>): ConfigError | null {
   }
 }
 
-describe('the configuration table of the README', () => {
+describe('the configuration table of docs/operations.md', () => {
   it('every documented variable stops start-up on a nonsense value, with a message naming it', async () => {
     const variables = await documentedVariables();
     expect(variables.length).toBeGreaterThan(30);

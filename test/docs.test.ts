@@ -1,0 +1,137 @@
+import { existsSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * The documentation against the repository: links lead somewhere, the design sections the code
+ * cites exist, and the files and commands the docs name are there.
+ */
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const DESIGN = 'docs/design.md';
+/** The sections of docs/design.md, in order; comments cite them as "docs/design.md §N". */
+const DESIGN_SECTIONS = 10;
+
+const read = (file: string) => readFile(path.join(ROOT, file), 'utf8');
+
+async function markdownFiles(): Promise<string[]> {
+  const docs = (await readdir(path.join(ROOT, 'docs'))).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`);
+  return ['README.md', ...docs.sort()];
+}
+
+/** The text outside fenced code blocks. */
+function prose(markdown: string): string {
+  return markdown.replace(/^```[^\n]*\n[\s\S]*?^```[^\n]*$/gm, '');
+}
+
+/** GitHub's anchor of a heading: lower case, punctuation (§ included) dropped, spaces as hyphens. */
+function anchorOf(heading: string): string {
+  return heading
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .trim()
+    .replace(/\s/g, '-');
+}
+
+function headings(markdown: string): string[] {
+  return [...prose(markdown).matchAll(/^#{1,6} (.+)$/gm)].map((match) => match[1]!.trim());
+}
+
+/** Relative links of a markdown file: `[text](target)` that is not a URL. */
+function relativeLinks(markdown: string): string[] {
+  return [...prose(markdown).matchAll(/\]\(([^)\s]+)\)/g)].map((match) => match[1]!).filter((target) => !/^[a-z]+:/i.test(target));
+}
+
+/** Files in src/ and db/ (and the CI configuration) that cite the design document. */
+async function citingFiles(): Promise<string[]> {
+  const found: string[] = ['.ci/run', '.dependency-cruiser.cjs'];
+  for (const top of ['src', 'db']) {
+    for (const entry of await readdir(path.join(ROOT, top), { recursive: true, withFileTypes: true })) {
+      if (entry.isFile()) found.push(path.relative(ROOT, path.join(entry.parentPath, entry.name)));
+    }
+  }
+  return found;
+}
+
+/** `{a,b}` in a path stands for each of its parts. */
+function expandBraces(candidate: string): string[] {
+  const match = /\{([^{}]+)\}/.exec(candidate);
+  if (!match) return [candidate];
+  return match[1]!.split(',').flatMap((part) => expandBraces(candidate.replace(match[0], part)));
+}
+
+describe('the documentation', () => {
+  it('links only to files and headings that exist', async () => {
+    const broken: string[] = [];
+    for (const file of await markdownFiles()) {
+      for (const link of relativeLinks(await read(file))) {
+        const [target, anchor] = link.split('#') as [string, string | undefined];
+        const resolved = target === '' ? file : path.normalize(path.join(path.dirname(file), target));
+        if (!existsSync(path.join(ROOT, resolved))) {
+          broken.push(`${file}: ${link} (no file ${resolved})`);
+          continue;
+        }
+        if (
+          anchor !== undefined &&
+          !headings(await read(resolved))
+            .map(anchorOf)
+            .includes(anchor)
+        ) {
+          broken.push(`${file}: ${link} (no heading #${anchor} in ${resolved})`);
+        }
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+
+  it('the README links every document in docs/', async () => {
+    const links = new Set(relativeLinks(await read('README.md')).map((link) => link.split('#')[0]));
+    const docs = (await markdownFiles()).filter((file) => file.startsWith('docs/'));
+    expect(docs.length).toBeGreaterThanOrEqual(5);
+    expect(docs.filter((file) => !links.has(file))).toEqual([]);
+  });
+
+  it(`${DESIGN} has the sections §1 to §${DESIGN_SECTIONS}, in order, and every section the code cites`, async () => {
+    const sections = headings(await read(DESIGN))
+      .map((heading) => /^§(\d+) /.exec(heading)?.[1])
+      .filter((number) => number !== undefined)
+      .map(Number);
+    expect(sections).toEqual(Array.from({ length: DESIGN_SECTIONS }, (_, i) => i + 1));
+    const cited: string[] = [];
+    for (const file of await citingFiles()) {
+      for (const match of (await read(file)).matchAll(/docs\/design\.md §(\d+)/g)) cited.push(`${file}: §${match[1]}`);
+    }
+    expect(cited.length).toBeGreaterThan(10);
+    expect(cited.filter((citation) => !sections.includes(Number(citation.split('§')[1])))).toEqual([]);
+  });
+
+  it('names only repository paths that exist', async () => {
+    const ignored = (await read('.gitignore')).split('\n').filter((line) => line.includes('/') && !line.startsWith('#'));
+    const missing: string[] = [];
+    let checked = 0;
+    for (const file of await markdownFiles()) {
+      for (const match of prose(await read(file)).matchAll(/`((?:src|db|schema|scripts|test|docs)\/[^`\s]*)`/g)) {
+        for (const candidate of expandBraces(match[1]!)) {
+          if (/[<>*…]/.test(candidate) || ignored.some((prefix) => candidate.startsWith(prefix))) continue;
+          checked++;
+          if (!existsSync(path.join(ROOT, candidate))) missing.push(`${file}: ${candidate}`);
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(50);
+    expect(missing).toEqual([]);
+  });
+
+  it('names only npm scripts that exist', async () => {
+    const scripts = Object.keys((JSON.parse(await read('package.json')) as { scripts: Record<string, string> }).scripts);
+    const unknown: string[] = [];
+    for (const file of await markdownFiles()) {
+      for (const match of (await read(file)).matchAll(/npm run (?:-s )?([\w:-]+)/g)) {
+        if (!scripts.includes(match[1]!)) unknown.push(`${file}: npm run ${match[1]}`);
+      }
+    }
+    expect(unknown).toEqual([]);
+  });
+});
