@@ -69,6 +69,13 @@ const NONSENSE: Record<string, string> = {
   TENANT_QUEUE_MAX: 'lots',
   HTTP_REQUEST_TIMEOUT_MS: '10',
   HTTP_MAX_CONNECTIONS: '0',
+  OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318',
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'grpc://collector:4317',
+  OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+  OTEL_SERVICE_NAME: 'two words',
+  OTEL_TRACES_SAMPLER: 'sometimes',
+  OTEL_TRACES_SAMPLER_ARG: '2',
+  OTEL_BSP_SCHEDULE_DELAY: 'soon',
 };
 
 function configErrorOf(env: Record<string, string>): ConfigError | null {

@@ -31,7 +31,7 @@ async function waitForLockWaiter(backend: TestBackend) {
 
 /**
  * What issueCoupon costs on the wire, read from the PostgreSQL protocol the app sends (one pool
- * connection, so the round trips are the request's, in order). The README's table of round trips
+ * connection, so the round trips are the request's, in order). The table of round trips in docs/design.md §5
  * per outcome is this test's expectations.
  */
 describe('issueCoupon on the wire', () => {

@@ -27,6 +27,15 @@ describe('document limits, before anything executes', () => {
 
   /** A refusal: 400, BAD_USER_INPUT, the variable named in the message and in extensions.limit. */
   async function expectRefused(query: string, variable: string, variables?: Record<string, unknown>) {
+    // 400 whatever the client accepts, application/json alone included.
+    const plainJson = await backend.app.fetch(
+      new Request('http://test.local/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json', ...asUser('limits') },
+        body: JSON.stringify({ query, variables }),
+      }),
+    );
+    expect(plainJson.status).toBe(400);
     const response = await post(query, variables);
     expect(response.status).toBe(400);
     expect(response.body.data).toBeUndefined();

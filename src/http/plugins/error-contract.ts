@@ -34,6 +34,22 @@ export function maskUnexpected(log: Logger) {
 }
 
 /**
+ * What Yoga makes of an error on the HTTP response (it leaves `http` out of the body): a
+ * Retry-After header for TRY_AGAIN, and 400 for a document refused by a limit whatever the client
+ * accepts (Yoga's own `spec` marker would answer a validation error 200 to `application/json`).
+ */
+function httpOf(error: GraphQLError): { http?: Record<string, unknown> } {
+  const http = { ...((error.extensions['http'] ?? {}) as Record<string, unknown>) };
+  const retryAfter = retryAfterHeader(error.extensions);
+  if (retryAfter !== null) http['headers'] = { ...(http['headers'] as object), 'Retry-After': retryAfter };
+  if (error.extensions['limit'] !== undefined) {
+    delete http['spec'];
+    http['status'] = 400;
+  }
+  return Object.keys(http).length > 0 ? { http } : {};
+}
+
+/**
  * Every error a client reads has one of the codes of docs/design.md §7 and the request id. Parse,
  * validation and variable coercion errors are the client's mistakes: BAD_USER_INPUT.
  */
@@ -43,8 +59,6 @@ function withErrorContract(error: GraphQLError, requestId: string, hideSuggestio
   // "Did you mean …?" names fields and values of the schema: with introspection off, it would
   // hand out the schema one guess at a time.
   const message = hideSuggestions ? error.message.replace(/\s*Did you mean [^?]*\?/g, '') : error.message;
-  const retryAfter = retryAfterHeader(error.extensions);
-  const http = (error.extensions['http'] ?? {}) as Record<string, unknown>;
   return new GraphQLError(message, {
     nodes: error.nodes ?? null,
     source: error.source ?? null,
@@ -52,8 +66,7 @@ function withErrorContract(error: GraphQLError, requestId: string, hideSuggestio
     path: error.path ?? null,
     extensions: {
       ...error.extensions,
-      // Yoga turns `http.headers` into response headers and leaves `http` out of the body.
-      ...(retryAfter === null ? {} : { http: { ...http, headers: { ...(http['headers'] as object), 'Retry-After': retryAfter } } }),
+      ...httpOf(error),
       code,
       // Yoga's GRAPHQL_PARSE_FAILED / GRAPHQL_VALIDATION_FAILED stay visible as the reason.
       ...(typeof original === 'string' && original !== code ? { reason: original } : {}),
