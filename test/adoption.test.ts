@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { adoptLegacyData, type AdoptionReport } from '../src/adoption/adopt.js';
 import { createDatabase, type Database } from '../src/db/database.js';
 import { migrate } from '../src/db/migrate.js';

@@ -2,7 +2,7 @@ import type { Transaction } from 'kysely';
 import type { DB } from '../db/schema.js';
 import { RollbackAndReturn, runInTransaction, type Isolation } from '../db/transaction.js';
 import { currentRequestScope } from '../request-scope.js';
-import { claimKey, claimValues, heldKey, type ClaimValues, type KeyScope } from '../idempotency/service.js';
+import { claimKey, claimValues, heldKey, type KeyScope } from '../idempotency/service.js';
 import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishValues } from '../bookkeeping/bookkeeping.js';
 import type { Context } from './context.js';
 import { AppError, ErrorCode, TryAgainError } from '../errors.js';
@@ -22,11 +22,6 @@ export interface MutationSpec<T> {
   /** The tenant the audit row belongs to, when it is not the session's (createTenant). */
   auditTenant?: (result: T) => string;
   isolation?: Isolation;
-}
-
-interface Outcome<T> {
-  value: T;
-  replayed: boolean;
 }
 
 /**
@@ -64,7 +59,9 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
         }
       : {}),
   });
-  const run = await runInTransaction<Outcome<T>>(
+  // Set by the attempt that found the key answered already (a later attempt starts over).
+  let replayed = false;
+  const run = await runInTransaction<T>(
     ctx.pool,
     ctx.services.transactions,
     {
@@ -76,18 +73,21 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
       },
     },
     async (trx) => {
+      replayed = false;
       const bookkeeping = new Bookkeeping<T>(claim, finishValues);
       try {
         if (claim && !spec.claimsKey) bookkeeping.claimed(await claimKey(trx, claim));
         const value = await spec.work(trx, bookkeeping);
         if (!bookkeeping.finished) await writeFinish(trx, bookkeeping, value);
-        return { value, replayed: false };
+        return value;
       } catch (error) {
+        // A refusal (RollbackAndReturn) passes through: the key and the audit row roll back with it.
+        if (!(error instanceof KeyHeldElsewhere)) throw error;
         // A replay writes nothing; rolling back is what keeps it so even if the work wrote by mistake.
-        if (error instanceof KeyHeldElsewhere) throw await answerHeldKey(trx, claim!);
-        // A refusal rolls back the key and the audit row too; its value is still the answer.
-        if (error instanceof RollbackAndReturn) throw new RollbackAndReturn<Outcome<T>>({ value: error.value as T, replayed: false });
-        throw error;
+        const held = await heldKey(trx, claim!);
+        if (held.kind === 'reused') throw keyReused();
+        replayed = true;
+        throw new RollbackAndReturn<T>(held.response as T);
       }
     },
   ).catch((error: unknown) => {
@@ -100,18 +100,11 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
   });
   if (scope) {
     scope.attempts = (scope.attempts ?? 0) + run.attempts;
-    if (run.value.replayed) scope.replayed = true;
+    if (replayed) scope.replayed = true;
   }
   if (run.attempts > 1) ctx.log.info({ attempts: run.attempts }, 'transaction committed after retries');
-  return run.value.value;
+  return run.value;
 }
 
-/** The answer to a request whose key another request claimed: its stored response, or IDEMPOTENCY_KEY_REUSED. */
-async function answerHeldKey<T>(trx: Transaction<DB>, claim: ClaimValues): Promise<Error> {
-  const held = await heldKey(trx, claim);
-  if (held.kind === 'replay') return new RollbackAndReturn<Outcome<T>>({ value: held.response as T, replayed: true });
-  return new AppError(
-    ErrorCode.idempotencyKeyReused,
-    'This Idempotency-Key was used for a different request; use a new key for a new request',
-  );
-}
+const keyReused = () =>
+  new AppError(ErrorCode.idempotencyKeyReused, 'This Idempotency-Key was used for a different request; use a new key for a new request');

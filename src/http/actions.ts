@@ -1,5 +1,5 @@
 import type { GraphQLSchema } from 'graphql';
-import type { AppServices, Context } from '../graphql/context.js';
+import type { AppServices } from '../graphql/context.js';
 import { ErrorCode, isErrorCode } from '../errors.js';
 import { actionStatusOf, retryAfterHeader } from './error-status.js';
 import { actionDocuments } from './action-documents.js';
