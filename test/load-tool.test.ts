@@ -326,7 +326,8 @@ describe('npm run load: scenarios and their invariant checks', () => {
       // Sixty requests due over 0.59 s at 100 per second: the run cannot be shorter than its schedule.
       expect(result.wallMs).toBeGreaterThanOrEqual(590);
       const lastDue = Math.max(...result.samples.map((s) => s.dueMs));
-      expect(lastDue).toBeGreaterThan(589);
+      // The last send leaves at its due time, or up to the timers' 1 ms grain before it.
+      expect(lastDue).toBeGreaterThanOrEqual(588.5);
       expect(lastDue).toBeLessThanOrEqual(590);
       expect(formatResult(result)).toMatch(/offered\s+100\.0 requests\/s\nachieved\s+\d+\.\d requests\/s/);
     } finally {

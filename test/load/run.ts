@@ -143,9 +143,10 @@ export async function runOnSchedule(
     const task = next(index, dueMs);
     if (task === null) break;
     const waitMs = started + dueMs - performance.now();
-    // Timers tick in whole milliseconds: a send may leave up to 1 ms early, and then counts its
-    // latency from when it left. What is due sooner goes now, after letting answers in.
-    if (waitMs >= 1) await sleep(Math.floor(waitMs));
+    // Timers tick in whole milliseconds and libuv may fire one up to 1 ms early (its loop clock is
+    // truncated), so rounding up keeps a send within 1 ms of its due time; one that leaves early
+    // counts its latency from when it left. What is due sooner goes now, after letting answers in.
+    if (waitMs >= 1) await sleep(Math.ceil(waitMs));
     else await new Promise((resolve) => setImmediate(resolve));
     const running = task().finally(() => inFlight.delete(running));
     inFlight.add(running);
