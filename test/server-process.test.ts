@@ -41,6 +41,26 @@ async function startServer(env: Record<string, string>): Promise<Started> {
   return { child, output, base, exited };
 }
 
+/** A database of its own: an embedded PostgreSQL on a free port, in a new folder. */
+interface OwnDatabase {
+  dataRoot: string;
+  pgPort: number;
+  env: { EMBEDDED_PG_PORT: string; EMBEDDED_PG_DATA_DIR: string };
+}
+
+async function ownDatabase(name: string): Promise<OwnDatabase> {
+  const dataRoot = await mkdtemp(path.join(os.tmpdir(), `mutation-backend-${name}-`));
+  // The embedded server runs as its own user, which must be able to enter the folder.
+  await chmod(dataRoot, 0o755);
+  const pgPort = await freePort();
+  return { dataRoot, pgPort, env: { EMBEDDED_PG_PORT: String(pgPort), EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres') } };
+}
+
+async function stopAndRemove(server: Started, database: OwnDatabase): Promise<void> {
+  await stopScript(server.child);
+  await rm(database.dataRoot, { recursive: true, force: true });
+}
+
 const createDocument = (base: string) =>
   fetch(`${base}/graphql`, {
     method: 'POST',
@@ -49,27 +69,15 @@ const createDocument = (base: string) =>
   });
 
 describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
-  let dataRoot: string;
+  let database: OwnDatabase;
   let server: Started;
-  let pgPort: number;
 
   beforeAll(async () => {
-    dataRoot = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-start-'));
-    await chmod(dataRoot, 0o755);
-    pgPort = await freePort();
-    server = await startServer({
-      PORT: String(await freePort()),
-      EMBEDDED_PG_PORT: String(pgPort),
-      EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres'),
-      LOCK_TIMEOUT_MS: '20000',
-      RUN_WORKERS: 'false',
-    });
+    database = await ownDatabase('start');
+    server = await startServer({ ...database.env, PORT: String(await freePort()), LOCK_TIMEOUT_MS: '20000', RUN_WORKERS: 'false' });
   });
-  const sameDatabase = () => ({ EMBEDDED_PG_PORT: String(pgPort), EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres') });
-  afterAll(async () => {
-    await stopScript(server.child);
-    await rm(dataRoot, { recursive: true, force: true });
-  });
+  const sameDatabase = () => database.env;
+  afterAll(() => stopAndRemove(server, database));
 
   it('migrates, loads the demo data, prints the headers and serves GraphQL, /health and /ready', async () => {
     expect(server.output()).toContain(JSON.stringify(DEMO_HEADERS));
@@ -86,7 +94,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
 
   it("prints the embedded database's connection string, and npm run db:url prints it alone for psql", async () => {
     const printed = /Database: +(postgres:\/\/\S+)/.exec(server.output())?.[1];
-    expect(printed).toMatch(new RegExp(`^postgres://postgres:[^@]+@127\\.0\\.0\\.1:${pgPort}/postgres$`));
+    expect(printed).toMatch(new RegExp(`^postgres://postgres:[^@]+@127\\.0\\.0\\.1:${database.pgPort}/postgres$`));
     const { code, output } = await runScript('src/cli/db-url.ts', sameDatabase());
     expect(code).toBe(0);
     expect(output).toBe(`${printed}\n`);
@@ -132,7 +140,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     const clean = await runScript('src/cli/reconcile.ts', sameDatabase());
     expect(clean.output).toContain('ledger OK');
     expect(clean.code).toBe(0);
-    const admin = new pg.Client({ connectionString: await embeddedUrl(path.join(dataRoot, 'postgres'), pgPort) });
+    const admin = new pg.Client({ connectionString: await embeddedUrl(database.env.EMBEDDED_PG_DATA_DIR, database.pgPort) });
     await admin.connect();
     const drift = "update campaign_budget_slots set issued_yen = issued_yen + $1 where tenant_id = 'acme' and campaign_id = 'welcome'";
     await admin.query(drift, [500]);
@@ -148,26 +156,14 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
 });
 
 describe('npm start stopped by SIGTERM', () => {
-  let dataRoot: string;
+  let database: OwnDatabase;
   let server: Started;
-  let pgPort: number;
 
   beforeAll(async () => {
-    dataRoot = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-stop-'));
-    await chmod(dataRoot, 0o755);
-    pgPort = await freePort();
-    server = await startServer({
-      PORT: String(await freePort()),
-      EMBEDDED_PG_PORT: String(pgPort),
-      EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres'),
-      LOCK_TIMEOUT_MS: '20000',
-      RUN_WORKERS: 'false',
-    });
+    database = await ownDatabase('stop');
+    server = await startServer({ ...database.env, PORT: String(await freePort()), LOCK_TIMEOUT_MS: '20000', RUN_WORKERS: 'false' });
   });
-  afterAll(async () => {
-    await stopScript(server.child);
-    await rm(dataRoot, { recursive: true, force: true });
-  });
+  afterAll(() => stopAndRemove(server, database));
 
   it('on SIGTERM lets the request in flight finish, then stops itself and the database', async () => {
     // A first document makes the tenant's sequence row; holding that row keeps the next request in
@@ -176,7 +172,7 @@ describe('npm start stopped by SIGTERM', () => {
       data: { createContractDocument: { document: { docNumber: number } } };
     };
     expect(first.data.createContractDocument.document.docNumber).toBe(10_000_000);
-    const admin = new pg.Client({ connectionString: await embeddedUrl(path.join(dataRoot, 'postgres'), pgPort) });
+    const admin = new pg.Client({ connectionString: await embeddedUrl(database.env.EMBEDDED_PG_DATA_DIR, database.pgPort) });
     await admin.connect();
     await admin.query('begin');
     await admin.query("select * from document_sequences where tenant_id = 'acme' for update");
@@ -217,22 +213,13 @@ async function embeddedUrl(dataDir: string, port: number): Promise<string> {
 }
 
 describe('WEB_CONCURRENCY=2 npm start (all cores)', () => {
-  let dataRoot: string;
+  let database: OwnDatabase;
   let server: Started;
   beforeAll(async () => {
-    dataRoot = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-cluster-'));
-    await chmod(dataRoot, 0o755);
-    server = await startServer({
-      PORT: String(await freePort()),
-      EMBEDDED_PG_PORT: String(await freePort()),
-      EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres'),
-      WEB_CONCURRENCY: '2',
-    });
+    database = await ownDatabase('cluster');
+    server = await startServer({ ...database.env, PORT: String(await freePort()), WEB_CONCURRENCY: '2' });
   });
-  afterAll(async () => {
-    await stopScript(server.child);
-    await rm(dataRoot, { recursive: true, force: true });
-  });
+  afterAll(() => stopAndRemove(server, database));
 
   it('one scrape of /metrics sums what both HTTP processes served, one set of workers runs, and SIGTERM stops them all', async () => {
     // Each new connection goes to the next HTTP process (node:cluster hands them out in turn),
