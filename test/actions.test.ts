@@ -1,6 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ContractDocument } from './generated/graphql.js';
-import { asUser, createContractRow, createTenant, createTestBackend, DATABASE_WORDS, gqlOk, type TestBackend } from './support/harness.js';
+import {
+  asUser,
+  createContractRow,
+  createTenant,
+  createTestBackend,
+  DATABASE_WORDS,
+  gqlOk,
+  serveOverHttp,
+  type TestBackend,
+} from './support/harness.js';
 
 const SECRET = 'action-secret-for-tests-0123456789';
 
@@ -41,6 +50,42 @@ describe('Hasura Actions at POST /actions', () => {
     const read = await gqlOk(backend.app.fetch, ContractDocument, { id: contractId }, { ...asUser('act'), 'x-action-secret': SECRET });
     const stored = read.contract?.documents.find((d) => d.id === answer.document['id']);
     expect(stored).toEqual({ id: answer.document['id'], contractId, docNumber: answer.document['docNumber'] });
+  });
+
+  it('answers the same over a socket, whether the body declares its length or arrives in chunks', async () => {
+    const { url, server } = await serveOverHttp(backend);
+    // A declared length is read straight off the socket; a chunked body takes the buffered Fetch path.
+    const send = (body: string, chunked: boolean) =>
+      fetch(url.replace(/\/graphql$/, '/actions'), {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'x-action-secret': SECRET,
+          'idempotency-key': 'over-a-socket',
+          'x-request-id': 'socket-1',
+        },
+        ...(chunked ? { body: new Blob([body]).stream(), duplex: 'half' } : { body }),
+      } as RequestInit);
+    try {
+      const before = await documents();
+      const body = JSON.stringify(documentAction(contractId));
+      const declared = await send(body, false);
+      expect(declared.status).toBe(200);
+      expect(declared.headers.get('x-request-id')).toBe('socket-1');
+      const answer = (await declared.json()) as { document: { docNumber: number } };
+      expect(answer.document.docNumber).toBeGreaterThanOrEqual(10000000);
+      const resent = await send(body, true);
+      expect(resent.status).toBe(200);
+      expect(resent.headers.get('idempotent-replayed')).toBe('true');
+      expect(await resent.json()).toEqual(answer);
+      expect(await documents()).toBe(before + 1);
+      for (const chunked of [false, true]) {
+        const broken = await send('{"action":', chunked);
+        expect({ chunked, status: broken.status }).toEqual({ chunked, status: 400 });
+      }
+    } finally {
+      await server.close();
+    }
   });
 
   it('takes session variables in any case, with request_query absent or null', async () => {

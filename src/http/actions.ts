@@ -56,10 +56,11 @@ export function createActionsHandler(
   yoga: GraphQLServer,
   schema: GraphQLSchema,
   services: AppServices,
-): (request: Request) => Promise<Response> {
+): (request: Request, body?: string) => Promise<Response> {
   const documents = actionDocuments(schema);
 
-  return async (request) => {
+  /** `body`: the request's body when the caller has already read it (the request then has none). */
+  return async (request, body) => {
     if (request.method !== 'POST') return actionError(405, ErrorCode.badUserInput, 'Actions are POST requests');
     const { actionSecret } = services.config;
     if (actionSecret !== null) {
@@ -70,7 +71,7 @@ export function createActionsHandler(
       return actionError(401, ErrorCode.unauthenticated, '/actions needs ACTION_SECRET to be configured');
     }
 
-    const parsed = parseActionBody(await request.text());
+    const parsed = parseActionBody(body ?? (await request.text()));
     if (typeof parsed === 'string') return actionError(400, ErrorCode.badUserInput, parsed);
     const query = documents.get(parsed.name);
     if (query === undefined) return actionError(404, ErrorCode.notFound, `Unknown action "${parsed.name}"`);

@@ -7,7 +7,7 @@ import { createActionsHandler } from './actions.js';
 import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
 import { graphiqlOptions } from './graphiql.js';
 import { createGraphiQLPage, GRAPHIQL_PATH, wantsGraphiQLPage } from './graphiql-page.js';
-import { toFetchRequest, writeFetchResponse } from './node-server.js';
+import { readDeclaredBody, toFetchRequest, writeFetchResponse } from './node-server.js';
 import { createRequestLog, requestIdOf } from './request-log.js';
 import { health, readiness } from './routes/health.js';
 import { metricsRoute } from './routes/metrics.js';
@@ -46,7 +46,8 @@ export function createApp(services: AppServices): App {
   const metrics = metricsRoute(services.metrics, config.edge.metricsToken);
   const requestLog = createRequestLog(log, services.metrics);
 
-  async function route(request: Request): Promise<Response> {
+  /** `actionBody`: the body of an /actions request that the Node path has already read. */
+  async function route(request: Request, actionBody?: string): Promise<Response> {
     const url = new URL(request.url);
     if (url.pathname === '/health' && request.method === 'GET') return health();
     if (url.pathname === '/ready' && request.method === 'GET') return ready();
@@ -61,6 +62,7 @@ export function createApp(services: AppServices): App {
     // A form or a text/plain body is what a page of another origin can post without a preflight:
     // refusing them before anything runs keeps mutations out of reach of cross-site forms.
     if (request.method === 'POST' && !isGraphQLContentType(request.headers.get('content-type'))) return notJson();
+    if (actionBody !== undefined && url.pathname === '/actions') return actions(request, actionBody);
     let buffered: Request;
     try {
       buffered = await readLimitedBody(request, config.maxBodyBytes);
@@ -76,12 +78,12 @@ export function createApp(services: AppServices): App {
   }
 
   /** The Fetch path: routing, a 500 for a crash outside GraphQL, the request id on the response. */
-  function serveFetch(request: Request, path: string, requestId: string): Promise<Response> {
+  function serveFetch(request: Request, path: string, requestId: string, actionBody?: string): Promise<Response> {
     const line = { method: request.method, path, requestId, header: (name: string) => request.headers.get(name) ?? undefined };
     return requestLog.begin(line, async (finish, traceparent) => {
       let response: Response;
       try {
-        response = await route(request);
+        response = await route(request, actionBody);
       } catch (error) {
         log.error({ err: error }, 'request failed outside GraphQL');
         response = Response.json(
@@ -125,8 +127,17 @@ export function createApp(services: AppServices): App {
         });
         return;
       }
-      serveFetch(toFetchRequest(req, res), path, requestId)
-        .then((response) => writeFetchResponse(response, res))
+      // Hasura's action calls: a declared, acceptable length is read straight off the socket, so
+      // the body is not piped through a web stream and buffered a second time.
+      const served =
+        path === '/actions' && isJsonPost
+          ? readDeclaredBody(req).then(
+              (body) => serveFetch(toFetchRequest(req, res, false), path, requestId, body),
+              () => null, // the client left before its body arrived: nobody to answer
+            )
+          : serveFetch(toFetchRequest(req, res), path, requestId);
+      served
+        .then((response) => response && writeFetchResponse(response, res))
         .catch((error: unknown) => {
           log.error({ err: error }, 'could not write the response');
           res.destroy();

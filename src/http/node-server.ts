@@ -9,15 +9,18 @@ export interface NodeHandler {
   handleNode(req: IncomingMessage, res: ServerResponse): void;
 }
 
-/** A Node request as a Fetch Request (the body streams through); its signal aborts when the client leaves. */
-export function toFetchRequest(req: IncomingMessage, res: ServerResponse): Request {
+/**
+ * A Node request as a Fetch Request (the body streams through, unless `withBody` is false because
+ * the caller reads it itself); its signal aborts when the client leaves.
+ */
+export function toFetchRequest(req: IncomingMessage, res: ServerResponse, withBody = true): Request {
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined) continue;
     for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
   }
   const url = `http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`;
-  const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+  const hasBody = withBody && req.method !== 'GET' && req.method !== 'HEAD';
   const clientLeft = new AbortController();
   res.once('close', () => {
     if (!res.writableFinished) clientLeft.abort();
@@ -28,6 +31,13 @@ export function toFetchRequest(req: IncomingMessage, res: ServerResponse): Reque
     signal: clientLeft.signal,
     ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream<Uint8Array>, duplex: 'half' } : {}),
   } as RequestInit);
+}
+
+/** The whole body as text. Only for a request whose Content-Length was checked: Node's parser stops there. */
+export async function readDeclaredBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 export async function writeFetchResponse(response: Response, res: ServerResponse): Promise<void> {
