@@ -337,13 +337,21 @@ function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig
   };
 }
 
-export function loadConfig(env: Env = process.env): AppConfig {
+export interface LoadOptions {
+  /**
+   * Whether the process answers HTTP. Only a server must prove who its callers are outside
+   * development; the worker and the command-line tools take no requests.
+   */
+  servesHttp?: boolean;
+}
+
+export function loadConfig(env: Env = process.env, { servesHttp = true }: LoadOptions = {}): AppConfig {
   const nodeEnv = readNodeEnv(env);
   const development = DEVELOPMENT_ENVIRONMENTS.includes(nodeEnv);
   const actionSecret = readString(env, 'ACTION_SECRET');
   const jwtRaw = readString(env, 'JWT_SECRET');
   const jwt = jwtRaw === null ? null : parseJwtSecret(jwtRaw);
-  if (!development && actionSecret === null && jwt === null) {
+  if (servesHttp && !development && actionSecret === null && jwt === null) {
     throw new ConfigError(
       'ACTION_SECRET',
       `NODE_ENV=${nodeEnv} needs ACTION_SECRET or JWT_SECRET: dev mode, which trusts x-hasura-* headers from anyone, runs only with NODE_ENV unset, development or test`,

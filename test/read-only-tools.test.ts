@@ -34,6 +34,15 @@ describe.each([
     expect(await tablesIn(url)).toEqual([]);
   });
 
+  it('in production needs no ACTION_SECRET or JWT_SECRET: it answers no HTTP', async () => {
+    const url = await createEmptyDatabaseUrl();
+    const { code, output } = await runScript(script, { NODE_ENV: 'production', DATABASE_URL: url, ACTION_SECRET: '', JWT_SECRET: '' });
+    expect(output).not.toContain('Configuration error');
+    // It got as far as the database, and stopped there for the reason of the first test.
+    expect(output).toContain('This database has no schema of this project');
+    expect(code).toBe(2);
+  });
+
   it('on a schema behind the code: exit 2 naming the migrations missing', async () => {
     const url = await createTestDatabaseUrl();
     const client = new pg.Client({ connectionString: url });

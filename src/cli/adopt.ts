@@ -57,7 +57,7 @@ run(async () => {
     process.exitCode = 2;
     return;
   }
-  const { config, log } = bootstrap();
+  const { config, log } = bootstrap({ servesHttp: false });
   // No migrations first: the legacy tables may hold the very names the migrations create.
   const opened = await openDatabase({ config, log, schema: 'leave' }, 'mutation-backend-adopt');
   try {

@@ -1,11 +1,11 @@
-import { ConfigError, loadConfig, type AppConfig } from '../config.js';
+import { ConfigError, loadConfig, type AppConfig, type LoadOptions } from '../config.js';
 import { createLogger, type Logger } from '../logger.js';
 import { startTracing, stopTracing } from '../tracing.js';
 
-/** Configuration and logger for a command-line entry point; a bad variable ends it with exit 2. */
-export function bootstrap(): { config: AppConfig; log: Logger } {
+/** Configuration and logger for an entry point; a bad variable ends it with exit 2. */
+export function bootstrap(options: LoadOptions = {}): { config: AppConfig; log: Logger } {
   try {
-    const config = loadConfig();
+    const config = loadConfig(process.env, options);
     // Before anything that makes spans; a no-op unless an OTLP endpoint is configured.
     startTracing(config.tracing);
     return { config, log: createLogger(config.logLevel) };

@@ -7,7 +7,7 @@ import { bootstrap, run } from './bootstrap.js';
  * so that `psql "$(npm run -s db:url)"` opens it: DATABASE_URL when set, else the embedded one.
  */
 run(async () => {
-  const { config } = bootstrap();
+  const { config } = bootstrap({ servesHttp: false });
   if (config.databaseUrl !== null) {
     console.log(config.databaseUrl);
     return;

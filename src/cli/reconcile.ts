@@ -14,7 +14,7 @@ run(async () => {
   }
   const tenantIndex = args.indexOf('--tenant');
   const tenantId = tenantIndex >= 0 ? (args[tenantIndex + 1] ?? null) : null;
-  const { config, log } = bootstrap();
+  const { config, log } = bootstrap({ servesHttp: false });
   const opened = await openDatabase({ config, log, schema: 'require-current' }, 'mutation-backend-reconcile');
   try {
     const report = await ledgerCheck(opened.database.db, tenantId);

@@ -5,7 +5,7 @@ import { startWorkers } from './index.js';
 
 /** `npm run worker`: the background loops alone, beside any number of servers and other workers. */
 run(async () => {
-  const { config, log } = bootstrap();
+  const { config, log } = bootstrap({ servesHttp: false });
   const opened = await openDatabase({ config, log, schema: 'require-current', watchDatabase: true }, 'mutation-backend-worker');
   const workers = startWorkers(buildServices(config, opened.database, log));
   onShutdown(log, async () => {
