@@ -123,6 +123,31 @@ describe('document limits, before anything executes', () => {
     expect(affordable.body.errors).toBeUndefined();
   });
 
+  it('costs the operation that runs, whichever of the document’s operations ran before', async () => {
+    const operations = 'query Cheap { __typename } query Costly { contracts(first: 100) { id documents(first: 100) { id } } }';
+    for (const order of [
+      ['Cheap', 'Costly'],
+      ['Costly', 'Cheap'],
+    ]) {
+      // The comment makes each order a document of its own, with its own entry in the parser's cache.
+      const query = `# ${order.join(' then ')}\n${operations}`;
+      for (const operationName of order) {
+        const response = await backend.app.fetch(
+          new Request('http://test.local/graphql', {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', ...asUser('limits') },
+            body: JSON.stringify({ query, operationName }),
+          }),
+        );
+        expect({ order, operationName, status: response.status }).toEqual({
+          order,
+          operationName,
+          status: operationName === 'Costly' ? 400 : 200,
+        });
+      }
+    }
+  });
+
   it('takes each limit from its variable', async () => {
     const strict = await createTestBackend({
       databaseUrl: backend.databaseUrl,

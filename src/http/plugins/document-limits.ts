@@ -64,7 +64,8 @@ function operationCost(
     });
     validate(schema, document, [rule]);
   }
-  if (cost !== null && operations.every((operation) => !operation.variableDefinitions?.length)) constantCosts.set(document, cost);
+  // Only a document of one operation: in one of several, the cost depends on operationName too.
+  if (cost !== null && operations.length === 1 && !operations[0]!.variableDefinitions?.length) constantCosts.set(document, cost);
   return cost;
 }
 
