@@ -158,6 +158,16 @@ describe('bounded observability', () => {
     const logged = lines.filter((line) => line.includes('request completed')).map((line) => JSON.parse(line).operation);
     expect(new Set(logged)).toEqual(new Set(['viewer', 'multiple', 'invalid']));
   });
+
+  it('takes an outcome only from a status enum: a field aliased as status is no label', async () => {
+    for (let i = 0; i < 20; i++) {
+      await gql(backend.app.fetch, '{ viewer { status: userId } }', {}, asUser('labels', `injected-${i}`));
+    }
+    const outcomes = new Set([...(await scrape()).matchAll(/outcome="([^"]*)"/g)].map((m) => m[1]));
+    expect([...outcomes].filter((outcome) => outcome!.includes('injected'))).toEqual([]);
+    const logged = lines.filter((line) => line.includes('request completed')).map((line) => JSON.parse(line).outcome ?? null);
+    expect(logged.filter((outcome) => String(outcome).includes('injected'))).toEqual([]);
+  });
 });
 
 describe('HTTP on a real socket', () => {

@@ -1,13 +1,34 @@
-import type { DocumentNode, ExecutionResult } from 'graphql';
+import { isEnumType, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../../graphql/context.js';
 import { currentRequestScope } from '../../request-scope.js';
 import { operationLabel, operationOf } from '../operation.js';
 
+/**
+ * The values a payload's `status` can take: the schema's `…Status` enums. Anything else under the
+ * key `status` is client text (an alias such as `status: title`) and never becomes a label.
+ */
+const statusesOf = (() => {
+  const cache = new WeakMap<GraphQLSchema, Set<string>>();
+  return (schema: GraphQLSchema): Set<string> => {
+    let statuses = cache.get(schema);
+    if (!statuses) {
+      statuses = new Set(
+        Object.values(schema.getTypeMap())
+          .filter((type) => isEnumType(type) && type.name.endsWith('Status'))
+          .flatMap((type) => (isEnumType(type) ? type.getValues().map((value) => value.name) : [])),
+      );
+      cache.set(schema, statuses);
+    }
+    return statuses;
+  };
+})();
+
 /** Names the operation in the request's log lines and records a business status as its outcome. */
 export function useRequestOutcome(): Plugin<Context> {
   return {
     onExecute({ args }) {
+      const statuses = statusesOf(args.schema);
       const scope = currentRequestScope();
       const operation = operationOf(args.document as DocumentNode, args.operationName);
       if (scope && operation) scope.operation = operationLabel(operation);
@@ -17,7 +38,7 @@ export function useRequestOutcome(): Plugin<Context> {
           const data = (result as ExecutionResult).data;
           const first = data ? Object.values(data)[0] : undefined;
           const status = first && typeof first === 'object' ? (first as { status?: unknown }).status : undefined;
-          if (typeof status === 'string') scope.outcome = status;
+          if (typeof status === 'string' && statuses.has(status)) scope.outcome = status;
         },
       };
     },
