@@ -170,9 +170,19 @@ describe('Idempotency-Key', () => {
     expect(errorCodes(await createDocument('tab\there'))).toEqual(['BAD_USER_INPUT']);
     const two = `mutation { a: createContractDocument(input: {contractId: "${contractId}"}) { document { id } }
                            b: createContractDocument(input: {contractId: "${contractId}"}) { document { id } } }`;
-    const response = await gql(backend.app.fetch, two, {}, { ...asUser(TENANT, 'm1'), 'idempotency-key': 'two-mutations' });
-    expect(errorCodes(response)).toEqual(['BAD_USER_INPUT']);
-    expect(response.body.errors?.[0]?.message).toMatch(/one mutation/);
+    const create = (alias: string) => `${alias}: createContractDocument(input: {contractId: "${contractId}"}) { document { id } }`;
+    // The same two mutations behind an inline fragment and behind a named fragment.
+    const spread = [
+      two,
+      `mutation { ... on Mutation { ${create('a')} ${create('b')} } }`,
+      `mutation { ...Both } fragment Both on Mutation { ${create('a')} ${create('b')} }`,
+      `mutation { ${create('a')} ...Other } fragment Other on Mutation { ${create('b')} }`,
+    ];
+    for (const [i, document] of spread.entries()) {
+      const response = await gql(backend.app.fetch, document, {}, { ...asUser(TENANT, 'm1'), 'idempotency-key': `two-mutations-${i}` });
+      expect({ i, codes: errorCodes(response) }).toEqual({ i, codes: ['BAD_USER_INPUT'] });
+      expect(response.body.errors?.[0]?.message).toMatch(/one mutation/);
+    }
     expect(await count('contract_documents')).toBe(before);
     // Without a key, two mutations in one request are two units of work, as GraphQL defines.
     const unkeyed = await gql(backend.app.fetch, two, {}, asUser(TENANT, 'm1'));

@@ -1,4 +1,4 @@
-import { Kind, type DocumentNode, type OperationDefinitionNode } from 'graphql';
+import { Kind, type DocumentNode, type FragmentDefinitionNode, type OperationDefinitionNode, type SelectionNode } from 'graphql';
 
 /** The operation of a document that runs: the named one, or the only one. */
 export function operationOf(document: DocumentNode, operationName: string | null | undefined): OperationDefinitionNode | undefined {
@@ -6,9 +6,28 @@ export function operationOf(document: DocumentNode, operationName: string | null
   return operationName ? operations.find((o) => o.name?.value === operationName) : operations[0];
 }
 
-/** The top-level fields an operation runs (__typename aside): each mutation field is one unit of work. */
-export function rootFields(operation: OperationDefinitionNode): string[] {
-  return operation.selectionSet.selections.flatMap((s) => (s.kind === Kind.FIELD && s.name.value !== '__typename' ? [s.name.value] : []));
+/**
+ * The top-level fields an operation runs (__typename aside), through inline fragments and
+ * fragment spreads at the top level too: each mutation field is one unit of work.
+ */
+export function rootFields(document: DocumentNode, operation: OperationDefinitionNode): string[] {
+  const fragments = new Map(
+    document.definitions
+      .filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION)
+      .map((fragment) => [fragment.name.value, fragment]),
+  );
+  const spread = new Set<string>();
+  const fieldsOf = (selections: readonly SelectionNode[]): string[] =>
+    selections.flatMap((selection) => {
+      if (selection.kind === Kind.FIELD) return selection.name.value === '__typename' ? [] : [selection.name.value];
+      if (selection.kind === Kind.INLINE_FRAGMENT) return fieldsOf(selection.selectionSet.selections);
+      // A fragment spread twice merges into the same fields; a cycle would never end (validation refuses it later).
+      const fragment = fragments.get(selection.name.value);
+      if (!fragment || spread.has(fragment.name.value)) return [];
+      spread.add(fragment.name.value);
+      return fieldsOf(fragment.selectionSet.selections);
+    });
+  return fieldsOf(operation.selectionSet.selections);
 }
 
 /** The operation label of a request that never reached execution (unparsable, invalid, over a limit). */
@@ -19,8 +38,8 @@ export const INVALID_OPERATION = 'invalid';
  * of the schema, since only valid documents execute), `introspection`, or `multiple`. Never the
  * client's aliases or operation name, so the set of label values is fixed by the schema.
  */
-export function operationLabel(operation: OperationDefinitionNode): string {
-  const names = new Set(rootFields(operation));
+export function operationLabel(document: DocumentNode, operation: OperationDefinitionNode): string {
+  const names = new Set(rootFields(document, operation));
   if (names.size === 0) return '__typename';
   if (names.size > 1) return 'multiple';
   const [name] = names as unknown as [string];

@@ -20,7 +20,7 @@ export function useIdempotencyKey(): Plugin<Context> {
       if (key === null || operation?.operation !== OperationTypeNode.MUTATION) return;
       const refuse = (message: string) => setResultAndStopExecution({ errors: [toGraphQLError(badInput(message, 'Idempotency-Key'))] });
       if (!isValidKey(key)) return refuse('Idempotency-Key must be 1 to 255 printable ASCII characters');
-      if (rootFields(operation).length > 1) {
+      if (rootFields(args.document as DocumentNode, operation).length > 1) {
         return refuse('An Idempotency-Key covers one mutation: send each top-level mutation in its own request with its own key');
       }
       ctx.idempotency = { key, fingerprint: fingerprint(args.document as DocumentNode, args.operationName, args.variableValues) };

@@ -31,7 +31,7 @@ export function useRequestOutcome(): Plugin<Context> {
       const statuses = statusesOf(args.schema);
       const scope = currentRequestScope();
       const operation = operationOf(args.document as DocumentNode, args.operationName);
-      if (scope && operation) scope.operation = operationLabel(operation);
+      if (scope && operation) scope.operation = operationLabel(args.document as DocumentNode, operation);
       return {
         onExecuteDone({ result }) {
           if (!scope || Array.isArray(result) || Symbol.asyncIterator in result) return;

@@ -26,7 +26,7 @@ export function useOperationSpans(): Plugin<Context> {
       const operation = operationOf(args.document as DocumentNode, args.operationName);
       if (!operation) return;
       const type = operation.operation;
-      const label = operationLabel(operation);
+      const label = operationLabel(args.document as DocumentNode, operation);
       const attributes = { 'graphql.operation.type': type, 'graphql.operation.name': operation.name?.value ?? label };
       setExecuteFn((executeArgs) =>
         inSpan(`${type} ${label}`, { attributes }, async (span) => {
