@@ -179,4 +179,37 @@ describe('hostile inputs to every argument: a 4xx code, never an internal error,
     }
     console.log(`hostile inputs: ${roots.length} fields x ${RUNS_PER_FIELD} runs; answers ${JSON.stringify(answers)}`);
   });
+
+  it('refuses a value nested 12,000 levels deep, declared or not, on /graphql and /actions, before it can exhaust the stack', async () => {
+    // Written out by hand: JSON.stringify itself would overflow on such a value.
+    const deep = `${'['.repeat(12_000)}${']'.repeat(12_000)}`;
+    const post = async (path: string, body: string, headers: Record<string, string>) => {
+      const response = await backend.app.fetch(
+        new Request(`http://test.local${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body }),
+      );
+      const answer = (await response.json()) as {
+        errors?: { extensions: Record<string, unknown> }[];
+        extensions?: Record<string, unknown>;
+      };
+      return { status: response.status, extensions: answer.errors?.[0]?.extensions ?? answer.extensions };
+    };
+    const before = await countRows();
+    const undeclared = await post('/graphql', `{"query":"{ viewer { role } }","variables":{"y":${deep}}}`, HEADERS.member);
+    expect(undeclared).toMatchObject({ status: 400, extensions: { code: 'BAD_USER_INPUT', field: expect.stringMatching(/^y\[0\]/) } });
+    const createContract = 'mutation ($input: CreateContractInput!) { createContract(input: $input) { contract { id } } }';
+    const declared = await post(
+      '/graphql',
+      `{"query":${JSON.stringify(createContract)},"variables":{"input":{"title":${deep}}}}`,
+      HEADERS.member,
+    );
+    expect(declared).toMatchObject({ status: 400, extensions: { code: 'BAD_USER_INPUT' } });
+    const session = JSON.stringify(HEADERS.member);
+    const action = await post(
+      '/actions',
+      `{"action":{"name":"createContract"},"input":{"input":{"title":${deep}}},"session_variables":${session}}`,
+      {},
+    );
+    expect(action).toMatchObject({ status: 400, extensions: { code: 'BAD_USER_INPUT' } });
+    expect(await countRows()).toBe(before);
+  });
 });

@@ -18,21 +18,28 @@ interface Finding {
   problem: string;
 }
 
-function inValue(value: unknown, path: string): Finding | null {
+/**
+ * No input type of this schema nests half as deep; a deeper value is refused before the walk
+ * below (or anything after it) could exhaust the stack.
+ */
+const MAX_VALUE_DEPTH = 32;
+
+function inValue(value: unknown, path: string, depth = 0): Finding | null {
+  if (depth > MAX_VALUE_DEPTH) return { path, problem: `values nested deeper than ${MAX_VALUE_DEPTH} levels` };
   if (typeof value === 'string') {
     const problem = unstorable(value);
     return problem ? { path, problem } : null;
   }
   if (Array.isArray(value)) {
     for (const [index, item] of value.entries()) {
-      const found = inValue(item, `${path}[${index}]`);
+      const found = inValue(item, `${path}[${index}]`, depth + 1);
       if (found) return found;
     }
     return null;
   }
   if (value !== null && typeof value === 'object') {
     for (const [key, item] of Object.entries(value)) {
-      const found = inValue(item, path ? `${path}.${key}` : key);
+      const found = inValue(item, path ? `${path}.${key}` : key, depth + 1);
       if (found) return found;
     }
   }
