@@ -52,6 +52,47 @@ describe('identity', () => {
     expect(response.body.errors).toBeUndefined();
   });
 
+  it('refuses an empty or null tenant id, never reading it as the platform operator, and a variable given twice', async () => {
+    const createTenantAs = (headers: Record<string, string>, id: string) =>
+      gql(backend.app.fetch, `mutation { createTenant(input: { id: "${id}", name: "n" }) { tenant { id } } }`, {}, headers);
+    const tenants = async () =>
+      (await backend.sql.query<{ n: number }>("select count(*)::int as n from tenants where id like 'empty-%'")).rows[0]!.n;
+    const emptyTenantAdmin = { 'x-action-secret': SECRET, 'x-hasura-role': 'admin', 'x-hasura-tenant-id': '' };
+    expect(errorCodes(await createTenantAs(emptyTenantAdmin, 'empty-header'))).toEqual(['UNAUTHENTICATED']);
+    const emptyClaim = await token({ ...memberClaims, 'x-hasura-default-role': 'admin', 'x-hasura-tenant-id': '' });
+    expect(errorCodes(await createTenantAs({ authorization: `Bearer ${emptyClaim}` }, 'empty-claim'))).toEqual(['UNAUTHENTICATED']);
+    for (const [name, tenant] of [
+      ['empty-null', null],
+      ['empty-string', ''],
+    ] as const) {
+      const action = await backend.app.fetch(
+        new Request('http://test.local/actions', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-action-secret': SECRET },
+          body: JSON.stringify({
+            action: { name: 'createTenant' },
+            input: { input: { id: name, name: 'n' } },
+            session_variables: { 'x-hasura-role': 'admin', 'x-hasura-tenant-id': tenant },
+          }),
+        }),
+      );
+      expect({ name, status: action.status }).toEqual({ name, status: 401 });
+    }
+    const twice = await backend.app.fetch(
+      new Request('http://test.local/actions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-action-secret': SECRET },
+        body: JSON.stringify({
+          action: { name: 'createContract' },
+          input: { input: { title: 'twice' } },
+          session_variables: { ...asUser('id-tenant'), 'X-Hasura-Tenant-Id': 'other-tenant' },
+        }),
+      }),
+    );
+    expect(twice.status).toBe(401);
+    expect(await tenants()).toBe(0);
+  });
+
   it('answers an anonymous caller with null viewer and refuses it a mutation', async () => {
     const viewer = await gql(backend.app.fetch, ViewerDocument, {});
     expect(viewer.body.data?.viewer).toBeNull();

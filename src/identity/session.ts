@@ -40,13 +40,24 @@ function expectedDigest(expected: string): Buffer {
   return found;
 }
 
-/** Builds a session from Hasura-style variables (names case-insensitive, values strings). */
+/**
+ * Builds a session from Hasura-style variables (names case-insensitive, values strings). A
+ * variable that is present is judged as sent: an empty or null tenant id is refused, never read
+ * as "no tenant" (which, for an admin, is the platform operator), and a name given twice in two
+ * cases is refused rather than one of them winning.
+ */
 export function sessionFromVariables(variables: Record<string, unknown>): Session | null {
-  const lower = new Map(Object.entries(variables).map(([name, value]) => [name.toLowerCase(), value]));
+  const lower = new Map<string, unknown>();
+  for (const [name, value] of Object.entries(variables)) {
+    const key = name.toLowerCase();
+    if (lower.has(key)) throw unauthenticated(`Session variable ${key} is given more than once`);
+    lower.set(key, value);
+  }
   const text = (name: string) => {
+    if (!lower.has(name)) return null;
     const value = lower.get(name);
-    if (value === undefined || value === null || value === '') return null;
     if (typeof value !== 'string') throw unauthenticated(`Session variable ${name} must be a string`);
+    if (value === '') throw unauthenticated(`Session variable ${name} is empty`);
     return value;
   };
   const role = text('x-hasura-role');
@@ -98,7 +109,9 @@ async function sessionFromJwt(token: string, jwt: JwtConfig, requestedRole: stri
   // As Hasura does: the x-hasura-role header may pick any allowed role, and nothing else.
   const role = requestedRole ?? fallback;
   if (!allowed.includes(role)) throw forbidden(`Role "${role}" is not among the token's allowed roles`);
-  const session = sessionFromVariables({ ...record, 'x-hasura-role': role });
+  // The role chosen above replaces any role claim, whatever its case.
+  const claims = Object.fromEntries(Object.entries(record).filter(([name]) => name.toLowerCase() !== 'x-hasura-role'));
+  const session = sessionFromVariables({ ...claims, 'x-hasura-role': role });
   if (session === null) throw unauthenticated('The JWT names no role');
   return session;
 }
