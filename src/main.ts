@@ -18,7 +18,9 @@ function baseUrl(host: string, port: number): string {
 
 /** Where the data is: the embedded server's full connection string (development only), or DATABASE_URL's host. */
 function databaseLine(config: AppConfig, embedded: EmbeddedPostgres | null): string {
-  if (embedded) return `${embedded.connectionString()}   (npm run -s db:url prints it)`;
+  // db:url finds the data folder the same way: a folder of one's own must be named to it too.
+  const folder = config.embeddedDataDir === null ? '' : `EMBEDDED_PG_DATA_DIR=${config.embeddedDataDir} `;
+  if (embedded) return `${embedded.connectionString()}   (${folder}npm run -s db:url prints it)`;
   const { host, port, database } = describeDatabaseUrl(config.databaseUrl!);
   return `${host}:${port}/${database} (DATABASE_URL)`;
 }
@@ -26,7 +28,7 @@ function databaseLine(config: AppConfig, embedded: EmbeddedPostgres | null): str
 function banner(config: AppConfig, port: number, processes: string, database: string) {
   const base = baseUrl(config.host, port);
   // Name only what this process serves: production has no GraphiQL.
-  const graphql = graphiqlOptions(config) === false ? 'GraphQL:            ' : 'GraphQL and GraphiQL:';
+  const graphql = graphiqlOptions(config) === false ? 'GraphQL:             ' : 'GraphQL and GraphiQL:';
   console.log(`
   Listening on:         ${config.host}:${port}${config.host === '127.0.0.1' ? ' (this machine only: dev mode; set HOST to change)' : ''}
   ${graphql} ${base}/graphql

@@ -95,6 +95,8 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
   it("prints the embedded database's connection string, and npm run db:url prints it alone for psql", async () => {
     const printed = /Database: +(postgres:\/\/\S+)/.exec(server.output())?.[1];
     expect(printed).toMatch(new RegExp(`^postgres://postgres:[^@]+@127\\.0\\.0\\.1:${database.pgPort}/postgres$`));
+    // The folder is not the default one: the banner names it in the command that finds it again.
+    expect(server.output()).toContain(`(EMBEDDED_PG_DATA_DIR=${database.env.EMBEDDED_PG_DATA_DIR} npm run -s db:url prints it)`);
     const { code, output } = await runScript('src/cli/db-url.ts', sameDatabase());
     expect(code).toBe(0);
     expect(output).toBe(`${printed}\n`);

@@ -15,7 +15,7 @@ run(async () => {
   const dataDir = config.embeddedDataDir ?? DEFAULT_DATA_DIR;
   const embedded = await embeddedConnectionString(dataDir, config.embeddedPostgresPort);
   if (!embedded) {
-    console.error(`No embedded database in ${dataDir} yet: npm start creates it.`);
+    console.error(`No embedded database in ${dataDir} yet: npm start creates it (EMBEDDED_PG_DATA_DIR names another folder).`);
     process.exitCode = 2;
     return;
   }
