@@ -187,4 +187,19 @@ describe('audit trail, request ids, logs and the error contract', () => {
     expect(everything).not.toContain('private-member-77');
     expect(everything).not.toContain('Audited');
   });
+
+  it('logs a client’s mistake in its request line only: no error-level line, no excerpt of the document', async () => {
+    await gql(backend.app.fetch, '{ contracts(first: -1) { id } }', {}, { ...asUser(TENANT), 'x-request-id': 'req-mistake' });
+    const forged = { ...asUser(TENANT), 'x-action-secret': 'not-the-secret-not-the-secret', 'x-request-id': 'req-forged' };
+    await gql(backend.app.fetch, '{ contracts(first: 1) { id } }', {}, forged);
+    for (const [requestId, outcome] of [
+      ['req-mistake', 'BAD_USER_INPUT'],
+      ['req-forged', 'UNAUTHENTICATED'],
+    ]) {
+      const lines = captured.lines.filter((l) => l['requestId'] === requestId);
+      expect(lines.map((l) => [l['level'], l['msg']])).toEqual([['info', 'request completed']]);
+      expect(lines[0]).toMatchObject({ outcome });
+    }
+    expect(JSON.stringify(captured.lines)).not.toContain('first: -1');
+  });
 });

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
+import { GraphQLError } from 'graphql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
+import { AppError, ErrorCode, isErrorCode } from '../errors.js';
 import type { AppServices, Context } from '../graphql/context.js';
 import { createTurns } from '../graphql/read.js';
 import { schema } from '../graphql/schema.js';
@@ -40,6 +42,19 @@ function contextFactory(services: AppServices) {
   });
 }
 
+/** The code of an error Yoga reports: its own, or that of the AppError it wraps. */
+function codeOf(error: unknown): string | null {
+  if (error instanceof AppError) return error.code;
+  if (!(error instanceof GraphQLError)) return null;
+  const code = error.extensions['code'] ?? (error.originalError instanceof AppError ? error.originalError.code : undefined);
+  return isErrorCode(code) ? code : null;
+}
+
+const isClientError = (error: unknown) => {
+  const code = codeOf(error);
+  return code !== null && code !== ErrorCode.internal;
+};
+
 /**
  * Yoga with the project's plugins, in the order they act on an operation: the edge's refusals
  * first (trusted documents, limits, strings, the key), then a turn (admission), then the error
@@ -59,7 +74,12 @@ export function createGraphQLServer(services: AppServices): GraphQLServer {
       debug: (...args) => log.isLevelEnabled('debug') && log.debug({ yoga: args.map(String) }, 'yoga'),
       info: (...args) => log.isLevelEnabled('info') && log.info({ yoga: args.map(String) }, 'yoga'),
       warn: (...args) => log.warn({ yoga: args.map(String) }, 'yoga'),
-      error: (...args) => log.error({ yoga: args.map(String) }, 'yoga'),
+      // A client's mistake (a refused argument, a wrong secret) is the client's: its code is in the
+      // request's log line already, so it is no error of the server's and its text is not kept.
+      error: (...args) =>
+        args.every(isClientError)
+          ? log.isLevelEnabled('debug') && log.debug({ codes: args.map(codeOf) }, 'client error')
+          : log.error({ yoga: args.map(String) }, 'yoga'),
     },
     maskedErrors: { maskError: maskUnexpected(log) },
     cors: corsOptions(edge.corsOrigins),
