@@ -22,6 +22,18 @@ export interface App {
   schema: GraphQLSchema;
 }
 
+/** Methods a Fetch Request cannot carry (the Fetch standard forbids them). */
+const NOT_FETCH_METHODS = new Set(['CONNECT', 'TRACE', 'TRACK']);
+
+/** The status nginx logs for a client that hung up first; no client ever receives it. */
+const CLIENT_CLOSED_REQUEST = 499;
+
+/** A body read that failed because the socket went away. */
+function isClientGone(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  return code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE' || message === 'aborted';
+}
+
 const notJson = () =>
   Response.json(
     {
@@ -85,6 +97,13 @@ export function createApp(services: AppServices): App {
       try {
         response = await route(request, actionBody);
       } catch (error) {
+        if (request.signal.aborted || isClientGone(error)) {
+          // Nobody is left to answer: a client that hung up mid-body, or one timed out by Node.
+          log.info('the client left before its request was read');
+          response = new Response(null, { status: CLIENT_CLOSED_REQUEST });
+          finish(response.status);
+          return response;
+        }
         log.error({ err: error }, 'request failed outside GraphQL');
         response = Response.json(
           { message: 'Internal server error', extensions: { code: ErrorCode.internal, requestId } },
@@ -106,6 +125,19 @@ export function createApp(services: AppServices): App {
       const requestId = requestIdOf(req.headers['x-request-id']);
       const path = (req.url ?? '/').split('?')[0]!;
       const method = req.method ?? 'GET';
+      const header = (name: string) => {
+        const value = req.headers[name];
+        return Array.isArray(value) ? value[0] : value;
+      };
+      if (NOT_FETCH_METHODS.has(method)) {
+        requestLog.begin({ method, path, requestId, header }, (finish) => {
+          const body = { message: `${method} is not served here`, extensions: { code: ErrorCode.badUserInput, requestId } };
+          res.writeHead(405, { allow: 'GET, POST, OPTIONS', 'content-type': 'application/json', 'x-request-id': requestId });
+          res.end(JSON.stringify(body));
+          finish(405);
+        });
+        return;
+      }
       const declaredLength = Number(req.headers['content-length'] ?? 'NaN');
       // The hot path: GraphQL with a declared, acceptable length goes straight to Yoga's own Node
       // adapter (Node's parser holds the body to that length). Everything else (a browser asking
@@ -115,10 +147,6 @@ export function createApp(services: AppServices): App {
       const isJsonPost =
         method === 'POST' && declaredLength <= config.maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
       if (path === '/graphql' && !pageRequest && (method === 'GET' || isJsonPost)) {
-        const header = (name: string) => {
-          const value = req.headers[name];
-          return Array.isArray(value) ? value[0] : value;
-        };
         requestLog.begin({ method, path, requestId, header }, (finish, traceparent) => {
           res.setHeader('x-request-id', requestId);
           if (traceparent) res.setHeader('traceparent', traceparent);
