@@ -186,6 +186,31 @@ describe('HTTP on a real socket', () => {
     await backend.close();
   });
 
+  it('takes a media type in any case, and its refusals before GraphQL carry the code and the request id', async () => {
+    const body = JSON.stringify({ query: '{ viewer { role } }' });
+    for (const chunked of [false, true]) {
+      const response = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'APPLICATION/JSON', ...asUser('sockets') },
+        ...(chunked ? { body: new Blob([body]).stream(), duplex: 'half' } : { body }),
+      } as RequestInit);
+      expect({ chunked, status: response.status }).toEqual({ chunked, status: 200 });
+    }
+    for (const [status, contentType, sent] of [
+      [415, 'text/plain', body],
+      [413, 'application/json', JSON.stringify({ query: `{ viewer { role } } # ${'x'.repeat(3_000)}` })],
+    ] as const) {
+      const refused = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': contentType, 'x-request-id': `refused-${status}` },
+        body: sent,
+      });
+      expect(refused.status).toBe(status);
+      const { extensions } = (await refused.json()) as { extensions: Record<string, unknown> };
+      expect(extensions).toEqual({ code: 'BAD_USER_INPUT', requestId: `refused-${status}` });
+    }
+  });
+
   it('answers an oversized body 413 and closes the connection cleanly: ten more requests on the keep-alive client succeed', async () => {
     // fetch keeps connections alive; a connection left open after the unread rest of a large body
     // failed the next request on it with ECONNRESET.

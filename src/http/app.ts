@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { GraphQLSchema } from 'graphql';
 import { ErrorCode } from '../errors.js';
+import { currentRequestScope } from '../request-scope.js';
 import type { AppServices } from '../graphql/context.js';
 import { schema } from '../graphql/schema.js';
 import { createActionsHandler } from './actions.js';
@@ -34,14 +35,14 @@ function isClientGone(error: unknown): boolean {
   return code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE' || message === 'aborted';
 }
 
-const notJson = () =>
+/** A refusal before GraphQL runs, shaped as GraphQL's own errors are: its code and the request id. */
+const refusal = (message: string, status: number, headers: Record<string, string> = {}) =>
   Response.json(
-    {
-      message: 'POST bodies must be application/json (or application/graphql-response+json)',
-      extensions: { code: ErrorCode.badUserInput },
-    },
-    { status: 415 },
+    { message, extensions: { code: ErrorCode.badUserInput, requestId: currentRequestScope()?.requestId } },
+    { status, headers },
   );
+
+const notJson = () => refusal('POST bodies must be application/json (or application/graphql-response+json)', 415);
 
 /**
  * The HTTP surface: /graphql and /actions, /health, /ready, /metrics and (in development)
@@ -81,12 +82,13 @@ export function createApp(services: AppServices): App {
     } catch (error) {
       if (!(error instanceof BodyTooLargeError)) throw error;
       // The rest of the body was never read: the connection cannot carry another request.
-      return Response.json(
-        { message: error.message, extensions: { code: ErrorCode.badUserInput } },
-        { status: 413, headers: { connection: 'close' } },
-      );
+      return refusal(error.message, 413, { connection: 'close' });
     }
-    return url.pathname === '/actions' ? actions(buffered) : yoga.fetch(buffered, {});
+    if (url.pathname === '/actions') return actions(buffered);
+    // Media types are case-insensitive; Yoga compares them as written.
+    const contentType = buffered.headers.get('content-type');
+    if (contentType !== null) buffered.headers.set('content-type', contentType.toLowerCase());
+    return yoga.fetch(buffered, {});
   }
 
   /** The Fetch path: routing, a 500 for a crash outside GraphQL, the request id on the response. */
@@ -147,6 +149,8 @@ export function createApp(services: AppServices): App {
       const isJsonPost =
         method === 'POST' && declaredLength <= config.maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
       if (path === '/graphql' && !pageRequest && (method === 'GET' || isJsonPost)) {
+        // Media types are case-insensitive; Yoga compares them as written.
+        if (isJsonPost) req.headers['content-type'] = req.headers['content-type']!.toLowerCase();
         requestLog.begin({ method, path, requestId, header }, (finish, traceparent) => {
           res.setHeader('x-request-id', requestId);
           if (traceparent) res.setHeader('traceparent', traceparent);
