@@ -33,6 +33,14 @@ describe('production hygiene', () => {
   const post = (body: string, headers: Record<string, string>) =>
     backend.app.fetch(new Request('http://test.local/graphql', { method: 'POST', headers, body }));
 
+  it('answers a body that is not JSON 400 BAD_USER_INPUT, without repeating any of it', async () => {
+    const response = await post('{"query": "a-secret-the-client-typed', { 'content-type': 'application/json' });
+    expect(response.status).toBe(400);
+    const text = await response.text();
+    expect(JSON.parse(text).errors[0].extensions.code).toBe('BAD_USER_INPUT');
+    expect(text).not.toContain('a-secret-the-client-typed');
+  });
+
   it('answers no introspection and no field suggestions', async () => {
     const introspection = await gql(backend.app.fetch, '{ __schema { types { name } } }', {}, asMember('edge'));
     expect(introspection.body.data ?? null).toBeNull();

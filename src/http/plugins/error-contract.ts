@@ -65,7 +65,8 @@ function withErrorContract(error: GraphQLError, requestId: string, hideSuggestio
     positions: error.positions ?? null,
     path: error.path ?? null,
     extensions: {
-      ...error.extensions,
+      // Yoga's `originalError` keeps its name only: its message repeats the client's body back.
+      ...withoutOriginalError(error.extensions),
       ...httpOf(error),
       code,
       // Yoga's GRAPHQL_PARSE_FAILED / GRAPHQL_VALIDATION_FAILED stay visible as the reason.
@@ -73,6 +74,12 @@ function withErrorContract(error: GraphQLError, requestId: string, hideSuggestio
       requestId,
     },
   });
+}
+
+function withoutOriginalError(extensions: GraphQLError['extensions']): Record<string, unknown> {
+  const { originalError, ...rest } = extensions;
+  if (typeof originalError !== 'object' || originalError === null) return rest;
+  return { ...rest, originalError: { name: (originalError as { name?: unknown }).name } };
 }
 
 export interface ErrorContractOptions {
