@@ -79,8 +79,12 @@ describe('the production build', () => {
         body: JSON.stringify({ query: 'mutation { createTenant(input: {id: "prod", name: "Prod"}) { tenant { id } } }' }),
       });
       expect(await created.json()).toEqual({ data: { createTenant: { tenant: { id: 'prod' } } } });
+      // A browser is told why there is no page, rather than given an empty 406.
       const page = await fetch(`${base}/graphql`, { headers: { accept: 'text/html' } });
-      expect(await page.text()).not.toContain('GraphiQL');
+      expect(page.status).toBe(406);
+      const text = await page.text();
+      expect(text).toContain('GraphiQL is served in development only');
+      expect(text).not.toContain('<html');
     } finally {
       server.child.kill('SIGTERM');
       await server.exited;

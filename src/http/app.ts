@@ -66,8 +66,12 @@ export function createApp(services: AppServices): App {
     if (url.pathname === '/ready' && request.method === 'GET') return ready();
     if (url.pathname === '/metrics' && request.method === 'GET') return metrics(request);
     if (graphiql && url.pathname === GRAPHIQL_PATH && request.method === 'GET') return graphiql.serve(request);
-    if (graphiql && url.pathname === '/graphql' && wantsGraphiQLPage(request.method, request.headers.get('accept'))) {
-      return graphiql.redirect();
+    if (url.pathname === '/graphql' && wantsGraphiQLPage(request.method, request.headers.get('accept'))) {
+      if (graphiql) return graphiql.redirect();
+      return new Response('GraphiQL is served in development only. GraphQL itself answers POST /graphql with a JSON body.\n', {
+        status: 406,
+        headers: { 'content-type': 'text/plain; charset=utf-8' },
+      });
     }
     if (url.pathname !== '/graphql' && url.pathname !== '/actions') {
       return Response.json({ message: `No route for ${request.method} ${url.pathname}; GraphQL is at /graphql` }, { status: 404 });
@@ -145,7 +149,7 @@ export function createApp(services: AppServices): App {
       // adapter (Node's parser holds the body to that length). Everything else (a browser asking
       // for GraphiQL, a body that is not JSON included) takes the Fetch path, which buffers and
       // limits bodies of unknown length.
-      const pageRequest = graphiql !== null && wantsGraphiQLPage(method, req.headers.accept);
+      const pageRequest = wantsGraphiQLPage(method, req.headers.accept);
       const isJsonPost =
         method === 'POST' && declaredLength <= config.maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
       if (path === '/graphql' && !pageRequest && (method === 'GET' || isJsonPost)) {
