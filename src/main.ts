@@ -25,7 +25,12 @@ function databaseLine(config: AppConfig, embedded: EmbeddedPostgres | null): str
   return `${host}:${port}/${database} (DATABASE_URL)`;
 }
 
-function banner(config: AppConfig, port: number, processes: string, database: string) {
+/** Prints the banner once the log lines before it are out: pino writes them asynchronously. */
+function banner(log: Logger, config: AppConfig, port: number, processes: string, database: string) {
+  log.flush(() => printBanner(config, port, processes, database));
+}
+
+function printBanner(config: AppConfig, port: number, processes: string, database: string) {
   const base = baseUrl(config.host, port);
   // Name only what this process serves: production has no GraphiQL.
   const graphql = graphiqlOptions(config) === false ? 'GraphQL:             ' : 'GraphQL and GraphiQL:';
@@ -43,7 +48,7 @@ ${isDevMode(config) ? `  Headers for GraphiQL (dev mode):\n  ${JSON.stringify(DE
 /** One process: the database, the HTTP server and the background workers. */
 async function single(config: AppConfig, log: Logger) {
   const backend = await startBackend({ config, log, watchDatabase: true });
-  banner(config, backend.http.port, '1', databaseLine(config, backend.embedded));
+  banner(log, config, backend.http.port, '1', databaseLine(config, backend.embedded));
   onShutdown(log, () => backend.stop());
 }
 
@@ -62,7 +67,7 @@ async function primary(config: AppConfig, log: Logger) {
   let listening = 0;
   cluster.on('listening', (_worker, address) => {
     if (++listening === config.webConcurrency)
-      banner(config, address.port, `${config.webConcurrency} (node:cluster, one port)`, databaseLine(config, opened.embedded));
+      banner(log, config, address.port, `${config.webConcurrency} (node:cluster, one port)`, databaseLine(config, opened.embedded));
   });
   cluster.on('exit', (worker, code, signal) => {
     if (stopping) return;

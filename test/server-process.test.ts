@@ -83,6 +83,10 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     expect(server.output()).toContain(JSON.stringify(DEMO_HEADERS));
     // Dev mode trusts x-hasura-* headers as sent: it listens on this machine only.
     expect(server.output()).toMatch(/Listening on: +127\.0\.0\.1:\d+ \(this machine only/);
+    // The banner comes after the start-up lines it sums up, not in the middle of them.
+    const output = server.output();
+    expect(output.indexOf('migrations applied')).toBeGreaterThan(-1);
+    expect(output.indexOf('migrations applied')).toBeLessThan(output.indexOf('Listening on'));
     expect((await fetch(`${server.base}/health`)).status).toBe(200);
     expect((await fetch(`${server.base}/ready`)).status).toBe(200);
     const graphiql = await fetch(`${server.base}/graphql`, { headers: { accept: 'text/html' } });
