@@ -1,8 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
-import { GraphQLError } from 'graphql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
-import { AppError, ErrorCode, isErrorCode } from '../errors.js';
 import type { AppServices, Context } from '../graphql/context.js';
 import { createTurns } from '../graphql/read.js';
 import { schema } from '../graphql/schema.js';
@@ -11,7 +9,7 @@ import { currentRequestScope } from '../request-scope.js';
 import { useAdmission } from './plugins/admission.js';
 import { corsOptions, useVaryOnOrigin } from './plugins/cors.js';
 import { useDocumentLimits } from './plugins/document-limits.js';
-import { maskUnexpected, useErrorContract } from './plugins/error-contract.js';
+import { clientErrorCode, maskUnexpected, useErrorContract } from './plugins/error-contract.js';
 import { useIdempotencyKey } from './plugins/idempotency-key.js';
 import { useRequestOutcome } from './plugins/request-outcome.js';
 import { useWellFormedStrings } from './plugins/string-inputs.js';
@@ -42,19 +40,6 @@ function contextFactory(services: AppServices) {
   });
 }
 
-/** The code of an error Yoga reports: its own, or that of the AppError it wraps. */
-function codeOf(error: unknown): string | null {
-  if (error instanceof AppError) return error.code;
-  if (!(error instanceof GraphQLError)) return null;
-  const code = error.extensions['code'] ?? (error.originalError instanceof AppError ? error.originalError.code : undefined);
-  return isErrorCode(code) ? code : null;
-}
-
-const isClientError = (error: unknown) => {
-  const code = codeOf(error);
-  return code !== null && code !== ErrorCode.internal;
-};
-
 /**
  * Yoga with the project's plugins, in the order they act on an operation: the edge's refusals
  * first (trusted documents, limits, strings, the key), then a turn (admission), then the error
@@ -77,8 +62,8 @@ export function createGraphQLServer(services: AppServices): GraphQLServer {
       // A client's mistake (a refused argument, a wrong secret) is the client's: its code is in the
       // request's log line already, so it is no error of the server's and its text is not kept.
       error: (...args) =>
-        args.every(isClientError)
-          ? log.isLevelEnabled('debug') && log.debug({ codes: args.map(codeOf) }, 'client error')
+        args.every((error) => clientErrorCode(error) !== null)
+          ? log.isLevelEnabled('debug') && log.debug({ codes: args.map(clientErrorCode) }, 'client error')
           : log.error({ yoga: args.map(String) }, 'yoga'),
     },
     maskedErrors: { maskError: maskUnexpected(log) },

@@ -14,6 +14,13 @@ export function isOriginalGraphQLError(error: unknown): error is GraphQLError {
   return error.originalError === undefined || error.originalError === null || error.originalError instanceof GraphQLError;
 }
 
+/** The code of a client's mistake Yoga reports (its own code, or its AppError's); null for anything else. */
+export function clientErrorCode(error: unknown): ErrorCode | null {
+  const original = error instanceof GraphQLError && error.originalError instanceof AppError ? error.originalError : error;
+  const code = original instanceof AppError ? original.code : error instanceof GraphQLError ? error.extensions['code'] : undefined;
+  return isErrorCode(code) && code !== ErrorCode.internal ? code : null;
+}
+
 /**
  * Yoga's error masking: an AppError is what the client reads (its code and details); anything else
  * is a bug, logged with its SQLSTATE and answered INTERNAL_SERVER_ERROR with nothing of its cause.
