@@ -98,8 +98,9 @@ async function httpWorker(config: AppConfig, log: Logger) {
 }
 
 run(async () => {
-  const { config, log } = bootstrap();
+  const { config, log, envFile } = bootstrap();
   if (cluster.isWorker) return httpWorker(config, log);
+  if (envFile) log.info({ envFile }, 'settings read from the env file (variables set in the environment win)');
   if (isDevMode(config)) {
     log.warn('dev mode: no ACTION_SECRET and no JWT_SECRET, so x-hasura-* headers are trusted as sent');
   }
