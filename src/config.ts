@@ -61,8 +61,12 @@ export type Sampler =
 
 /** OpenTelemetry tracing, from the standard OTEL_* variables (docs/operations.md). */
 export interface TracingConfig {
-  /** Where spans go (OTLP over HTTP); null: tracing is off and costs nothing. */
+  /** Where spans go (OTLP over HTTP); null: no OTLP export. Tracing is off and costs nothing when neither this nor `console`. */
   tracesEndpoint: string | null;
+  /** Print every span on stdout (OTEL_TRACES_EXPORTER=console): a first look without a collector. */
+  console: boolean;
+  /** Request paths that make no trace (probes and scrapes), nor do their queries. */
+  excludedPaths: string[];
   protocol: 'http/protobuf' | 'http/json';
   serviceName: string;
   sampler: Sampler;
@@ -258,6 +262,42 @@ const SAMPLERS: readonly Sampler[] = [
   'parentbased_traceidratio',
 ];
 const PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+const EXPORTERS = ['otlp', 'console', 'none'] as const;
+/** The OTLP/HTTP traces URL the SDKs use when OTEL_TRACES_EXPORTER=otlp names no endpoint. */
+export const DEFAULT_OTLP_TRACES_ENDPOINT = 'http://localhost:4318/v1/traces';
+/** Probes and scrapes: a trace each every few seconds, saying nothing. */
+const DEFAULT_UNTRACED_PATHS = ['/health', '/ready', '/metrics'];
+
+/**
+ * OTEL_TRACES_EXPORTER as the SDKs read it: a comma-separated list of `otlp`, `console`, or `none`.
+ * Unset: OTLP when an endpoint is set, else nothing.
+ */
+function readExporters(env: Env, endpointSet: boolean): { otlp: boolean; console: boolean } {
+  const raw = readString(env, 'OTEL_TRACES_EXPORTER');
+  if (raw === null) return { otlp: endpointSet, console: false };
+  const names = raw.split(',').map((name) => name.trim());
+  const unknown = names.filter((name) => !(EXPORTERS as readonly string[]).includes(name));
+  if (unknown.length > 0 || (names.includes('none') && names.length > 1)) {
+    throw new ConfigError(
+      'OTEL_TRACES_EXPORTER',
+      `expected otlp, console or both (comma-separated), or none alone, got "${raw}" (zipkin and jaeger are not built in: use OTLP)`,
+    );
+  }
+  return { otlp: names.includes('otlp'), console: names.includes('console') };
+}
+
+/** TRACES_EXCLUDED_PATHS: comma-separated request paths that make no trace, or `none` to trace every path. */
+function readUntracedPaths(env: Env): string[] {
+  const raw = readString(env, 'TRACES_EXCLUDED_PATHS');
+  if (raw === null) return DEFAULT_UNTRACED_PATHS;
+  if (raw === 'none') return [];
+  const paths = raw.split(',').map((entry) => entry.trim());
+  const wrong = paths.filter((entry) => !/^\/[\x21-\x7e]*$/.test(entry));
+  if (wrong.length > 0) {
+    throw new ConfigError('TRACES_EXCLUDED_PATHS', `expected paths such as /health,/ready (or none), got "${wrong.join('", "')}"`);
+  }
+  return paths;
+}
 
 /**
  * The OTel variables as the SDKs define them: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is the traces URL
@@ -282,8 +322,12 @@ function readTracing(env: Env): TracingConfig {
   const serviceName = readString(env, 'OTEL_SERVICE_NAME') ?? 'mutation-backend';
   if (!/^[\x21-\x7e]{1,255}$/.test(serviceName))
     throw new ConfigError('OTEL_SERVICE_NAME', `expected a name without spaces, got "${serviceName}"`);
+  const endpoint = traces ?? (base === null ? null : `${base.replace(/\/+$/, '')}/v1/traces`);
+  const exporters = readExporters(env, endpoint !== null);
   return {
-    tracesEndpoint: traces ?? (base === null ? null : `${base.replace(/\/+$/, '')}/v1/traces`),
+    tracesEndpoint: exporters.otlp ? (endpoint ?? DEFAULT_OTLP_TRACES_ENDPOINT) : null,
+    console: exporters.console,
+    excludedPaths: readUntracedPaths(env),
     protocol: protocol as TracingConfig['protocol'],
     serviceName,
     sampler: sampler as Sampler,

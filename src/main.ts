@@ -35,7 +35,7 @@ function printBanner(config: AppConfig, port: number, processes: string, databas
   // Name only what this process serves: production has no GraphiQL.
   const graphql = graphiqlOptions(config) === false ? 'GraphQL:             ' : 'GraphQL and GraphiQL:';
   console.log(`
-  Listening on:         ${config.host}:${port}${config.host === '127.0.0.1' ? ' (this machine only: dev mode; set HOST to change)' : ''}
+  Listening on:         ${config.host}:${port}${config.host === '127.0.0.1' ? ` (this machine only${isDevMode(config) ? ': dev mode' : ''}; set HOST to change)` : ''}
   ${graphql} ${base}/graphql
   Health: ${base}/health   Ready: ${base}/ready   Metrics: ${base}/metrics
   Hasura Actions:       POST ${base}/actions
@@ -98,8 +98,9 @@ async function httpWorker(config: AppConfig, log: Logger) {
 }
 
 run(async () => {
-  const { config, log } = bootstrap();
+  const { config, log, envFile } = bootstrap();
   if (cluster.isWorker) return httpWorker(config, log);
+  if (envFile) log.info({ envFile }, 'settings read from the env file (variables set in the environment win)');
   if (isDevMode(config)) {
     log.warn('dev mode: no ACTION_SECRET and no JWT_SECRET, so x-hasura-* headers are trusted as sent');
   }

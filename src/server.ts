@@ -12,6 +12,7 @@ import { createApp, type App } from './http/app.js';
 import { listen, type RunningServer } from './http/node-server.js';
 import type { Logger } from './logger.js';
 import { startWorkers } from './worker/index.js';
+import { untraced } from './tracing.js';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const DEFAULT_DATA_DIR = path.join(PROJECT_ROOT, '.data', 'postgres');
@@ -110,12 +111,15 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
     await embedded?.stop();
   };
   try {
-    if (options.schema === 'require-current') await assertSchemaCurrent(database.db);
-    if (options.schema === 'migrate') {
-      const applied = await migrate(database.db);
-      log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
-      if (embedded && options.seed && (await seedIfEmpty(database.db))) log.info('demo data loaded');
-    }
+    // Start-up belongs to no request: its statements would each be a trace of their own.
+    await untraced(async () => {
+      if (options.schema === 'require-current') await assertSchemaCurrent(database.db);
+      if (options.schema === 'migrate') {
+        const applied = await migrate(database.db);
+        log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
+        if (embedded && options.seed && (await seedIfEmpty(database.db))) log.info('demo data loaded');
+      }
+    });
     return { database, embedded, close };
   } catch (error) {
     await close();

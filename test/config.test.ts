@@ -76,6 +76,8 @@ const NONSENSE: Record<string, string> = {
   OTEL_TRACES_SAMPLER: 'sometimes',
   OTEL_TRACES_SAMPLER_ARG: '2',
   OTEL_BSP_SCHEDULE_DELAY: 'soon',
+  OTEL_TRACES_EXPORTER: 'zipkin',
+  TRACES_EXCLUDED_PATHS: 'health',
 };
 
 function configErrorOf(env: Record<string, string>): ConfigError | null {
@@ -134,5 +136,30 @@ describe('single rules', () => {
 
   it('EMBEDDED_PG_DATA_DIR becomes an absolute path', () => {
     expect(loadConfig({ EMBEDDED_PG_DATA_DIR: 'some/where' }).embeddedDataDir).toBe(`${process.cwd()}/some/where`);
+  });
+
+  it('OTEL_TRACES_EXPORTER picks the exporters as the OpenTelemetry SDKs read it', () => {
+    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' };
+    const tracingOf = (env: Record<string, string>) => {
+      const { tracesEndpoint, console } = loadConfig(env).tracing;
+      return { tracesEndpoint, console };
+    };
+    expect(tracingOf({})).toEqual({ tracesEndpoint: null, console: false });
+    expect(tracingOf(endpoint)).toEqual({ tracesEndpoint: 'http://collector:4318/v1/traces', console: false });
+    expect(tracingOf({ OTEL_TRACES_EXPORTER: 'console' })).toEqual({ tracesEndpoint: null, console: true });
+    expect(tracingOf({ ...endpoint, OTEL_TRACES_EXPORTER: 'console, otlp' })).toEqual({
+      tracesEndpoint: 'http://collector:4318/v1/traces',
+      console: true,
+    });
+    expect(tracingOf({ OTEL_TRACES_EXPORTER: 'otlp' })).toEqual({ tracesEndpoint: 'http://localhost:4318/v1/traces', console: false });
+    expect(tracingOf({ ...endpoint, OTEL_TRACES_EXPORTER: 'none' })).toEqual({ tracesEndpoint: null, console: false });
+    expect(() => loadConfig({ OTEL_TRACES_EXPORTER: 'none,console' })).toThrow(/^OTEL_TRACES_EXPORTER: /);
+  });
+
+  it('TRACES_EXCLUDED_PATHS: probes and scrapes by default, a list, or none', () => {
+    expect(loadConfig({}).tracing.excludedPaths).toEqual(['/health', '/ready', '/metrics']);
+    expect(loadConfig({ TRACES_EXCLUDED_PATHS: '/health, /internal/ping' }).tracing.excludedPaths).toEqual(['/health', '/internal/ping']);
+    expect(loadConfig({ TRACES_EXCLUDED_PATHS: 'none' }).tracing.excludedPaths).toEqual([]);
+    expect(() => loadConfig({ TRACES_EXCLUDED_PATHS: '/health,ready' })).toThrow(/^TRACES_EXCLUDED_PATHS: .*"ready"/);
   });
 });

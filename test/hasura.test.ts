@@ -11,8 +11,11 @@ const SECRET = 'hasura-action-secret-0123456789';
 
 describe('Hasura metadata (npm run hasura:metadata)', () => {
   it('the committed files are what the schema generates', async () => {
-    expect(await read('schema/hasura/actions.graphql')).toBe(actionsGraphql(schema));
-    expect(await read('schema/hasura/actions.yaml')).toBe(actionsYaml(schema, loadConfig({}).requestDeadlineMs));
+    const stale = (file: string) => `${file} differs from what the schema generates: run npm run codegen (or npm run hasura:metadata)`;
+    expect(await read('schema/hasura/actions.graphql'), stale('schema/hasura/actions.graphql')).toBe(actionsGraphql(schema));
+    expect(await read('schema/hasura/actions.yaml'), stale('schema/hasura/actions.yaml')).toBe(
+      actionsYaml(schema, loadConfig({}).requestDeadlineMs),
+    );
   });
 
   it('declares every public mutation in SDL Hasura accepts: every type declared, no interfaces or unions', () => {

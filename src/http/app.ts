@@ -7,7 +7,7 @@ import { schema } from '../graphql/schema.js';
 import { createActionsHandler } from './actions.js';
 import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
 import { graphiqlOptions } from './graphiql.js';
-import { createGraphiQLPage, GRAPHIQL_PATH, wantsGraphiQLPage } from './graphiql-page.js';
+import { createGraphiQLPage, wantsGraphiQLPage } from './graphiql-page.js';
 import { readDeclaredBody, toFetchRequest, writeFetchResponse } from './node-server.js';
 import { createRequestLog, requestIdOf } from './request-log.js';
 import { health, readiness } from './routes/health.js';
@@ -65,7 +65,7 @@ export function createApp(services: AppServices): App {
     if (url.pathname === '/health' && request.method === 'GET') return health();
     if (url.pathname === '/ready' && request.method === 'GET') return ready();
     if (url.pathname === '/metrics' && request.method === 'GET') return metrics(request);
-    if (graphiql && url.pathname === GRAPHIQL_PATH && request.method === 'GET') return graphiql.serve(request);
+    if (graphiql?.serves(url.pathname) && (request.method === 'GET' || request.method === 'HEAD')) return graphiql.serve(request);
     if (url.pathname === '/graphql' && wantsGraphiQLPage(request.method, request.headers.get('accept'))) {
       if (graphiql) return graphiql.redirect();
       return new Response('GraphiQL is served in development only. GraphQL itself answers POST /graphql with a JSON body.\n', {

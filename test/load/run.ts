@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { LoadClient, runLanes, type GraphQLReply } from './client.js';
-import type { Amount, LoadScenario } from './scenario.js';
+import { violationsOf, type Amount, type InvariantCheck, type LoadScenario } from './scenario.js';
 import type { Session } from './scenarios/coupons.js';
 import { countBy, summarize, type LatencySummary } from './stats.js';
 
@@ -31,6 +31,9 @@ export interface LoadResult {
   outcomes: Record<string, number>;
   /** Outcomes that are error codes (upper-case codes that are not business statuses). */
   errors: Record<string, number>;
+  /** Every invariant checked in SQL with its counts; null when no database was given. */
+  checks: InvariantCheck[] | null;
+  /** What broke, one line each (empty: every invariant held); null when nothing was checked. */
   violations: string[] | null;
   samples: Sample[];
 }
@@ -110,6 +113,7 @@ export async function runLoad(options: RunOptions): Promise<LoadResult> {
   const wallMs = performance.now() - started;
   options.onProgress?.(samples.length, wallMs);
   const outcomes = countBy(samples, (s) => s.outcome);
+  const checks = options.sql ? await scenario.check(options.sql, outcomes) : null;
   const errors = Object.fromEntries(Object.entries(outcomes).filter(([outcome]) => isErrorOutcome(outcome)));
   return {
     scenario: scenario.name,
@@ -122,7 +126,8 @@ export async function runLoad(options: RunOptions): Promise<LoadResult> {
     latency: summarize(samples.map((s) => s.latencyMs)),
     outcomes,
     errors,
-    violations: options.sql ? await scenario.check(options.sql, outcomes) : null,
+    checks,
+    violations: checks ? violationsOf(checks) : null,
     samples,
   };
 }

@@ -3,6 +3,7 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { AppConfig } from '../../src/config.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
 import { createLogger } from '../../src/logger.js';
 import { freePort } from '../support/ports.js';
@@ -75,18 +76,49 @@ async function startProcess(entry: string, args: string[], env: Record<string, s
   };
 }
 
+/** The variables a server process started here runs with: this process's, then the defaults, then `env`. */
+export function serverProcessEnv(env: Record<string, string>, port: number): Record<string, string> {
+  const inherited = Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] => entry[1] !== undefined));
+  return { ...inherited, LOG_LEVEL: 'warn', NODE_ENV: 'development', ...env, PORT: String(port) };
+}
+
+/**
+ * What the load tool's own server is: its mode and the settings that bound its throughput, read
+ * with the configuration it starts with. `npm run load`'s server is a development server, not
+ * the benchmark's: the figures compare with other load runs, not with docs/benchmarks.md.
+ */
+export function describeOwnServer(config: AppConfig, databaseNote: string): Record<string, string> {
+  return {
+    mode:
+      `${config.nodeEnv} (NODE_ENV=${config.nodeEnv}${config.development ? ": GraphQL's and Yoga's development checks on" : ''}), run from source by tsx, the TypeScript loader, ` +
+      `with the background workers ${config.runWorkers ? 'running' : 'off'}: not comparable with the benchmark's servers (NODE_ENV=production, workers off)`,
+    'HTTP processes': `${config.webConcurrency} (WEB_CONCURRENCY)`,
+    'pool size': `${config.dbPoolMax} connections (DB_POOL_MAX)`,
+    'in-flight limit': `${config.edge.maxInFlight} operations (MAX_IN_FLIGHT)`,
+    'pool wait': `${config.dbPoolAcquireTimeoutMs} ms (DB_POOL_ACQUIRE_TIMEOUT_MS)`,
+    'request deadline': `${config.requestDeadlineMs} ms (REQUEST_DEADLINE_MS)`,
+    'prepared statements': `${config.dbPreparedStatements ? 'on' : 'off'} (DB_PREPARED_STATEMENTS)`,
+    database: databaseNote,
+  };
+}
+
+/** A server given by URL: the tool knows nothing of how it runs. */
+export function describeGivenServer(url: string): Record<string, string> {
+  return { mode: `the server at ${url}, not started by this tool: its mode and settings (pool, in-flight limit) are not known here` };
+}
+
+/** The 1, 5 and 15 minute load averages, and the cores they compare with. */
+export function machineLoadNow(): { cores: number; averages: number[] } {
+  return { cores: os.cpus().length, averages: os.loadavg() };
+}
+
 /**
  * The server as its own process, the way it runs in production: the load generator then measures
  * it from outside instead of sharing its event loop.
  */
 export async function startServerProcess(entry: string, env: Record<string, string>): Promise<ServerProcess> {
   const port = await freePort();
-  const started = await startProcess(
-    entry,
-    [],
-    { LOG_LEVEL: 'warn', NODE_ENV: 'development', ...env, PORT: String(port) },
-    /GraphQL and GraphiQL:/,
-  );
+  const started = await startProcess(entry, [], serverProcessEnv(env, port), /GraphQL and GraphiQL:/);
   const base = `http://127.0.0.1:${port}`;
   return { url: `${base}/graphql`, metricsUrl: `${base}/metrics`, child: started.child, stop: started.stop };
 }
