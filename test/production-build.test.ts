@@ -75,7 +75,7 @@ describe('the production build', () => {
       expect((await fetch(`${base}/ready`)).status).toBe(200);
       const created = await fetch(`${base}/graphql`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-action-secret': SECRET, 'x-hasura-role': 'admin' },
+        headers: { 'content-type': 'application/json', 'x-action-secret': SECRET, 'x-hasura-role': 'operator' },
         body: JSON.stringify({ query: 'mutation { createTenant(input: {id: "prod", name: "Prod"}) { tenant { id } } }' }),
       });
       expect(await created.json()).toEqual({ data: { createTenant: { tenant: { id: 'prod' } } } });

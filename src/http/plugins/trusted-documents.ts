@@ -7,7 +7,7 @@ import { ConfigError, type AppConfig } from '../../config.js';
 import type { Context } from '../../graphql/context.js';
 import { ErrorCode } from '../../errors.js';
 import { actionDocuments } from '../action-documents.js';
-import { resolveSession } from '../../identity/session.js';
+import { sessionOfRequest } from '../../identity/session.js';
 
 /** hash -> document, as graphql-codegen's client preset writes persisted-documents.json. */
 export type TrustedManifest = Map<string, string>;
@@ -65,8 +65,8 @@ export function useTrustedDocuments(config: AppConfig, schema: GraphQLSchema): P
         usePersistedOperations({
           getPersistedOperation: (hash) => manifest.get(hash) ?? null,
           allowArbitraryOperations: async (request) => {
-            const session = await resolveSession(request.headers, config).catch(() => null);
-            return session?.role === 'admin' && session.tenantId === null;
+            const session = await sessionOfRequest(request, config).catch(() => null);
+            return session?.role === 'operator';
           },
           customErrors: {
             persistedQueryOnly: refusal(
