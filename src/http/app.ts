@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { GraphQLSchema } from 'graphql';
+import proxyaddr from 'proxy-addr';
 import { ErrorCode } from '../errors.js';
 import { currentRequestScope } from '../request-scope.js';
 import type { AppServices } from '../graphql/context.js';
@@ -35,6 +36,16 @@ function isClientGone(error: unknown): boolean {
   return code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE' || message === 'aborted';
 }
 
+/**
+ * The client's address: the socket's peer, or, when TRUST_PROXY believes the peer, the address
+ * its X-Forwarded-For names (the nearest hop no trusted proxy vouches for).
+ */
+function clientAddresses(trustProxy: string[]): (req: IncomingMessage) => string {
+  if (trustProxy.length === 0) return (req) => req.socket.remoteAddress ?? 'unknown';
+  const trust = proxyaddr.compile(trustProxy);
+  return (req) => proxyaddr(req, trust);
+}
+
 /** A refusal before GraphQL runs, shaped as GraphQL's own errors are: its code and the request id. */
 const refusal = (message: string, status: number, headers: Record<string, string> = {}) =>
   Response.json(
@@ -58,6 +69,7 @@ export function createApp(services: AppServices): App {
   const ready = readiness(services.pool);
   const metrics = metricsRoute(services.metrics, config.edge.metricsToken);
   const requestLog = createRequestLog(log, services.metrics);
+  const clientAddressOf = clientAddresses(config.edge.trustProxy);
 
   /** `actionBody`: the body of an /actions request that the Node path has already read. */
   async function route(request: Request, actionBody?: string): Promise<Response> {
@@ -96,8 +108,9 @@ export function createApp(services: AppServices): App {
   }
 
   /** The Fetch path: routing, a 500 for a crash outside GraphQL, the request id on the response. */
-  function serveFetch(request: Request, path: string, requestId: string, actionBody?: string): Promise<Response> {
-    const line = { method: request.method, path, requestId, header: (name: string) => request.headers.get(name) ?? undefined };
+  function serveFetch(request: Request, path: string, requestId: string, clientAddress?: string, actionBody?: string): Promise<Response> {
+    const header = (name: string) => request.headers.get(name) ?? undefined;
+    const line = { method: request.method, path, requestId, header, ...(clientAddress === undefined ? {} : { clientAddress }) };
     return requestLog.begin(line, async (finish, traceparent) => {
       let response: Response;
       try {
@@ -129,6 +142,7 @@ export function createApp(services: AppServices): App {
     fetch: (request) => serveFetch(request, new URL(request.url).pathname, requestIdOf(request.headers.get('x-request-id'))),
     handleNode(req, res) {
       const requestId = requestIdOf(req.headers['x-request-id']);
+      const clientAddress = clientAddressOf(req);
       const path = (req.url ?? '/').split('?')[0]!;
       const method = req.method ?? 'GET';
       const header = (name: string) => {
@@ -136,7 +150,7 @@ export function createApp(services: AppServices): App {
         return Array.isArray(value) ? value[0] : value;
       };
       if (NOT_FETCH_METHODS.has(method)) {
-        requestLog.begin({ method, path, requestId, header }, (finish) => {
+        requestLog.begin({ method, path, requestId, clientAddress, header }, (finish) => {
           const body = { message: `${method} is not served here`, extensions: { code: ErrorCode.badUserInput, requestId } };
           res.writeHead(405, { allow: 'GET, POST, OPTIONS', 'content-type': 'application/json', 'x-request-id': requestId });
           res.end(JSON.stringify(body));
@@ -155,7 +169,7 @@ export function createApp(services: AppServices): App {
       if (path === '/graphql' && !pageRequest && (method === 'GET' || isJsonPost)) {
         // Media types are case-insensitive; Yoga compares them as written.
         if (isJsonPost) req.headers['content-type'] = req.headers['content-type']!.toLowerCase();
-        requestLog.begin({ method, path, requestId, header }, (finish, traceparent) => {
+        requestLog.begin({ method, path, requestId, clientAddress, header }, (finish, traceparent) => {
           res.setHeader('x-request-id', requestId);
           if (traceparent) res.setHeader('traceparent', traceparent);
           res.once('finish', () => finish(res.statusCode));
@@ -168,10 +182,10 @@ export function createApp(services: AppServices): App {
       const served =
         path === '/actions' && isJsonPost
           ? readDeclaredBody(req).then(
-              (body) => serveFetch(toFetchRequest(req, res, false), path, requestId, body),
+              (body) => serveFetch(toFetchRequest(req, res, false), path, requestId, clientAddress, body),
               () => null, // the client left before its body arrived: nobody to answer
             )
-          : serveFetch(toFetchRequest(req, res), path, requestId);
+          : serveFetch(toFetchRequest(req, res), path, requestId, clientAddress);
       served
         .then((response) => response && writeFetchResponse(response, res))
         .catch((error: unknown) => {
