@@ -82,16 +82,19 @@ export const ANONYMOUS_GROUP = 'anonymous';
  * TRY_AGAIN with a Retry-After from its own backlog. Nobody waits longer than `maxWaitMs` or past
  * the request's deadline.
  *
- * Callers without a session share one group with a smaller line and at most
+ * Callers without a session share one group with a smaller waiting room and at most
  * `anonymous.maxInFlight` turns at once, and each client address starts at most
- * `anonymous.rate` operations a second (burst `anonymous.burst`), so what they send is parsed
- * and validated in a small share of the server and never ahead of anyone with a session.
+ * `anonymous.rate` operations a second (burst `anonymous.burst`; beyond it an operation waits in
+ * the room for its token), so what they send is parsed and validated in a small share of the
+ * server and never ahead of anyone with a session.
  *
  * Work-conserving otherwise: a tenant, or a member, alone may use every turn.
  */
 export class FairAdmission implements Admission {
   private inFlight = 0;
   private anonymousInFlight = 0;
+  /** Callers without a session waiting for their address's next token. */
+  private anonymousPaced = 0;
   /** Groups with waiters; insertion order is the rotation: a group served goes to the back. */
   private readonly groups = new Map<string, Group>();
   /** Operations executing, by member (runningKey); members with none are not kept. */
@@ -109,16 +112,45 @@ export class FairAdmission implements Admission {
     return { inFlight: this.inFlight, queued };
   }
 
-  /** A turn at once when one is free (no promise: the common case costs nothing more), else a wait in the member's line. */
   admit(key: AdmissionKey, signal: AbortSignal, deadline: number): Admitted | Promise<Admitted> {
-    const anonymous = key.group === ANONYMOUS_GROUP;
-    if (anonymous) {
-      const waitMs = this.anonymousRate.take(key.member);
-      if (waitMs > 0) {
-        const message = 'Too many requests without a session from this address; resend later';
-        return { ok: false, error: tryAgain(message, { reason: 'rate', retryAfterMs: waitMs }) };
-      }
+    return key.group === ANONYMOUS_GROUP ? this.paceAnonymous(key, signal, deadline) : this.enter(key, false, signal, deadline);
+  }
+
+  /**
+   * A caller without a session over its address's rate waits for its token, in the anonymous
+   * group's waiting room: a closed loop of requests is slowed to the rate rather than answered
+   * as fast as it can send. When the room is full, or the token would come too late, TRY_AGAIN.
+   */
+  private paceAnonymous(key: AdmissionKey, signal: AbortSignal, deadline: number): Admitted | Promise<Admitted> {
+    const waiting = this.anonymousPaced + (this.groups.get(ANONYMOUS_GROUP)?.queued ?? 0);
+    const maxWaitMs = waiting < this.options.anonymous.queueMax ? Math.min(this.options.maxWaitMs, deadline - Date.now()) : 0;
+    const { reserved, waitMs } = this.anonymousRate.reserve(key.member, maxWaitMs);
+    if (!reserved) {
+      const message = 'Too many requests without a session from this address; resend later';
+      return { ok: false, error: tryAgain(message, { reason: 'rate', retryAfterMs: waitMs }) };
     }
+    if (waitMs === 0) return this.enter(key, true, signal, deadline);
+    this.anonymousPaced++;
+    return new Promise<Admitted>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        this.anonymousPaced--;
+      };
+      const onAbort = () => {
+        done();
+        resolve({ ok: false, error: tryAgain('The client closed the request', { reason: 'cancelled', retryAfterMs: 0 }) });
+      };
+      const timer = setTimeout(() => {
+        done();
+        resolve(this.enter(key, true, signal, deadline));
+      }, waitMs);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** A turn at once when one is free (no promise: the common case costs nothing more), else a wait in the member's line. */
+  private enter(key: AdmissionKey, anonymous: boolean, signal: AbortSignal, deadline: number): Admitted | Promise<Admitted> {
     if (this.groups.size === 0 && this.hasTurnFor(anonymous)) return this.start(key, anonymous);
     const group = this.groups.get(key.group) ?? { members: new Map<string, Waiter[]>(), queued: 0 };
     const line = group.members.get(key.member) ?? [];
@@ -155,6 +187,8 @@ export class FairAdmission implements Admission {
       group.queued++;
       group.members.set(key.member, line);
       this.groups.set(key.group, group);
+      // Turns may be free while the anonymous group waits at its own cap: hand them out now.
+      this.grantNext();
     });
   }
 
@@ -272,14 +306,30 @@ export class TokenBuckets {
     const count = Math.min(wanted, this.burst);
     const now = this.now();
     if (++this.takes % SWEEP_EVERY === 0) this.sweep(now);
-    const bucket = this.buckets.get(key);
-    const tokens = bucket === undefined ? this.burst : Math.min(this.burst, bucket.tokens + ((now - bucket.at) * this.rate) / 1000);
-    if (tokens < count) {
-      if (bucket) Object.assign(bucket, { tokens, at: now });
-      return Math.ceil(((count - tokens) * 1000) / this.rate);
-    }
+    const tokens = this.tokensOf(key, now);
+    if (tokens < count) return Math.ceil(((count - tokens) * 1000) / this.rate);
     this.buckets.set(key, { tokens: tokens - count, at: now });
     return 0;
+  }
+
+  /**
+   * Takes a token of `key`'s bucket even when it is empty, as long as it will have refilled within
+   * `maxWaitMs`: `waitMs` is how long the caller must wait before spending it. Not reserved when
+   * it would take longer; `waitMs` is then the wait for a token.
+   */
+  reserve(key: string, maxWaitMs: number): { reserved: boolean; waitMs: number } {
+    const now = this.now();
+    if (++this.takes % SWEEP_EVERY === 0) this.sweep(now);
+    const tokens = this.tokensOf(key, now);
+    const waitMs = tokens >= 1 ? 0 : Math.ceil(((1 - tokens) * 1000) / this.rate);
+    if (waitMs > maxWaitMs) return { reserved: false, waitMs };
+    this.buckets.set(key, { tokens: tokens - 1, at: now });
+    return { reserved: true, waitMs };
+  }
+
+  private tokensOf(key: string, now: number): number {
+    const bucket = this.buckets.get(key);
+    return bucket === undefined ? this.burst : Math.min(this.burst, bucket.tokens + ((now - bucket.at) * this.rate) / 1000);
   }
 
   /** Keys now holding a bucket (full ones are dropped at the sweeps). */

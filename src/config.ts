@@ -366,8 +366,8 @@ function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig
     anonymous: {
       maxInFlight: readInt(env, 'ANONYMOUS_MAX_IN_FLIGHT', 1, 1, 10_000),
       queueMax: readInt(env, 'ANONYMOUS_QUEUE_MAX', 16, 0, 100_000),
-      rate: readInt(env, 'ANONYMOUS_RATE', 20, 1, 1_000_000),
-      burst: readInt(env, 'ANONYMOUS_BURST', 40, 1, 1_000_000),
+      rate: readInt(env, 'ANONYMOUS_RATE', 5, 1, 1_000_000),
+      burst: readInt(env, 'ANONYMOUS_BURST', 2, 1, 1_000_000),
     },
     memberWriteRate: readInt(env, 'MEMBER_WRITE_RATE', 50, 1, 1_000_000),
     memberWriteBurst: readInt(env, 'MEMBER_WRITE_BURST', 200, 1, 1_000_000),

@@ -104,6 +104,7 @@ export function createGraphQLServer(services: AppServices): GraphQLServer {
         maxAliases: edge.maxAliases,
         maxTokens: edge.maxQueryTokens,
         maxCost: edge.maxQueryCost,
+        maxSelections: edge.maxSelections,
       }),
       useWellFormedStrings(),
       useIdempotencyKey(),

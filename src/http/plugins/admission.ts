@@ -54,6 +54,9 @@ export function useAdmission(options: AdmissionPluginOptions): Plugin<Context> {
         const admitted = await admission.admit(admissionKey(session, clientAddress()), payload.request.signal, deadline);
         if (!admitted.ok) return { errors: [toGraphQLError(admitted.error)] };
         try {
+          // A caller without a session reads its document only after the I/O already waiting
+          // (other requests' database answers and bodies) has been served.
+          if (session === null) await new Promise((resolve) => setImmediate(resolve));
           return await paramsHandler(payload);
         } finally {
           admitted.release();
