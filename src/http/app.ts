@@ -9,7 +9,7 @@ import { createActionsHandler } from './actions.js';
 import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
 import { graphiqlOptions } from './graphiql.js';
 import { createGraphiQLPage, GRAPHIQL_PATH, wantsGraphiQLPage } from './graphiql-page.js';
-import { readDeclaredBody, toFetchRequest, writeFetchResponse } from './node-server.js';
+import { MAX_REQUEST_HEADERS, readDeclaredBody, toFetchRequest, writeFetchResponse } from './node-server.js';
 import { createRequestLog, requestIdOf } from './request-log.js';
 import { health, readiness } from './routes/health.js';
 import { metricsRoute } from './routes/metrics.js';
@@ -20,6 +20,8 @@ export interface App {
   fetch(request: Request): Promise<Response>;
   /** The same surface on a Node socket. */
   handleNode(req: IncomingMessage, res: ServerResponse): void;
+  /** Whether a request's declared body is one the server would read (for `Expect: 100-continue`). */
+  acceptsBody(req: IncomingMessage): boolean;
   yoga: GraphQLServer;
   schema: GraphQLSchema;
 }
@@ -46,14 +48,30 @@ function clientAddresses(trustProxy: string[]): (req: IncomingMessage) => string
   return (req) => proxyaddr(req, trust);
 }
 
-/** A refusal before GraphQL runs, shaped as GraphQL's own errors are: its code and the request id. */
-const refusal = (message: string, status: number, headers: Record<string, string> = {}) =>
-  Response.json(
-    { message, extensions: { code: ErrorCode.badUserInput, requestId: currentRequestScope()?.requestId } },
-    { status, headers },
+/**
+ * A refusal before GraphQL runs, with its code and the request id: on /graphql a GraphQL
+ * response (`{"errors": [...]}`, what a GraphQL client reads), elsewhere Hasura's
+ * `{message, extensions}` (what /actions answers).
+ */
+export function refusalBody(path: string, message: string, extensions: Record<string, unknown>): string {
+  const error = { message, extensions };
+  return JSON.stringify(path === '/graphql' ? { errors: [error] } : error);
+}
+
+const refusal = (path: string, message: string, status: number, headers: Record<string, string> = {}, limit?: string) =>
+  new Response(
+    refusalBody(path, message, {
+      code: ErrorCode.badUserInput,
+      ...(limit ? { limit } : {}),
+      requestId: currentRequestScope()?.requestId,
+    }),
+    { status, headers: { 'content-type': 'application/json', ...headers } },
   );
 
-const notJson = () => refusal('POST bodies must be application/json (or application/graphql-response+json)', 415);
+const notJson = (path: string) => refusal(path, 'POST bodies must be application/json (or application/graphql-response+json)', 415);
+
+/** The URL every Node path builds from the request line and Host (as Yoga's adapter and toFetchRequest do). */
+const requestUrlParses = (req: IncomingMessage) => URL.canParse(`http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`);
 
 /**
  * The HTTP surface: /graphql and /actions, /health, /ready, /metrics and (in development)
@@ -90,7 +108,7 @@ export function createApp(services: AppServices): App {
     }
     // A form or a text/plain body is what a page of another origin can post without a preflight:
     // refusing them before anything runs keeps mutations out of reach of cross-site forms.
-    if (request.method === 'POST' && !isGraphQLContentType(request.headers.get('content-type'))) return notJson();
+    if (request.method === 'POST' && !isGraphQLContentType(request.headers.get('content-type'))) return notJson(url.pathname);
     if (actionBody !== undefined && url.pathname === '/actions') return actions(request, actionBody);
     let buffered: Request;
     try {
@@ -98,7 +116,7 @@ export function createApp(services: AppServices): App {
     } catch (error) {
       if (!(error instanceof BodyTooLargeError)) throw error;
       // The rest of the body was never read: the connection cannot carry another request.
-      return refusal(error.message, 413, { connection: 'close' });
+      return refusal(url.pathname, error.message, 413, { connection: 'close' }, 'MAX_BODY_BYTES');
     }
     if (url.pathname === '/actions') return actions(buffered);
     // Media types are case-insensitive; Yoga compares them as written.
@@ -140,6 +158,7 @@ export function createApp(services: AppServices): App {
     yoga,
     schema,
     fetch: (request) => serveFetch(request, new URL(request.url).pathname, requestIdOf(request.headers.get('x-request-id'))),
+    acceptsBody: (req) => !(Number(req.headers['content-length'] ?? 0) > config.maxBodyBytes),
     handleNode(req, res) {
       const requestId = requestIdOf(req.headers['x-request-id']);
       const clientAddress = clientAddressOf(req);
@@ -149,15 +168,26 @@ export function createApp(services: AppServices): App {
         const value = req.headers[name];
         return Array.isArray(value) ? value[0] : value;
       };
-      if (NOT_FETCH_METHODS.has(method)) {
+      /** Answers at once on the socket, before anything else reads the request. */
+      const refuse = (status: number, message: string, headers: Record<string, string> = {}) =>
         requestLog.begin({ method, path, requestId, clientAddress, header }, (finish) => {
-          const body = { message: `${method} is not served here`, extensions: { code: ErrorCode.badUserInput, requestId } };
-          res.writeHead(405, { allow: 'GET, POST, OPTIONS', 'content-type': 'application/json', 'x-request-id': requestId });
-          res.end(JSON.stringify(body));
-          finish(405);
+          res.writeHead(status, { ...headers, 'content-type': 'application/json', 'x-request-id': requestId });
+          res.end(refusalBody(path, message, { code: ErrorCode.badUserInput, requestId }));
+          finish(status);
         });
-        return;
+      // Node keeps the first MAX_REQUEST_HEADERS headers and drops the rest unseen: a session
+      // header past the cut would be judged by its absence. Nothing of such a request is read.
+      if (req.rawHeaders.length >= 2 * MAX_REQUEST_HEADERS) {
+        log.debug({ requestId, headers: req.rawHeaders.length / 2 }, 'refused a request with too many headers');
+        return refuse(431, `A request may carry fewer than ${MAX_REQUEST_HEADERS} headers`, { connection: 'close' });
       }
+      // A Host that is not an authority (x:99999, [::1, ex ample) or a target the URL parser
+      // refuses is the client's mistake: 400, never a crash with a stack.
+      if (!requestUrlParses(req)) {
+        log.debug({ requestId }, 'refused a request whose Host or target is not a valid URL');
+        return refuse(400, 'The Host header and the request target must form a valid URL', { connection: 'close' });
+      }
+      if (NOT_FETCH_METHODS.has(method)) return refuse(405, `${method} is not served here`, { allow: 'GET, POST, OPTIONS' });
       const declaredLength = Number(req.headers['content-length'] ?? 'NaN');
       // The hot path: GraphQL with a declared, acceptable length goes straight to Yoga's own Node
       // adapter (Node's parser holds the body to that length). Everything else (a browser asking
