@@ -101,3 +101,38 @@ describe('callers without a session get a small share: their documents are read 
     }
   });
 });
+
+describe('the client address of a caller without a session: the peer, or X-Forwarded-For behind TRUST_PROXY', () => {
+  /** One token per address and no waiting room: an address's second request is refused at once. */
+  const ONE_EACH = { ANONYMOUS_RATE: '1', ANONYMOUS_BURST: '1', ANONYMOUS_QUEUE_MAX: '0' };
+
+  async function codesFor(env: Record<string, string>, forwardedFor: string[]): Promise<string[]> {
+    const backend = await createTestBackend({ env: { ...ONE_EACH, ...env } });
+    const { url, server } = await serveOverHttp(backend);
+    try {
+      const codes: string[] = [];
+      for (const address of forwardedFor) {
+        const response = await fetch(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-forwarded-for': address },
+          body: JSON.stringify({ query: '{ viewer { role } }' }),
+        });
+        const body = (await response.json()) as { errors?: { extensions: { code: string } }[] };
+        codes.push(body.errors?.[0]?.extensions.code ?? 'OK');
+      }
+      return codes;
+    } finally {
+      await server.close();
+      await backend.close();
+    }
+  }
+
+  it('ignores X-Forwarded-For unless TRUST_PROXY believes the peer, and then keys each forwarded client on its own', async () => {
+    // Without TRUST_PROXY every request is the loopback peer's: a forged header buys no second token.
+    expect(await codesFor({}, ['203.0.113.1', '203.0.113.2'])).toEqual(['OK', 'TRY_AGAIN']);
+    // Behind a trusted proxy (here the loopback), each forwarded client has a bucket of its own.
+    expect(await codesFor({ TRUST_PROXY: 'loopback' }, ['203.0.113.1', '203.0.113.2', '203.0.113.1'])).toEqual(['OK', 'OK', 'TRY_AGAIN']);
+    // A proxy that is not trusted is the client: the address it forwards is not believed.
+    expect(await codesFor({ TRUST_PROXY: '10.0.0.0/8' }, ['203.0.113.1', '203.0.113.2'])).toEqual(['OK', 'TRY_AGAIN']);
+  });
+});
