@@ -107,7 +107,8 @@ export class FairAdmission implements Admission {
   }
 
   stats(): AdmissionStats {
-    let queued = 0;
+    // Callers without a session waiting for their address's token are waiting for a turn too.
+    let queued = this.anonymousPaced;
     for (const group of this.groups.values()) queued += group.queued;
     return { inFlight: this.inFlight, queued };
   }

@@ -366,7 +366,7 @@ function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig
     anonymous: {
       maxInFlight: readInt(env, 'ANONYMOUS_MAX_IN_FLIGHT', 1, 1, 10_000),
       queueMax: readInt(env, 'ANONYMOUS_QUEUE_MAX', 16, 0, 100_000),
-      rate: readInt(env, 'ANONYMOUS_RATE', 5, 1, 1_000_000),
+      rate: readInt(env, 'ANONYMOUS_RATE', 2, 1, 1_000_000),
       burst: readInt(env, 'ANONYMOUS_BURST', 2, 1, 1_000_000),
     },
     memberWriteRate: readInt(env, 'MEMBER_WRITE_RATE', 50, 1, 1_000_000),

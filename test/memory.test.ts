@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parse } from 'graphql';
 import { describe, expect, it } from 'vitest';
+import { CACHED_SOURCE_MAX_CHARS, documentCaches, estimatedDocumentBytes } from '../src/http/document-cache.js';
 import { LoadClient } from './load/client.js';
 import { asUser, createTestDatabaseUrl } from './support/harness.js';
 import { freePort } from './support/ports.js';
@@ -10,10 +12,11 @@ const DOCUMENTS = 3_000;
 /** Of them, this many do not parse (they end in an unclosed selection): the parse-error cache's share. */
 const UNPARSABLE = 1_000;
 const COMMENT_CHARS = 95_000;
-const CLIENTS = 8;
+/** Few at a time: the documents, not the concurrency, are what this measures. */
+const CLIENTS = 2;
 const MAX_GROWTH_BYTES = 64 * 1024 * 1024;
 /** How long the idle server may take to give its garbage back (V8 shrinks an idle heap after some seconds). */
-const SETTLE_DEADLINE_MS = 60_000;
+const SETTLE_DEADLINE_MS = 90_000;
 
 /** The server's own resident set, as its /metrics reports it (prom-client reads /proc/self). */
 async function residentBytes(base: string): Promise<number> {
@@ -94,4 +97,26 @@ describe('memory is bounded by bytes', () => {
       await stopScript(child);
     }
   }, 240_000);
+
+  it('keeps parsed documents by their weight in bytes, the least recently used going first, and no text over the size kept', () => {
+    const budget = 1024 * 1024;
+    const caches = documentCaches(budget)!;
+    const source = (i: number) => `{ viewer { role } } # ${i} ${'x'.repeat(10_000)}`;
+    const weights: number[] = [];
+    for (let i = 0; i < 1_000; i++) {
+      const document = parse(source(i));
+      weights.push(estimatedDocumentBytes(document, source(i)));
+      caches.documentCache.set(source(i), document);
+    }
+    const kept = weights.filter((_, i) => caches.documentCache.get(source(i)) !== undefined);
+    const keptBytes = kept.reduce((sum, weight) => sum + weight, 0);
+    console.log(`document cache of ${mb(budget)}: ${kept.length} of 1000 documents of 10 KB kept, ${mb(keptBytes)} by their weight`);
+    expect(kept.length).toBeGreaterThan(0);
+    expect(keptBytes).toBeLessThanOrEqual(budget);
+    expect(caches.documentCache.get(source(999))).toBeDefined();
+    expect(caches.documentCache.get(source(0))).toBeUndefined();
+    const long = `{ viewer { role } } # ${'x'.repeat(CACHED_SOURCE_MAX_CHARS)}`;
+    caches.documentCache.set(long, parse(long));
+    expect(caches.documentCache.get(long)).toBeUndefined();
+  });
 });

@@ -10,6 +10,23 @@ export const BYTES_PER_TOKEN = 512;
 const BYTES_PER_ERROR = 2_048;
 /** Parse errors get this share of DOCUMENT_CACHE_BYTES, parsed documents the rest. */
 const ERROR_SHARE = 1 / 4;
+/**
+ * Longer texts are parsed every time, never kept: MAX_QUERY_TOKENS fits in far fewer characters,
+ * so the rest of such a text is comments and blanks, cheap to read again and costly to keep
+ * (3,000 distinct ones passing through a cache would each be kept long enough to burden the
+ * garbage collector's old generation).
+ */
+export const CACHED_SOURCE_MAX_CHARS = 16_384;
+
+type Cache<T extends object> = Pick<LRUCache<string, T>, 'get' | 'set'>;
+
+/** An LRU cache that keeps only sources of at most CACHED_SOURCE_MAX_CHARS. */
+function shortSourcesOnly<T extends object>(cache: LRUCache<string, T>): Cache<T> {
+  return {
+    get: (source) => (source.length > CACHED_SOURCE_MAX_CHARS ? undefined : cache.get(source)),
+    set: (source, value) => (source.length > CACHED_SOURCE_MAX_CHARS ? cache : cache.set(source, value)),
+  };
+}
 
 function tokenCount(document: DocumentNode): number {
   let count = 0;
@@ -26,13 +43,13 @@ export function estimatedDocumentBytes(document: DocumentNode, source: string): 
 }
 
 export interface DocumentCaches {
-  documentCache: LRUCache<string, DocumentNode>;
-  errorCache: LRUCache<string, object>;
+  documentCache: Cache<DocumentNode>;
+  errorCache: Cache<object>;
 }
 
 /**
  * Yoga's parse and parse-error caches bounded by bytes, not entries (DOCUMENT_CACHE_BYTES): the
- * least recently used go first, and a document heavier than the whole budget is never kept. The
+ * least recently used go first, and a text over CACHED_SOURCE_MAX_CHARS is never kept. The
  * validation results, costs and other findings per document are kept in WeakMaps keyed by the
  * parsed document, so they go with it. Null when the budget is 0: nothing is kept.
  */
@@ -40,13 +57,11 @@ export function documentCaches(budgetBytes: number): DocumentCaches | null {
   if (budgetBytes === 0) return null;
   const errorBytes = Math.max(1, Math.floor(budgetBytes * ERROR_SHARE));
   return {
-    documentCache: new LRUCache<string, DocumentNode>({
-      maxSize: Math.max(1, budgetBytes - errorBytes),
-      sizeCalculation: estimatedDocumentBytes,
-    }),
-    errorCache: new LRUCache<string, object>({
-      maxSize: errorBytes,
-      sizeCalculation: (_error, source) => sourceBytes(source) + BYTES_PER_ERROR,
-    }),
+    documentCache: shortSourcesOnly(
+      new LRUCache<string, DocumentNode>({ maxSize: Math.max(1, budgetBytes - errorBytes), sizeCalculation: estimatedDocumentBytes }),
+    ),
+    errorCache: shortSourcesOnly(
+      new LRUCache<string, object>({ maxSize: errorBytes, sizeCalculation: (_error, source) => sourceBytes(source) + BYTES_PER_ERROR }),
+    ),
   };
 }
