@@ -1,5 +1,6 @@
 import { statSync } from 'node:fs';
 import path from 'node:path';
+import proxyaddr from 'proxy-addr';
 
 /**
  * Environment -> typed configuration. Every value is checked once at start-up; a wrong value stops
@@ -92,8 +93,19 @@ export interface EdgeConfig {
   trustedDocumentsPath: string | null;
   /** GraphQL operations executing at once; each holds at most one pool connection at a time. */
   maxInFlight: number;
-  /** Operations of one tenant waiting for a turn; more are refused with TRY_AGAIN at once. */
+  /** Operations of one tenant waiting for a turn; beyond it the tenant's longest line is shed with TRY_AGAIN. */
   tenantQueueMax: number;
+  /** The share of callers without a session. */
+  anonymous: { maxInFlight: number; queueMax: number; rate: number; burst: number };
+  /** Mutations (root fields) a member may start per second, and at once, in one process. */
+  memberWriteRate: number;
+  memberWriteBurst: number;
+  /** The proxies whose X-Forwarded-For is believed (addresses, CIDR ranges, loopback/linklocal/uniquelocal); empty: none. */
+  trustProxy: string[];
+  /** Fields, fragment spreads and inline fragments in one document. */
+  maxSelections: number;
+  /** Bytes (estimated) the parsed documents and parse errors kept for reuse may hold. */
+  documentCacheBytes: number;
   httpRequestTimeoutMs: number;
   httpMaxConnections: number;
 }
@@ -362,6 +374,25 @@ function readOrigins(env: Env, development: boolean): string[] {
   return origins;
 }
 
+/** TRUST_PROXY: what proxy-addr accepts (addresses, CIDR ranges, its names), checked by compiling it. */
+function readTrustProxy(env: Env): string[] {
+  const raw = readString(env, 'TRUST_PROXY');
+  if (raw === null) return [];
+  const list = raw
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
+  try {
+    proxyaddr.compile(list);
+  } catch (error) {
+    throw new ConfigError(
+      'TRUST_PROXY',
+      `expected addresses, CIDR ranges or loopback, linklocal, uniquelocal separated by commas: ${(error as Error).message}`,
+    );
+  }
+  return list;
+}
+
 function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig {
   const metricsToken = readString(env, 'METRICS_TOKEN');
   if (metricsToken !== null && metricsToken.length < 16) throw new ConfigError('METRICS_TOKEN', 'must be at least 16 characters');
@@ -376,6 +407,17 @@ function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig
     trustedDocumentsPath: readFile(env, 'TRUSTED_DOCUMENTS'),
     maxInFlight: readInt(env, 'MAX_IN_FLIGHT', dbPoolMax, 1, 10_000),
     tenantQueueMax: readInt(env, 'TENANT_QUEUE_MAX', 256, 0, 100_000),
+    anonymous: {
+      maxInFlight: readInt(env, 'ANONYMOUS_MAX_IN_FLIGHT', 1, 1, 10_000),
+      queueMax: readInt(env, 'ANONYMOUS_QUEUE_MAX', 16, 0, 100_000),
+      rate: readInt(env, 'ANONYMOUS_RATE', 2, 1, 1_000_000),
+      burst: readInt(env, 'ANONYMOUS_BURST', 2, 1, 1_000_000),
+    },
+    memberWriteRate: readInt(env, 'MEMBER_WRITE_RATE', 50, 1, 1_000_000),
+    memberWriteBurst: readInt(env, 'MEMBER_WRITE_BURST', 200, 1, 1_000_000),
+    trustProxy: readTrustProxy(env),
+    maxSelections: readInt(env, 'MAX_SELECTIONS', 200, 10, 100_000),
+    documentCacheBytes: readInt(env, 'DOCUMENT_CACHE_BYTES', 16 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
     httpRequestTimeoutMs: readInt(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
     httpMaxConnections: readInt(env, 'HTTP_MAX_CONNECTIONS', 10_000, 1, 1_000_000),
   };

@@ -25,6 +25,14 @@ function databaseLine(config: AppConfig, embedded: EmbeddedPostgres | null): str
   return `${host}:${port}/${database} (DATABASE_URL)`;
 }
 
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+
+/** Why the server listens where it does, when only this machine can reach it. */
+function listeningNote(config: AppConfig): string {
+  if (!LOOPBACK.has(config.host)) return '';
+  return isDevMode(config) ? ' (this machine only: dev mode; set HOST to change)' : ' (this machine only; set HOST to change)';
+}
+
 /** Prints the banner once the log lines before it are out: pino writes them asynchronously. */
 function banner(log: Logger, config: AppConfig, port: number, processes: string, database: string) {
   log.flush(() => printBanner(config, port, processes, database));
@@ -35,9 +43,9 @@ function printBanner(config: AppConfig, port: number, processes: string, databas
   // Name only what this process serves: production has no GraphiQL.
   const graphql = graphiqlOptions(config) === false ? 'GraphQL:             ' : 'GraphQL and GraphiQL:';
   console.log(`
-  Listening on:         ${config.host}:${port}${config.host === '127.0.0.1' ? ` (this machine only${isDevMode(config) ? ': dev mode' : ''}; set HOST to change)` : ''}
+  Listening on:         ${config.host}:${port}${listeningNote(config)}
   ${graphql} ${base}/graphql
-  Health: ${base}/health   Ready: ${base}/ready   Metrics: ${base}/metrics
+  Health: ${base}/health   Ready: ${base}/ready   Metrics: ${base}/metrics${config.edge.metricsToken === null ? ' (open: no METRICS_TOKEN)' : ''}
   Hasura Actions:       POST ${base}/actions
   Database:             ${database}
   HTTP processes:       ${processes}
@@ -103,6 +111,12 @@ run(async () => {
   if (envFile) log.info({ envFile }, 'settings read from the env file (variables set in the environment win)');
   if (isDevMode(config)) {
     log.warn('dev mode: no ACTION_SECRET and no JWT_SECRET, so x-hasura-* headers are trusted as sent');
+  }
+  if (!config.development && config.edge.metricsToken === null) {
+    log.warn(
+      { host: config.host },
+      'METRICS_TOKEN is not set: /metrics answers anyone who can reach this server; set it, or keep /metrics off the public network',
+    );
   }
   return config.webConcurrency > 1 ? primary(config, log) : single(config, log);
 });

@@ -3,6 +3,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 /** What every log line and error of one HTTP request carries, without threading it through calls. */
 export interface RequestScope {
   requestId: string;
+  /** The client's address: the socket's peer, or the forwarded address when TRUST_PROXY believes the peer. */
+  clientAddress?: string;
   operation?: string;
   /** Transaction attempts the request made (retries included). */
   attempts?: number;

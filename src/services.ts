@@ -1,4 +1,4 @@
-import { admissionPolicy, type Admission } from './admission.js';
+import { admissionPolicy, TokenBuckets, type Admission } from './admission.js';
 import { systemClock, type Clock } from './clock.js';
 import type { AppConfig } from './config.js';
 import type { Database } from './db/database.js';
@@ -19,8 +19,10 @@ export interface AppServices {
   clock: Clock;
   transactions: TransactionSettings;
   metrics: Metrics;
-  /** Turns for GraphQL operations, shared fairly between tenants. */
+  /** Turns for GraphQL operations, shared fairly between tenants and between the members of each. */
   admission: Admission;
+  /** Each tenant session's mutations per second (MEMBER_WRITE_RATE, MEMBER_WRITE_BURST). */
+  writeBudget: TokenBuckets;
 }
 
 export function buildServices(config: AppConfig, database: Database, log: Logger, clock: Clock = systemClock): AppServices {
@@ -28,6 +30,7 @@ export function buildServices(config: AppConfig, database: Database, log: Logger
     capacity: config.edge.maxInFlight,
     queueMax: config.edge.tenantQueueMax,
     maxWaitMs: config.dbPoolAcquireTimeoutMs,
+    anonymous: config.edge.anonymous,
   });
   return {
     config,
@@ -35,6 +38,7 @@ export function buildServices(config: AppConfig, database: Database, log: Logger
     log,
     clock,
     admission,
+    writeBudget: new TokenBuckets(config.edge.memberWriteRate, config.edge.memberWriteBurst),
     metrics: createMetrics(database.pool.raw, database.db, admission),
     transactions: {
       lockTimeoutMs: config.lockTimeoutMs,

@@ -129,7 +129,7 @@ describe('compression over HTTP', () => {
     const query = (text: string) =>
       send(`${base}/graphql`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip', 'x-hasura-role': 'admin' },
+        headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip', 'x-hasura-role': 'operator' },
         body: JSON.stringify({ query: text }),
       });
     const large = await query('{ __schema { types { name description fields { name description } } } }');

@@ -39,14 +39,14 @@ describe('Hasura metadata (npm run hasura:metadata)', () => {
       expect(block).toContain("handler: '{{ACTION_BASE_URL}}/actions'");
       expect(block).toContain('forward_client_headers: true');
       expect(block).toContain('value_from_env: ACTION_SECRET');
-      expect(block).toMatch(/permissions:\n(\s+- role: (user|admin)\n?)+/);
+      expect(block).toMatch(/permissions:\n(\s+- role: (user|admin|operator)\n?)+/);
       const timeout = Number(/timeout: (\d+)/.exec(block)![1]);
       expect(timeout * 1000).toBeGreaterThan(deadlineMs);
       expect(timeout).toBeLessThan(30);
     }
     expect(actionTimeoutSeconds(25_000)).toBe(29);
     expect(yaml).toMatch(/- name: issueCoupon[\s\S]*?permissions:\n\s+- role: user\n(?!\s+- role)/);
-    expect(yaml).toMatch(/- name: createTenant[\s\S]*?permissions:\n\s+- role: admin\n/);
+    expect(yaml).toMatch(/- name: createTenant[\s\S]*?permissions:\n\s+- role: operator\n(?!\s+- role)/);
   });
 });
 
@@ -94,7 +94,7 @@ describe("Hasura's action requests, replayed", () => {
     const tenant = await post({
       action: { name: 'createTenant' },
       input: { input: { id: 'from-hasura', name: 'From Hasura', monthlyCapYen: 3000 } },
-      session_variables: { 'x-hasura-role': 'admin' },
+      session_variables: { 'x-hasura-role': 'operator' },
       request_query: null,
     });
     expect(await tenant.json()).toMatchObject({ tenant: { id: 'from-hasura', monthlyCapYen: 3000 } });

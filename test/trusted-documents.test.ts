@@ -103,7 +103,7 @@ describe('TRUSTED_DOCUMENTS: only the frontend’s own documents run', () => {
 
   it('lets the platform operator run any document', async () => {
     const operator = await send({ query: '{ viewer { role tenantId } }' }, asOperator());
-    expect(operator.body).toEqual({ data: { viewer: { role: 'admin', tenantId: null } } });
+    expect(operator.body).toEqual({ data: { viewer: { role: 'operator', tenantId: null } } });
   });
 
   it('keeps /actions working: its documents are the server’s own', async () => {

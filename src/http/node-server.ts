@@ -7,7 +7,15 @@ import type { Logger } from '../logger.js';
 
 export interface NodeHandler {
   handleNode(req: IncomingMessage, res: ServerResponse): void;
+  /** Whether the body a request declares is one the handler would read; without it, every body is. */
+  acceptsBody?(req: IncomingMessage): boolean;
 }
+
+/**
+ * Request headers Node keeps (server.maxHeadersCount); it drops the ones past it without a word,
+ * so the handler refuses a request that reaches it (431) before reading any.
+ */
+export const MAX_REQUEST_HEADERS = 1_000;
 
 /**
  * A Node request as a Fetch Request (the body streams through, unless `withBody` is false because
@@ -116,6 +124,14 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       else handle();
     },
   );
+  // The handler refuses a request that reaches the cut; Node's default keeps as many, but say it.
+  server.maxHeadersCount = MAX_REQUEST_HEADERS;
+  // A body the handler would refuse (over MAX_BODY_BYTES) is answered 413 before the client is
+  // told to send it; Node's default answers 100 Continue to every Expect: 100-continue.
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    if (app.acceptsBody?.(req) ?? true) res.writeContinue();
+    server.emit('request', req, res);
+  });
   // Keep-alive sockets from load generators must not outlive the idle window forever.
   server.keepAliveTimeout = 5_000;
   server.maxConnections = limits.httpMaxConnections;

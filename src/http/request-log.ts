@@ -28,6 +28,8 @@ export interface RequestLine {
   method: string;
   path: string;
   requestId: string;
+  /** The client's address (see RequestScope); in-process callers have none. */
+  clientAddress?: string;
   header(name: string): string | undefined;
 }
 
@@ -43,9 +45,9 @@ export interface RequestLog {
 /** One line per request: what ran, how it ended, how long it took, how many attempts. No payloads. */
 export function createRequestLog(log: Logger, metrics: Metrics): RequestLog {
   return {
-    begin({ method, path, requestId, header }, serve) {
+    begin({ method, path, requestId, clientAddress, header }, serve) {
       const started = performance.now();
-      const scope: RequestScope = { requestId };
+      const scope: RequestScope = clientAddress === undefined ? { requestId } : { requestId, clientAddress };
       const traced = isTracedPath(path);
       const server = !traced
         ? null

@@ -253,7 +253,7 @@ export type Mutation = {
   createContract: CreateContractPayload;
   /** Issues the contract's next document with the tenant's next number. A contract of another tenant is NOT_FOUND. */
   createContractDocument: CreateContractDocumentPayload;
-  /** Creates a tenant. Platform operator only (role admin without a tenant id). */
+  /** Creates a tenant. Platform operator only (role operator). */
   createTenant: CreateTenantPayload;
   /** Records that the member is still in the objective's huddle; NOT_IN_HUDDLE (nothing changed) when they are not. */
   heartbeatHuddle: HuddlePayload;

@@ -33,7 +33,9 @@ export function buildScenario(args: LoadArgs, runId: string): LoadScenario {
     case 'documents':
       return documentsScenario(runId, 3, total);
     case 'huddles':
-      return huddlesScenario(runId, 20, Math.max(2, Math.ceil(args.concurrency / 10)), total);
+      // At least 80 members, so that at full speed (2,000 requests/s on two cores) none writes faster
+      // than 25 a second: under MEMBER_WRITE_RATE.
+      return huddlesScenario(runId, 20, Math.max(4, Math.ceil(args.concurrency / 10)), total);
   }
 }
 

@@ -133,7 +133,7 @@ export const asUser = (tenantId: string, userId = 'member-1'): Headers => ({
   'x-hasura-user-id': userId,
 });
 export const asTenantAdmin = (tenantId: string): Headers => ({ 'x-hasura-role': 'admin', 'x-hasura-tenant-id': tenantId });
-export const asOperator = (): Headers => ({ 'x-hasura-role': 'admin' });
+export const asOperator = (): Headers => ({ 'x-hasura-role': 'operator' });
 
 export interface GraphQLResponse<T> {
   status: number;

@@ -7,7 +7,7 @@ import { ConfigError, type AppConfig } from '../../config.js';
 import type { Context } from '../../graphql/context.js';
 import { ErrorCode } from '../../errors.js';
 import { actionDocuments } from '../action-documents.js';
-import { resolveSession } from '../../identity/session.js';
+import { sessionOfRequest } from '../../identity/session.js';
 
 /** hash -> document, as graphql-codegen's client preset writes persisted-documents.json (hashes kept bare). */
 export type TrustedManifest = Map<string, string>;
@@ -71,8 +71,8 @@ export function useTrustedDocuments(config: AppConfig, schema: GraphQLSchema): P
         usePersistedOperations({
           getPersistedOperation: (hash) => manifest.get(bareHash(hash)) ?? null,
           allowArbitraryOperations: async (request) => {
-            const session = await resolveSession(request.headers, config).catch(() => null);
-            return session?.role === 'admin' && session.tenantId === null;
+            const session = await sessionOfRequest(request, config).catch(() => null);
+            return session?.role === 'operator';
           },
           customErrors: {
             persistedQueryOnly: refusal(

@@ -68,7 +68,7 @@ export interface Session {
 /** Dev-mode sessions (x-hasura-* headers as sent); add the action secret for a secured server. */
 export function headerSessions(extra: Record<string, string> = {}): Session {
   return {
-    operator: { 'x-hasura-role': 'admin', ...extra },
+    operator: { 'x-hasura-role': 'operator', ...extra },
     admin: (tenantId) => ({ 'x-hasura-role': 'admin', 'x-hasura-tenant-id': tenantId, ...extra }),
     member: (tenantId, memberId) => ({
       'x-hasura-role': 'user',
