@@ -1,28 +1,16 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { Replaceable } from '../replaceable.js';
 import type { CampaignRow, CouponRow, DB } from '../db/schema.js';
-import { RollbackAndReturn, type Isolation } from '../db/transaction.js';
+import { RollbackAndReturn, type Isolation, type OneStatementUnit, type TransactionSettings } from '../db/transaction.js';
 import { prepare } from '../db/prepared.js';
 import { finishCtes, type Bookkeeping, type FinishValues } from '../bookkeeping/bookkeeping.js';
 import { badInput, notFound } from '../errors.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
 import { businessMonth } from './month.js';
+import { COUPON_ISSUED_TOPIC, type Coupon, type IssueRequest, type IssueResult } from './issue.js';
+import { issueCouponInOneStatement } from './one-statement.js';
 
-export type IssueStatus = 'ISSUED' | 'ALREADY_ISSUED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED';
-
-export interface Coupon {
-  id: string;
-  campaignId: string;
-  memberId: string;
-  month: string;
-  amountYen: number;
-  issuedAt: Date;
-}
-
-export interface IssueResult {
-  status: IssueStatus;
-  coupon: Coupon | null;
-}
+export { COUPON_ISSUED_TOPIC, type Coupon, type IssueRequest, type IssueResult, type IssueStatus } from './issue.js';
 
 export interface Campaign {
   id: string;
@@ -35,7 +23,6 @@ export interface Campaign {
   createdAt: Date;
 }
 
-export const COUPON_ISSUED_TOPIC = 'coupon.issued';
 export const MAX_BUDGET_SLOTS = 64;
 
 type CouponColumns = Pick<CouponRow, 'id' | 'campaign_id' | 'member_id' | 'month' | 'amount_yen' | 'issued_at'>;
@@ -140,15 +127,6 @@ export async function listMemberCoupons(db: Kysely<DB>, tenantId: string, member
     .limit(limit)
     .execute();
   return rows.map(toCoupon);
-}
-
-export interface IssueRequest {
-  tenantId: string;
-  memberId: string;
-  campaignId: string;
-  /** From the server's clock: decides the coupon's month. */
-  now: Date;
-  timeZone: string;
 }
 
 interface IssueValues {
@@ -301,9 +279,26 @@ export interface CouponIssuer {
   /** The first statement of `issue` carries the Idempotency-Key claim. */
   claimsKey?: boolean;
   issue(trx: Transaction<DB>, request: IssueRequest, bookkeeping: Bookkeeping<IssueResult>): Promise<IssueResult>;
+  /** The issue as one statement in its own implicit transaction, tried before `issue` (runInOneStatement). */
+  oneStatement?: (
+    db: Kysely<DB>,
+    request: IssueRequest,
+    bookkeeping: Bookkeeping<IssueResult>,
+    timeouts: Pick<TransactionSettings, 'lockTimeoutMs' | 'statementTimeoutMs'>,
+  ) => ReturnType<OneStatementUnit<IssueResult>>;
 }
 
-export const conditionalUpdates: CouponIssuer = { name: 'conditional updates', claimsKey: true, issue: issueCoupon };
+/**
+ * The product: one statement for every common outcome, and the transaction (issueCoupon) for what
+ * that statement leaves to it (a double tap committed while it waited, timeouts not in force, too
+ * little of the deadline left).
+ */
+export const conditionalUpdates: CouponIssuer = {
+  name: 'conditional updates',
+  claimsKey: true,
+  issue: issueCoupon,
+  oneStatement: issueCouponInOneStatement,
+};
 
 /** How the server issues coupons; the naive test and the benchmark stand their designs in for it. */
 export const couponIssuer = new Replaceable<CouponIssuer>(conditionalUpdates);

@@ -8,6 +8,7 @@ import {
   type UsageDrift,
 } from '../../coupons/ledger.js';
 import { badInput } from '../../errors.js';
+import { currentRequestScope } from '../../request-scope.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireIdentifier, requirePageSize, requireText, requireYen } from '../validate.js';
@@ -135,14 +136,21 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
       now: services.clock(),
       timeZone: services.config.businessTimeZone,
     };
+    const { oneStatement } = issuer;
     return {
       ...(issuer.isolation ? { isolation: issuer.isolation } : {}),
       ...(issuer.claimsKey ? { claimsKey: true } : {}),
+      ...(oneStatement ? { oneStatement: (db, bookkeeping) => oneStatement(db, request, bookkeeping, services.transactions) } : {}),
       work: (trx, bookkeeping) => issuer.issue(trx, request, bookkeeping),
       entities: ({ coupon }) => (coupon ? [coupon.id, coupon.campaignId] : [campaignId]),
     };
   },
-  answered: (result, { services }) => services.metrics.couponOutcomes.inc({ status: result.status }),
+  answered: (result, { services }) => {
+    services.metrics.couponOutcomes.inc({ status: result.status });
+    // Committed by now: from the budget UPDATE (the database's clock) to the commit's answer here.
+    const takenAtMs = currentRequestScope()?.hotLockTakenAtMs;
+    if (takenAtMs !== undefined) services.metrics.budgetLockHold.observe((performance.timeOrigin + performance.now() - takenAtMs) / 1000);
+  },
 });
 
 builder.queryField('campaign', (t) =>
