@@ -145,6 +145,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       async stop() {
         await http.close();
         await workers?.stop();
+        await services.budgetLeases.stop();
         await opened.close();
       },
     };

@@ -1,6 +1,7 @@
 import { admissionPolicy, type Admission } from './admission.js';
 import { systemClock, type Clock } from './clock.js';
 import type { AppConfig } from './config.js';
+import { BudgetLeases } from './coupons/leases.js';
 import type { Database } from './db/database.js';
 import type { RootPool } from './db/database.js';
 import { defaultBackoff, type TransactionSettings } from './db/transaction.js';
@@ -21,6 +22,8 @@ export interface AppServices {
   metrics: Metrics;
   /** Turns for GraphQL operations, shared fairly between tenants. */
   admission: Admission;
+  /** This process's budget leases (stopped, and so given back, when the server stops). */
+  budgetLeases: BudgetLeases;
 }
 
 export function buildServices(config: AppConfig, database: Database, log: Logger, clock: Clock = systemClock): AppServices {
@@ -35,6 +38,7 @@ export function buildServices(config: AppConfig, database: Database, log: Logger
     log,
     clock,
     admission,
+    budgetLeases: new BudgetLeases(database.db, config.budgetLeaseTtlMs, log),
     metrics: createMetrics(database.pool.raw, database.db, admission),
     transactions: {
       lockTimeoutMs: config.lockTimeoutMs,

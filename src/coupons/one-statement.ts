@@ -8,13 +8,18 @@ import { AS_TRANSACTION, RollbackAndReturn, type TransactionSettings } from '../
 import { notFound } from '../errors.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
 import { currentRequestScope } from '../request-scope.js';
+import { budgetLeasing, type BudgetLeases, type BudgetLeasing } from './leases.js';
 import { businessMonth } from './month.js';
 import { COUPON_ISSUED_TOPIC, type IssueRequest, type IssueResult } from './issue.js';
 
 /** The SQLSTATE of coupon_issue_refused() (db/migrations/008_one_statement_issue.sql); its message is the outcome. */
 export const ISSUE_REFUSED = 'CR001';
-/** The CHECK an issue's budget UPDATE breaks when the last room went while it waited for the row. */
-const BUDGET_CHECK = 'campaign_budget_slots_within_budget';
+/** The CHECKs an issue's budget UPDATE breaks when the last room went while it waited for the row. */
+const BUDGET_CHECKS = new Set([
+  'campaign_budget_slots_within_budget',
+  'campaign_budget_slots_leased_within_budget',
+  'campaign_budget_leases_within_lease',
+]);
 
 interface OneStatementValues extends FinishBase {
   tenantId: string;
@@ -28,6 +33,8 @@ interface OneStatementValues extends FinishBase {
   issuedAt: string;
   lockTimeoutMs: number;
   statementTimeoutMs: number;
+  /** This process's name on the leases it takes (BudgetLeases). */
+  leaseHolder: string;
 }
 
 type Outcome = 'AS_TRANSACTION' | 'KEY_HELD' | 'NOT_FOUND' | 'ALREADY_ISSUED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED' | 'ISSUE';
@@ -40,6 +47,9 @@ interface OneStatementRow {
   month: string | null;
   amount_yen: number | null;
   issued_at: Date | null;
+  budget_lease_coupons: number | null;
+  /** Coupons left in this process's own lease, when the issue took from it. */
+  own_lease_left: number | null;
   /** The database's clock (epoch ms) when the budget row was updated, and so locked: for the lock's hold time. */
   locked_at_ms: number | null;
 }
@@ -61,9 +71,11 @@ interface OneStatementRow {
  * by the transaction). Nothing is written unless the sessions' timeouts are in force (the role's
  * defaults; a pooler's older server connection may lack them): then it answers AS_TRANSACTION.
  */
-function oneStatement(keyed: boolean) {
-  return prepare<OneStatementValues & Partial<ClaimValues>, OneStatementRow>(keyed ? 'coupons.issue.one+key' : 'coupons.issue.one', (p) => {
-    const room = sql`s.issued_yen + d.discount_yen <= s.budget_yen`;
+function oneStatement(keyed: boolean, leasing: BudgetLeasing) {
+  const name = `coupons.issue.one${leasing === budgetLeasing.original ? '' : `.${leasing.name}`}${keyed ? '+key' : ''}`;
+  return prepare<OneStatementValues & Partial<ClaimValues>, OneStatementRow>(name, (p) => {
+    const room = sql`s.issued_yen + s.leased_yen + d.discount_yen <= s.budget_yen`;
+    const leaseRoom = sql`l.tenant_id = ${p.tenantId} and l.campaign_id = ${p.campaignId} and l.issued_yen + d.discount_yen <= l.budget_yen`;
     const slotWith = (lock: 'for update skip locked' | 'for update') => sql`(
       select s.slot from campaign_budget_slots s
        where s.tenant_id = ${p.tenantId} and s.campaign_id = ${p.campaignId} and ${room}
@@ -79,9 +91,11 @@ function oneStatement(keyed: boolean) {
          and current_setting('statement_timeout')::interval between interval '1 millisecond' and make_interval(secs => ${p.statementTimeoutMs}::int / 1000.0)
              as ok
     ), campaign as (
-      select c.discount_yen, c.budget_slots, t.monthly_cap_yen,
+      select c.discount_yen, c.budget_slots, c.budget_lease_coupons, t.monthly_cap_yen,
              exists (select 1 from campaign_budget_slots s
-                      where s.tenant_id = c.tenant_id and s.campaign_id = c.id and s.issued_yen + c.discount_yen <= s.budget_yen) as has_room
+                      where s.tenant_id = c.tenant_id and s.campaign_id = c.id and s.issued_yen + s.leased_yen + c.discount_yen <= s.budget_yen)
+             or exists (select 1 from campaign_budget_leases l
+                         where l.tenant_id = c.tenant_id and l.campaign_id = c.id and l.issued_yen + c.discount_yen <= l.budget_yen) as has_room
         from campaigns c join tenants t on t.id = c.tenant_id
        where c.tenant_id = ${p.tenantId} and c.id = ${p.campaignId}
     ), seen as (
@@ -89,7 +103,7 @@ function oneStatement(keyed: boolean) {
        where tenant_id = ${p.tenantId} and campaign_id = ${p.campaignId} and member_id = ${p.memberId} and not legacy_duplicate
     ), facts as (
       -- What this statement's snapshot answers, before it writes anything.
-      select g.ok, c.discount_yen, c.budget_slots,
+      select g.ok, c.discount_yen, c.budget_slots, c.budget_lease_coupons,
              case
                when c.discount_yen is null then 'NOT_FOUND'
                when exists (select 1 from seen) then 'ALREADY_ISSUED'
@@ -118,7 +132,7 @@ function oneStatement(keyed: boolean) {
                when not f.ok then 'AS_TRANSACTION'
                ${keyed ? sql`when not exists (select 1 from claim) then 'KEY_HELD'` : sql``}
                else f.outcome
-             end as outcome, f.discount_yen, f.budget_slots
+             end as outcome, f.discount_yen, f.budget_slots, f.budget_lease_coupons
         from facts f
     ), inserted as (
       insert into coupons (tenant_id, id, campaign_id, member_id, month, amount_yen, issued_at)
@@ -133,17 +147,37 @@ function oneStatement(keyed: boolean) {
         where member_monthly_usage.used_yen + excluded.used_yen
               <= (select monthly_cap_yen from tenants where id = excluded.tenant_id)
       returning used_yen
+    ), lease as (
+      -- The lease to take from; none: the budget row. Nothing is looked at unless the month row was written.
+      select ${leasing.leaseToTake({
+        holder: p.leaseHolder,
+        leaseRoom,
+        budgetRowRoom: sql`exists (select 1 from campaign_budget_slots s
+                                  where s.tenant_id = ${p.tenantId} and s.campaign_id = ${p.campaignId} and ${room})`,
+      })} as holder
+        from decision d where d.budget_lease_coupons > 0 and exists (select 1 from usage)
+    ), leased as (
+      update campaign_budget_leases l set issued_yen = l.issued_yen + i.amount_yen
+        from inserted i, lease
+       where l.tenant_id = ${p.tenantId} and l.campaign_id = ${p.campaignId} and l.holder = lease.holder
+      returning extract(epoch from clock_timestamp())::float8 * 1000 as locked_at_ms,
+                case when l.holder = ${p.leaseHolder} then (l.budget_yen - l.issued_yen) / i.amount_yen end as own_lease_left
     ), chosen as (
       -- One slot: it. Several: one with room that nobody holds, else one with room after waiting for
-      -- it, else slot 0, whose CHECK then refuses. Nothing is looked at unless the month row was written.
+      -- it, else slot 0, whose CHECK then refuses. Nothing is looked at unless the month row was
+      -- written and no lease was taken.
       select case when d.budget_slots = 1 then 0
                   else coalesce(${slotWith('for update skip locked')}, ${slotWith('for update')}, 0) end as slot
-        from decision d where exists (select 1 from usage)
-    ), taken as (
+        from decision d where exists (select 1 from usage) and (select holder from lease) is null
+    ), slotted as (
       update campaign_budget_slots s set issued_yen = s.issued_yen + i.amount_yen
         from inserted i, chosen
        where s.tenant_id = ${p.tenantId} and s.campaign_id = ${p.campaignId} and s.slot = chosen.slot
       returning extract(epoch from clock_timestamp())::float8 * 1000 as locked_at_ms
+    ), taken as (
+      select locked_at_ms, null::int as own_lease_left from slotted
+      union all
+      select locked_at_ms, own_lease_left from leased
     ), event as (
       insert into outbox_events (tenant_id, topic, payload)
       select ${p.tenantId}, ${COUPON_ISSUED_TOPIC},
@@ -158,7 +192,8 @@ function oneStatement(keyed: boolean) {
       insert into audit_log (tenant_id, actor_user_id, role, operation, entity_ids, request_id)
       select ${p.auditTenantId}, ${p.actorUserId}, ${p.role}, ${p.operation}, array[k.id::text, k.campaign_id], ${p.requestId} from coupon k
     )
-    select d.outcome, k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at, (select locked_at_ms from taken) as locked_at_ms,
+    select d.outcome, k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at, d.budget_lease_coupons,
+           (select locked_at_ms from taken) as locked_at_ms, (select own_lease_left from taken) as own_lease_left,
            case
              ${keyed ? sql`when d.outcome in ('NOT_FOUND', 'MONTHLY_CAP', 'BUDGET_EXCEEDED') then coupon_issue_refused(d.outcome)` : sql``}
              when d.outcome = 'ISSUE' and not exists (select 1 from inserted) then coupon_issue_refused('AS_TRANSACTION')
@@ -168,7 +203,22 @@ function oneStatement(keyed: boolean) {
   });
 }
 
-const statements = { plain: oneStatement(false), keyed: oneStatement(true) };
+const statementsByLeasing = new Map<BudgetLeasing, { plain: ReturnType<typeof oneStatement>; keyed: ReturnType<typeof oneStatement> }>();
+const statementsFor = (leasing: BudgetLeasing) => {
+  let statements = statementsByLeasing.get(leasing);
+  if (!statements) {
+    statements = { plain: oneStatement(false, leasing), keyed: oneStatement(true, leasing) };
+    statementsByLeasing.set(leasing, statements);
+  }
+  return statements;
+};
+statementsFor(budgetLeasing.original);
+
+/** What the statement runs under, and the process's leases. */
+export interface OneStatementContext {
+  timeouts: Pick<TransactionSettings, 'lockTimeoutMs' | 'statementTimeoutMs'>;
+  leases: Pick<BudgetLeases, 'holder' | 'issued'>;
+}
 
 const refusal = (status: 'MONTHLY_CAP' | 'BUDGET_EXCEEDED') => new RollbackAndReturn<IssueResult>({ status, coupon: null });
 
@@ -181,7 +231,7 @@ export async function issueCouponInOneStatement(
   db: Kysely<DB>,
   request: IssueRequest,
   bookkeeping: Bookkeeping<IssueResult>,
-  timeouts: Pick<TransactionSettings, 'lockTimeoutMs' | 'statementTimeoutMs'>,
+  { timeouts, leases }: OneStatementContext,
 ): Promise<IssueResult | typeof AS_TRANSACTION> {
   const { tenantId, memberId, campaignId, now } = request;
   const values: OneStatementValues = {
@@ -194,8 +244,10 @@ export async function issueCouponInOneStatement(
     issuedAt: now.toISOString(),
     lockTimeoutMs: timeouts.lockTimeoutMs,
     statementTimeoutMs: timeouts.statementTimeoutMs,
+    leaseHolder: leases.holder,
     ...bookkeeping.finishInStatement(),
   };
+  const statements = statementsFor(budgetLeasing.current);
   let row: OneStatementRow;
   try {
     row = bookkeeping.claim
@@ -203,7 +255,7 @@ export async function issueCouponInOneStatement(
       : (await statements.plain.execute(db, values)).rows[0]!;
   } catch (error) {
     const state = sqlStateOf(error);
-    if (state === SqlState.checkViolation && (error as { constraint?: string }).constraint === BUDGET_CHECK)
+    if (state === SqlState.checkViolation && BUDGET_CHECKS.has((error as { constraint?: string }).constraint ?? ''))
       throw refusal('BUDGET_EXCEEDED');
     if (state !== ISSUE_REFUSED) throw error;
     const outcome = (error as Error).message as Outcome;
@@ -226,6 +278,9 @@ export async function issueCouponInOneStatement(
     case 'ISSUE': {
       const scope = currentRequestScope();
       if (scope && row.locked_at_ms !== null) scope.hotLockTakenAtMs = row.locked_at_ms;
+      if (row.outcome === 'ISSUE' && row.budget_lease_coupons) {
+        leases.issued({ tenantId, campaignId, leaseCoupons: row.budget_lease_coupons, ownLeft: row.own_lease_left });
+      }
       return {
         status: row.outcome === 'ISSUE' ? 'ISSUED' : 'ALREADY_ISSUED',
         coupon: {

@@ -118,6 +118,7 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
     sql,
     log,
     async close() {
+      await services.budgetLeases.stop();
       await database.close();
       await sql.end();
       await stopTracing();
