@@ -12,11 +12,6 @@ export interface RequestScope {
   outcome?: string;
   /** SQLSTATE of the database error behind a failure. */
   sqlState?: string;
-  /**
-   * The database's clock (epoch milliseconds, fractional) when the request's unit took its hottest
-   * lock, a coupon issue's budget row: the lock's hold time is measured from it to the commit's answer.
-   */
-  hotLockTakenAtMs?: number;
 }
 
 const scope = new AsyncLocalStorage<RequestScope>();

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CampaignDocument, CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
-import { asTenantAdmin, asUser, createTenant, createTestBackend, gqlOk, type TestBackend } from './support/harness.js';
+import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
+import { asTenantAdmin, asUser, createTenant, createTestBackend, gql, gqlOk, type TestBackend } from './support/harness.js';
 
 const TENANT = 'leases';
 
@@ -49,8 +49,13 @@ describe('budget leases (budgetLeaseCoupons)', () => {
     });
     for (const member of ['m1', 'm2', 'm3']) expect((await issue(member)).issueCoupon.status).toBe('ISSUED');
     expect((await rows()).leases[0]!.issued_yen).toBe(300);
-    const campaign = await gqlOk(backend.app.fetch, CampaignDocument, { id: 'leased' }, asTenantAdmin(TENANT));
-    expect(campaign.campaign).toMatchObject({ budgetLeaseCoupons: 20, issuedYen: 400, remainingYen: 9_600 });
+    const campaign = await gql<{ campaign: { budgetLeaseCoupons: number; issuedYen: number; remainingYen: number } }, { id: string }>(
+      backend.app.fetch,
+      'query ($id: ID!) { campaign(id: $id) { budgetLeaseCoupons issuedYen remainingYen } }',
+      { id: 'leased' },
+      asTenantAdmin(TENANT),
+    );
+    expect(campaign.body.data?.campaign).toEqual({ budgetLeaseCoupons: 20, issuedYen: 400, remainingYen: 9_600 });
 
     await backend.services.budgetLeases.stop();
     expect(await rows()).toEqual({ budgetRow: { issued_yen: 400, leased_yen: 0 }, leases: [] });

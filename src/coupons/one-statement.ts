@@ -7,7 +7,6 @@ import { SqlState, sqlStateOf } from '../db/sqlstate.js';
 import { AS_TRANSACTION, RollbackAndReturn, type TransactionSettings } from '../db/transaction.js';
 import { notFound } from '../errors.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
-import { currentRequestScope } from '../request-scope.js';
 import { budgetLeasing, type BudgetLeases, type BudgetLeasing } from './leases.js';
 import { businessMonth } from './month.js';
 import { COUPON_ISSUED_TOPIC, type IssueRequest, type IssueResult } from './issue.js';
@@ -15,6 +14,9 @@ import { COUPON_ISSUED_TOPIC, type IssueRequest, type IssueResult } from './issu
 /** The SQLSTATE of coupon_issue_refused() (db/migrations/008_one_statement_issue.sql); its message is the outcome. */
 export const ISSUE_REFUSED = 'CR001';
 /** The CHECKs an issue's budget UPDATE breaks when the last room went while it waited for the row. */
+const LEASED_BUDGET_CHECK = 'campaign_budget_slots_leased_within_budget';
+/** Statements an issue on a campaign with leases may spend finding a row with room (see issueCouponInOneStatement). */
+const LEASED_ATTEMPTS = 4;
 const BUDGET_CHECKS = new Set([
   'campaign_budget_slots_within_budget',
   'campaign_budget_slots_leased_within_budget',
@@ -50,8 +52,6 @@ interface OneStatementRow {
   budget_lease_coupons: number | null;
   /** Coupons left in this process's own lease, when the issue took from it. */
   own_lease_left: number | null;
-  /** The database's clock (epoch ms) when the budget row was updated, and so locked: for the lock's hold time. */
-  locked_at_ms: number | null;
 }
 
 /**
@@ -160,8 +160,7 @@ function oneStatement(keyed: boolean, leasing: BudgetLeasing) {
       update campaign_budget_leases l set issued_yen = l.issued_yen + i.amount_yen
         from inserted i, lease
        where l.tenant_id = ${p.tenantId} and l.campaign_id = ${p.campaignId} and l.holder = lease.holder
-      returning extract(epoch from clock_timestamp())::float8 * 1000 as locked_at_ms,
-                case when l.holder = ${p.leaseHolder} then (l.budget_yen - l.issued_yen) / i.amount_yen end as own_lease_left
+      returning case when l.holder = ${p.leaseHolder} then (l.budget_yen - l.issued_yen) / i.amount_yen end as own_lease_left
     ), chosen as (
       -- One slot: it. Several: one with room that nobody holds, else one with room after waiting for
       -- it, else slot 0, whose CHECK then refuses. Nothing is looked at unless the month row was
@@ -173,11 +172,11 @@ function oneStatement(keyed: boolean, leasing: BudgetLeasing) {
       update campaign_budget_slots s set issued_yen = s.issued_yen + i.amount_yen
         from inserted i, chosen
        where s.tenant_id = ${p.tenantId} and s.campaign_id = ${p.campaignId} and s.slot = chosen.slot
-      returning extract(epoch from clock_timestamp())::float8 * 1000 as locked_at_ms
+      returning s.slot
     ), taken as (
-      select locked_at_ms, null::int as own_lease_left from slotted
+      select null::int as own_lease_left from slotted
       union all
-      select locked_at_ms, own_lease_left from leased
+      select own_lease_left from leased
     ), event as (
       insert into outbox_events (tenant_id, topic, payload)
       select ${p.tenantId}, ${COUPON_ISSUED_TOPIC},
@@ -193,7 +192,7 @@ function oneStatement(keyed: boolean, leasing: BudgetLeasing) {
       select ${p.auditTenantId}, ${p.actorUserId}, ${p.role}, ${p.operation}, array[k.id::text, k.campaign_id], ${p.requestId} from coupon k
     )
     select d.outcome, k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at, d.budget_lease_coupons,
-           (select locked_at_ms from taken) as locked_at_ms, (select own_lease_left from taken) as own_lease_left,
+           (select own_lease_left from taken) as own_lease_left,
            case
              ${keyed ? sql`when d.outcome in ('NOT_FOUND', 'MONTHLY_CAP', 'BUDGET_EXCEEDED') then coupon_issue_refused(d.outcome)` : sql``}
              when d.outcome = 'ISSUE' and not exists (select 1 from inserted) then coupon_issue_refused('AS_TRANSACTION')
@@ -248,21 +247,26 @@ export async function issueCouponInOneStatement(
     ...bookkeeping.finishInStatement(),
   };
   const statements = statementsFor(budgetLeasing.current);
-  let row: OneStatementRow;
-  try {
-    row = bookkeeping.claim
-      ? (await statements.keyed.execute(db, { ...values, ...bookkeeping.claim })).rows[0]!
-      : (await statements.plain.execute(db, values)).rows[0]!;
-  } catch (error) {
-    const state = sqlStateOf(error);
-    if (state === SqlState.checkViolation && BUDGET_CHECKS.has((error as { constraint?: string }).constraint ?? ''))
-      throw refusal('BUDGET_EXCEEDED');
-    if (state !== ISSUE_REFUSED) throw error;
-    const outcome = (error as Error).message as Outcome;
-    if (outcome === 'AS_TRANSACTION') return AS_TRANSACTION;
-    if (outcome === 'NOT_FOUND') throw notFound('Campaign');
-    if (outcome === 'MONTHLY_CAP' || outcome === 'BUDGET_EXCEEDED') throw refusal(outcome);
-    throw error;
+  let row: OneStatementRow | null = null;
+  for (let attempt = 1; row === null; attempt++) {
+    try {
+      row = bookkeeping.claim
+        ? (await statements.keyed.execute(db, { ...values, ...bookkeeping.claim })).rows[0]!
+        : (await statements.plain.execute(db, values)).rows[0]!;
+    } catch (error) {
+      const state = sqlStateOf(error);
+      const constraint = (error as { constraint?: string }).constraint ?? '';
+      // The budget row filled up while this issue waited for it, but yen is leased out: a lease may
+      // still have room, and the statement rolled back whole, so a fresh snapshot decides again.
+      if (state === SqlState.checkViolation && constraint === LEASED_BUDGET_CHECK && attempt < LEASED_ATTEMPTS) continue;
+      if (state === SqlState.checkViolation && BUDGET_CHECKS.has(constraint)) throw refusal('BUDGET_EXCEEDED');
+      if (state !== ISSUE_REFUSED) throw error;
+      const outcome = (error as Error).message as Outcome;
+      if (outcome === 'AS_TRANSACTION') return AS_TRANSACTION;
+      if (outcome === 'NOT_FOUND') throw notFound('Campaign');
+      if (outcome === 'MONTHLY_CAP' || outcome === 'BUDGET_EXCEEDED') throw refusal(outcome);
+      throw error;
+    }
   }
   switch (row.outcome) {
     case 'AS_TRANSACTION':
@@ -276,8 +280,6 @@ export async function issueCouponInOneStatement(
       throw refusal(row.outcome);
     case 'ALREADY_ISSUED':
     case 'ISSUE': {
-      const scope = currentRequestScope();
-      if (scope && row.locked_at_ms !== null) scope.hotLockTakenAtMs = row.locked_at_ms;
       if (row.outcome === 'ISSUE' && row.budget_lease_coupons) {
         leases.issued({ tenantId, campaignId, leaseCoupons: row.budget_lease_coupons, ownLeft: row.own_lease_left });
       }

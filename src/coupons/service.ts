@@ -6,7 +6,6 @@ import { prepare } from '../db/prepared.js';
 import { finishCtes, type Bookkeeping, type FinishValues } from '../bookkeeping/bookkeeping.js';
 import { badInput, notFound } from '../errors.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
-import { currentRequestScope } from '../request-scope.js';
 import { businessMonth } from './month.js';
 import { COUPON_ISSUED_TOPIC, type Coupon, type IssueRequest, type IssueResult } from './issue.js';
 import { issueCouponInOneStatement, type OneStatementContext } from './one-statement.js';
@@ -330,13 +329,12 @@ type SlotChoice = 'the only slot' | 'a free slot' | 'wait for a slot';
  */
 function budgetStatement(choice: SlotChoice, keyed: boolean) {
   const name = `coupons.budget.${choice === 'the only slot' ? 'row' : choice === 'a free slot' ? 'skip' : 'wait'}${keyed ? '+key' : ''}`;
-  return prepare<BudgetValues, { slot: number | null; locked_at_ms: number | null; room: boolean }>(name, (p) => {
+  return prepare<BudgetValues, { slot: number | null; room: boolean }>(name, (p) => {
     // Leased-out yen is not this row's to issue (leases: the one statement takes from them; this path does not).
     const hasRoom = sql`tenant_id = ${p.tenantId} and campaign_id = ${p.campaignId} and issued_yen + leased_yen + ${p.amount} <= budget_yen`;
     const taken =
       choice === 'the only slot'
-        ? sql`update campaign_budget_slots set issued_yen = issued_yen + ${p.amount} where ${hasRoom} and slot = 0
-              returning slot, extract(epoch from clock_timestamp())::float8 * 1000 as locked_at_ms`
+        ? sql`update campaign_budget_slots set issued_yen = issued_yen + ${p.amount} where ${hasRoom} and slot = 0 returning slot`
         : sql`
           with free as (
             select slot from campaign_budget_slots where ${hasRoom}
@@ -346,7 +344,7 @@ function budgetStatement(choice: SlotChoice, keyed: boolean) {
             from free
            where s.tenant_id = ${p.tenantId} and s.campaign_id = ${p.campaignId} and s.slot = free.slot
              and s.issued_yen + s.leased_yen + ${p.amount} <= s.budget_yen
-          returning s.slot, extract(epoch from clock_timestamp())::float8 * 1000 as locked_at_ms`;
+          returning s.slot`;
     const wasTaken = sql`exists (select 1 from taken)`;
     return sql`
       with taken as (${taken}),
@@ -354,8 +352,7 @@ function budgetStatement(choice: SlotChoice, keyed: boolean) {
         insert into outbox_events (tenant_id, topic, payload)
         select ${p.tenantId}, ${COUPON_ISSUED_TOPIC}, ${p.event}::jsonb where ${wasTaken}
       ), ${finishCtes(p, keyed, wasTaken)}
-      select (select slot from taken) as slot, (select locked_at_ms from taken) as locked_at_ms,
-             exists (select 1 from campaign_budget_slots where ${hasRoom}) as room`;
+      select (select slot from taken) as slot, exists (select 1 from campaign_budget_slots where ${hasRoom}) as room`;
   });
 }
 
@@ -381,15 +378,9 @@ const budgetStatements = {
  */
 async function takeBudget(trx: Transaction<DB>, slots: number, values: BudgetValues, keyed: boolean): Promise<boolean> {
   const statements = keyed ? budgetStatements.keyed : budgetStatements.plain;
-  const taken = (row: { slot: number | null; locked_at_ms: number | null }) => {
-    // From here to the commit's answer the budget row is held (coupon_budget_lock_hold_seconds).
-    const scope = currentRequestScope();
-    if (scope && row.locked_at_ms !== null) scope.hotLockTakenAtMs = row.locked_at_ms;
-    return row.slot !== null;
-  };
-  if (slots === 1) return taken((await statements.row.execute(trx, values)).rows[0]!);
+  if (slots === 1) return (await statements.row.execute(trx, values)).rows[0]!.slot !== null;
   const free = (await statements.skip.execute(trx, values)).rows[0]!;
-  if (free.slot !== null) return taken(free);
+  if (free.slot !== null) return true;
   if (!free.room) return false;
-  return taken((await statements.wait.execute(trx, values)).rows[0]!);
+  return (await statements.wait.execute(trx, values)).rows[0]!.slot !== null;
 }

@@ -19,7 +19,6 @@ export interface Metrics {
   requests: Histogram<'operation' | 'outcome'>;
   couponOutcomes: Counter<'status'>;
   transactionRetries: Counter<'sqlstate'>;
-  budgetLockHold: Histogram;
 }
 
 /**
@@ -52,14 +51,6 @@ export function createMetrics(pool: pg.Pool, db: Kysely<DB>, admission: { stats(
     name: 'transaction_retries_total',
     help: 'Transactions rerun after a serialization failure (40001), deadlock (40P01) or lock timeout (55P03).',
     labelNames: ['sqlstate'] as const,
-    registers: [registry],
-  });
-  const budgetLockHold = new Histogram({
-    name: 'coupon_budget_lock_hold_seconds',
-    help:
-      "How long an ISSUED coupon held its campaign's budget row: from the budget UPDATE (the database's clock) " +
-      "to the commit's answer in this process (its clock), so it includes the answer's trip and any skew between the two clocks.",
-    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1],
     registers: [registry],
   });
   new Gauge({
@@ -120,5 +111,5 @@ export function createMetrics(pool: pg.Pool, db: Kysely<DB>, admission: { stats(
   });
   // A forked HTTP process of WEB_CONCURRENCY answers for the whole cluster.
   const scrape = cluster.isWorker ? clusterScrape(registry) : () => registry.metrics();
-  return { registry, scrape, requests, couponOutcomes, transactionRetries, budgetLockHold };
+  return { registry, scrape, requests, couponOutcomes, transactionRetries };
 }

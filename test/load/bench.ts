@@ -27,6 +27,7 @@ import {
   type SendOptions,
 } from './scenarios/coupons.js';
 import { measureCpu, postgresPids } from './cpu.js';
+import { startLockSampler } from './lock-sampler.js';
 import { DEFAULT_CALIBRATION, type Calibration } from './sim/calibration.js';
 import { countBy, summarize } from './stats.js';
 import {
@@ -51,7 +52,7 @@ interface Figures {
   /** Hot rows: the budget left unissued when the first BUDGET_EXCEEDED was answered, and at the end; null elsewhere. */
   strandedAtFirstRefusalYen: number | null;
   strandedAtEndYen: number | null;
-  /** Mean hold of the budget row per ISSUED, from the server's coupon_budget_lock_hold_seconds; null when it has none. */
+  /** Mean time a budget row (slot or lease) was held per coupon issued, sampled in PostgreSQL (lock-sampler.ts); null where not sampled. */
   lockHoldMs: number | null;
   /** CPU milliseconds per request by part (server, PostgreSQL, delay proxy, load generator), and the machine's busy cores. */
   cpuMsPerRequest: Record<string, number>;
@@ -166,6 +167,8 @@ function parseArgs(argv: string[]) {
 interface Target {
   server: ServerProcess;
   sql: pg.Pool;
+  /** The database itself (not through the proxy): where its rows' locks are sampled. */
+  databaseUrl: string;
   dataDir: string;
   proxyPid?: number;
 }
@@ -197,12 +200,8 @@ async function throughEndpoint(
   const { server, sql } = target;
   const client = new LoadClient(server.url, clients);
   const total = scenario.members.length * scenario.campaigns.length * scenario.sends;
-  const counters = async () => ({
-    retries: await scrapeCounter(server.metricsUrl, 'transaction_retries_total'),
-    holdSeconds: await scrapeCounter(server.metricsUrl, 'coupon_budget_lock_hold_seconds_sum'),
-    holds: await scrapeCounter(server.metricsUrl, 'coupon_budget_lock_hold_seconds_count'),
-  });
-  const before = await counters();
+  const retriesBefore = await scrapeCounter(server.metricsUrl, 'transaction_retries_total');
+  const locks = target.proxyPid ? await startLockSampler(target.databaseUrl, scenario.tenantId) : null;
   let firstRefusal: Promise<number> | null = null;
   const cpu = measureCpu(() => ({
     server: [server.child.pid!],
@@ -224,19 +223,19 @@ async function throughEndpoint(
       },
     });
     const used = cpu();
-    const after = await counters();
+    const heldRowSeconds = await locks?.stop();
     const standing = await budgetStanding(sql, scenario.tenantId);
-    const holds = after.holds - before.holds;
+    const issued = standing.reduce((sum, c) => sum + c.coupons_yen, 0) / (scenario.campaigns[0]?.discountYen ?? 1);
     return {
       requestsPerSecond: result.requestsPerSecond,
       p99: result.latency.p99,
       violations: result.violations?.length ?? 0,
-      retries: after.retries - before.retries,
+      retries: (await scrapeCounter(server.metricsUrl, 'transaction_retries_total')) - retriesBefore,
       tryAgain: result.outcomes['TRY_AGAIN'] ?? 0,
       overspendYen: standing.reduce((sum, c) => sum + Math.max(0, c.coupons_yen - c.budget_yen), 0),
       strandedAtFirstRefusalYen: hot ? await (firstRefusal ?? Promise.resolve(0)) : null,
       strandedAtEndYen: hot ? standing.reduce((sum, c) => sum + Math.max(0, c.budget_yen - c.coupons_yen), 0) : null,
-      lockHoldMs: holds > 0 ? ((after.holdSeconds - before.holdSeconds) / holds) * 1000 : null,
+      lockHoldMs: heldRowSeconds !== undefined && issued > 0 ? (heldRowSeconds * 1000) / issued : null,
       cpuMsPerRequest: Object.fromEntries(Object.entries(used.parts).map(([part, seconds]) => [part, (seconds * 1000) / result.requests])),
       machineBusyCores: used.machineBusy / used.wall,
     };
@@ -515,8 +514,8 @@ async function startSide(project: string | null, members: number, withPeers: boo
   const start = (databaseUrl: string, strategy: string, extra: Record<string, string> = {}) =>
     startServerProcess('test/load/bench-server.ts', { ...serverEnv(databaseUrl, strategy), ...extra }, project ?? undefined);
   const targets = new Map<string, Target>();
-  const near = (server: ServerProcess): Target => ({ server, sql, dataDir: database.dataDir });
-  const far = (server: ServerProcess): Target => ({ server, sql, dataDir: database.dataDir, proxyPid: proxy.pid });
+  const near = (server: ServerProcess): Target => ({ server, sql, databaseUrl: database.databaseUrl, dataDir: database.dataDir });
+  const far = (server: ServerProcess): Target => ({ ...near(server), proxyPid: proxy.pid });
   for (const strategy of ['conditional', ...(withPeers ? PEERS.map((p) => p.server) : [])])
     targets.set(strategy, near(await start(database.databaseUrl, strategy)));
   targets.set('distant', far(await start(proxy.databaseUrl, 'conditional')));
@@ -642,7 +641,7 @@ async function main() {
         `(select 1 took ${rttMs.toFixed(2)} ms through it, ${directRttMs.toFixed(2)} ms without).\n` +
         `Every row ran ${repeats} times, all rows interleaved (every other pass in reverse order); req/s, p99, stranded and lock hold are medians, ` +
         `violations, overspend and TRY_AGAIN the worst run. Stranded: yen left when the first BUDGET_EXCEEDED came / at the end. ` +
-        `Lock hold: budget UPDATE to the commit's answer at the server (includes the answer's trip back). ${machine}, commit ${commit}:\n`,
+        `Lock hold: the time a budget row (slot or lease) was locked per coupon issued, sampled in PostgreSQL (rows at 1 ms). ${machine}, commit ${commit}:\n`,
     );
     console.log(table(rows));
     console.log('\nTargets:');
@@ -668,6 +667,7 @@ async function writeCalibration(file: string, run: { machine: string; commit: st
     machine: run.machine,
     commit: run.commit,
     cores: os.cpus().length,
+    proxyRttMs: 2 * ONE_WAY_DELAY_MS,
     rttMs: run.rttMs,
     directRttMs: run.directRttMs,
     hot: { clients: HOT_CLIENTS, members: HOT_MEMBERS, discountYen: 100, leaseCoupons: HOT_LEASE_COUPONS, slots: HOT_SLOTS },

@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sql, type Transaction } from 'kysely';
-import { currentRequestScope } from '../../src/request-scope.js';
+import type { Transaction } from 'kysely';
 import { businessMonth } from '../../src/coupons/month.js';
 import { COUPON_ISSUED_TOPIC, type CouponIssuer, type IssueRequest, type IssueResult } from '../../src/coupons/service.js';
 import type { Isolation } from '../../src/db/transaction.js';
@@ -91,17 +90,13 @@ async function readCheckWrite(trx: Transaction<DB>, request: IssueRequest, notif
     .values({ tenant_id: tenantId, member_id: memberId, month, used_yen: used + amount })
     .onConflict((oc) => oc.columns(['tenant_id', 'member_id', 'month']).doUpdateSet({ used_yen: used + amount }))
     .execute();
-  const taken = await trx
+  await trx
     .updateTable('campaign_budget_slots')
     .set({ issued_yen: budget.issued_yen + amount })
     .where('tenant_id', '=', tenantId)
     .where('campaign_id', '=', campaignId)
     .where('slot', '=', 0)
-    .returning(sql<number>`extract(epoch from clock_timestamp())::float8 * 1000`.as('locked_at_ms'))
-    .executeTakeFirst();
-  // From here to the commit's answer the budget row is held (coupon_budget_lock_hold_seconds).
-  const scope = currentRequestScope();
-  if (scope && taken) scope.hotLockTakenAtMs = taken.locked_at_ms;
+    .execute();
   const issued = { id: coupon.id, campaignId, memberId, month, amountYen: amount, issuedAt: coupon.issued_at };
   if (notifyInline) {
     await sleep(NOTIFICATION_CALL_MS);

@@ -8,7 +8,6 @@ import {
   type UsageDrift,
 } from '../../coupons/ledger.js';
 import { badInput } from '../../errors.js';
-import { currentRequestScope } from '../../request-scope.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireIdentifier, requirePageSize, requireText, requireYen } from '../validate.js';
@@ -168,12 +167,7 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
       entities: ({ coupon }) => (coupon ? [coupon.id, coupon.campaignId] : [campaignId]),
     };
   },
-  answered: (result, { services }) => {
-    services.metrics.couponOutcomes.inc({ status: result.status });
-    // Committed by now: from the budget UPDATE (the database's clock) to the commit's answer here.
-    const takenAtMs = currentRequestScope()?.hotLockTakenAtMs;
-    if (takenAtMs !== undefined) services.metrics.budgetLockHold.observe((performance.timeOrigin + performance.now() - takenAtMs) / 1000);
-  },
+  answered: (result, { services }) => services.metrics.couponOutcomes.inc({ status: result.status }),
 });
 
 builder.queryField('campaign', (t) =>

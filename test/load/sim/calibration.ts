@@ -24,6 +24,8 @@ export interface Calibration {
   machine: string;
   commit: string;
   cores: number;
+  /** The round trip the delay proxy adds (twice its delay each way). */
+  proxyRttMs: number;
   /** `select 1` through the bench's delay proxy, and straight to PostgreSQL, in ms. */
   rttMs: number;
   directRttMs: number;
