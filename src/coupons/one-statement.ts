@@ -6,6 +6,7 @@ import type { DB } from '../db/schema.js';
 import { SqlState, sqlStateOf } from '../db/sqlstate.js';
 import { AS_TRANSACTION, RollbackAndReturn, type TransactionSettings } from '../db/transaction.js';
 import { notFound } from '../errors.js';
+import { traceparentOf, tracing } from '../tracing.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
 import { budgetLeasing, type BudgetLeases, type BudgetLeasing } from './leases.js';
 import { businessMonth } from './month.js';
@@ -37,6 +38,8 @@ interface OneStatementValues extends FinishBase {
   statementTimeoutMs: number;
   /** This process's name on the leases it takes (BudgetLeases). */
   leaseHolder: string;
+  /** The attempt's trace, for the outbox event (a transaction's BEGIN sets it as app.traceparent; there is no BEGIN here). */
+  traceparent: string | null;
 }
 
 type Outcome = 'AS_TRANSACTION' | 'KEY_HELD' | 'NOT_FOUND' | 'ALREADY_ISSUED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED' | 'ISSUE';
@@ -178,10 +181,11 @@ function oneStatement(keyed: boolean, leasing: BudgetLeasing) {
       union all
       select own_lease_left from leased
     ), event as (
-      insert into outbox_events (tenant_id, topic, payload)
+      insert into outbox_events (tenant_id, topic, payload, traceparent)
       select ${p.tenantId}, ${COUPON_ISSUED_TOPIC},
              jsonb_build_object('id', i.id, 'campaignId', i.campaign_id, 'memberId', i.member_id, 'month', i.month,
-                                'amountYen', i.amount_yen, 'issuedAt', ${p.issuedAt}::text, 'tenantId', ${p.tenantId}::text)
+                                'amountYen', i.amount_yen, 'issuedAt', ${p.issuedAt}::text, 'tenantId', ${p.tenantId}::text),
+             ${p.traceparent}::text
         from inserted i where exists (select 1 from taken)
     ), coupon as (
       select id, campaign_id, member_id, month, amount_yen, issued_at from inserted where exists (select 1 from taken)
@@ -244,6 +248,7 @@ export async function issueCouponInOneStatement(
     lockTimeoutMs: timeouts.lockTimeoutMs,
     statementTimeoutMs: timeouts.statementTimeoutMs,
     leaseHolder: leases.holder,
+    traceparent: tracing.enabled ? traceparentOf() : null,
     ...bookkeeping.finishInStatement(),
   };
   const statements = statementsFor(budgetLeasing.current);

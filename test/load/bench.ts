@@ -632,6 +632,8 @@ async function main() {
         );
       }
     }
+    // The hold with the machine as quiet as it gets: one client, one budget row, through the proxy.
+    const quiet = await throughEndpoint(here.targets.get('distant')!, hotCampaignScenario(runId(), 400, 1), 1, {}, true);
     const rttMs = await roundTripMs(here.proxy.databaseUrl);
     const directRttMs = await roundTripMs(here.database.databaseUrl);
     const requestsPerRun = members * 6;
@@ -646,7 +648,14 @@ async function main() {
     console.log(table(rows));
     console.log('\nTargets:');
     for (const line of targets(rows)) console.log(`  ${line}`);
-    await writeCalibration(calibration, { machine, commit, rttMs, directRttMs, rows: rows.filter((r) => !r.label.endsWith(BEFORE)) });
+    await writeCalibration(calibration, {
+      machine,
+      commit,
+      rttMs,
+      directRttMs,
+      quietHoldMs: quiet.lockHoldMs ?? 0,
+      rows: rows.filter((r) => !r.label.endsWith(BEFORE)),
+    });
     console.log(`\ncalibration for npm run sim written to ${calibration}`);
     if (json)
       await writeFile(
@@ -661,7 +670,10 @@ async function main() {
 }
 
 /** What the simulation is calibrated with: the round trip, and per row its figures and the CPU per request of each process. */
-async function writeCalibration(file: string, run: { machine: string; commit: string; rttMs: number; directRttMs: number; rows: Row[] }) {
+async function writeCalibration(
+  file: string,
+  run: { machine: string; commit: string; rttMs: number; directRttMs: number; quietHoldMs: number; rows: Row[] },
+) {
   const calibration: Calibration = {
     measured: new Date().toISOString().slice(0, 10),
     machine: run.machine,
@@ -670,6 +682,7 @@ async function writeCalibration(file: string, run: { machine: string; commit: st
     proxyRttMs: 2 * ONE_WAY_DELAY_MS,
     rttMs: run.rttMs,
     directRttMs: run.directRttMs,
+    quietHoldMs: run.quietHoldMs,
     hot: { clients: HOT_CLIENTS, members: HOT_MEMBERS, discountYen: 100, leaseCoupons: HOT_LEASE_COUPONS, slots: HOT_SLOTS },
     rows: run.rows
       .filter((row) => row.clients === HOT_CLIENTS && row.label.includes('1 ms round trip'))

@@ -29,6 +29,8 @@ export interface Calibration {
   /** `select 1` through the bench's delay proxy, and straight to PostgreSQL, in ms. */
   rttMs: number;
   directRttMs: number;
+  /** A budget row's hold per issue with one client on one row: the hold without this machine's queue for its cores. */
+  quietHoldMs: number;
   hot: { clients: number; members: number; discountYen: number; leaseCoupons: number; slots: number };
   rows: CalibratedRow[];
 }

@@ -109,6 +109,12 @@ export class Simulation {
   now = 0;
   private seq = 0;
   private readonly agenda = new Agenda();
+  private halted = false;
+
+  /** Ends the run at once (a model that has fallen hopelessly behind). */
+  halt() {
+    this.halted = true;
+  }
 
   at(at: number, resume: () => void) {
     this.agenda.push({ at, seq: this.seq++, resume });
@@ -142,7 +148,7 @@ export class Simulation {
 
   /** Runs until nothing is scheduled, or until `until` ms. */
   run(until = Infinity) {
-    while (this.agenda.size > 0) {
+    while (this.agenda.size > 0 && !this.halted) {
       const event = this.agenda.pop();
       if (event.at > until) break;
       this.now = event.at;

@@ -53,6 +53,8 @@ export interface Workload {
 }
 
 export interface SimResult {
+  /** The run stopped early: more than `maxInSystem` requests were waiting at once. */
+  overloaded: boolean;
   requestsPerSecond: number;
   issued: number;
   refused: number;
@@ -87,7 +89,15 @@ interface BudgetRow {
   heldMs: number;
 }
 
-export function simulate(design: Design, costs: Costs, deployment: Deployment, workload: Workload, seed = 1): SimResult {
+export function simulate(
+  design: Design,
+  costs: Costs,
+  deployment: Deployment,
+  workload: Workload,
+  seed = 1,
+  maxInSystem = Infinity,
+): SimResult {
+  let overloaded = false;
   const sim = new Simulation();
   const rand = random(seed);
   const shared = deployment.sharedCores ? new Resource(sim, deployment.sharedCores, 'machine') : null;
@@ -119,6 +129,10 @@ export function simulate(design: Design, costs: Costs, deployment: Deployment, w
     inSystemIntegral += inSystem * (sim.now - lastChange);
     lastChange = sim.now;
     inSystem++;
+    if (inSystem > maxInSystem) {
+      overloaded = true;
+      sim.halt();
+    }
   };
   const leave = () => {
     inSystemIntegral += inSystem * (sim.now - lastChange);
@@ -197,7 +211,8 @@ export function simulate(design: Design, costs: Costs, deployment: Deployment, w
     }
     yield { cpu: db, ms: costs.dbCpuMs };
     const pick: { row: BudgetRow | null } = { row: null };
-    yield* pickRow(process, pick);
+    // As the statement does with leases: a row that filled up while it waited is tried again while any row has room.
+    for (let attempt = 1; attempt <= 4 && !pick.row && roomLeft() > 0; attempt++) yield* pickRow(process, pick);
     if (!pick.row) {
       refuse();
       return;
@@ -287,6 +302,7 @@ export function simulate(design: Design, costs: Costs, deployment: Deployment, w
   const sorted = [...latencies].sort((a, b) => a - b);
   const wallMs = sim.now;
   return {
+    overloaded,
     requestsPerSecond: (latencies.length / wallMs) * 1000,
     issued,
     refused,
