@@ -1,13 +1,14 @@
 import { readCalibration, type CalibratedRow, type Calibration } from './calibration.js';
 import { simulate, type Costs, type Design, type Deployment, type SimResult } from './hot-path.js';
 
-const USAGE = `usage: npm run sim [-- --calibration FILE] [--rate 10000] [--requests 30000]
+const USAGE = `usage: npm run sim [-- --calibration FILE] [--rate 10000] [--requests 20000] [--hold-ms MS]
 
 Replays the bench's hot rows (1 ms round trip, 128 clients, sold out half-way) with the costs the
 bench measured on its machine (test/load/sim/calibration.json, written by npm run bench), prints
 measured and simulated side by side, then answers: how many server processes, budget rows or
 leases and database cores issue --rate coupons per second at 1 ms and at 5 ms round trip, with what
-p99 and stranded budget, for budget slots, budget leases and SERIALIZABLE.`;
+p99 and stranded budget, for budget slots, budget leases and SERIALIZABLE. --hold-ms replaces the measured one-client hold: what if a budget row
+were held that long (a database with cores of its own, where this machine's are all busy).`;
 
 /** The server's pool (DB_POOL_MAX's default). */
 const POOL_PER_PROCESS = 10;
@@ -19,20 +20,22 @@ function parseArgs(argv: string[]) {
   let calibration: string | undefined;
   let rate = 10_000;
   let requests = 20_000;
+  let holdMs: number | null = null;
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--calibration') calibration = argv[++i];
     else if (argv[i] === '--rate') rate = Number(argv[++i]);
     else if (argv[i] === '--requests') requests = Number(argv[++i]);
+    else if (argv[i] === '--hold-ms') holdMs = Number(argv[++i]);
     else {
       console.log(USAGE);
       process.exit(argv[i] === '--help' ? 0 : 2);
     }
   }
-  if (!(rate > 0) || !(requests >= 1000)) {
+  if (!(rate > 0) || !(requests >= 1000) || (holdMs !== null && !(holdMs > 0))) {
     console.error(USAGE);
     process.exit(2);
   }
-  return { calibration, rate, requests };
+  return { calibration, rate, requests, holdMs };
 }
 
 /** The design a bench row measured. */
@@ -180,15 +183,16 @@ function answer(calibration: Calibration, rate: number, requests: number) {
       const ok = keepsUp(r, rate);
       console.log(
         `| ${found.design} | ${rttMs} ms | ${found.processes} | ${found.rows} | ${found.dbCores} | ${r.requestsPerSecond.toFixed(0)} | ${r.p99Ms.toFixed(1)} | ` +
-          `${r.strandedAtFirstRefusal} | ${r.strandedAtEnd} | ${ok ? 'yes' : r.overloaded ? 'no: falls behind' : `no (TRY_AGAIN ${r.tryAgain})`} |`,
+          `${r.overloaded ? '-' : r.strandedAtFirstRefusal} | ${r.overloaded ? '-' : r.strandedAtEnd} | ${ok ? 'yes' : r.overloaded ? 'no: falls behind' : `no (TRY_AGAIN ${r.tryAgain})`} |`,
       );
     }
   }
 }
 
 async function main() {
-  const { calibration: file, rate, requests } = parseArgs(process.argv.slice(2));
-  const calibration = await readCalibration(file);
+  const { calibration: file, rate, requests, holdMs } = parseArgs(process.argv.slice(2));
+  const measured = await readCalibration(file);
+  const calibration = holdMs === null ? measured : { ...measured, quietHoldMs: holdMs };
   const errors = replayBench(calibration);
   const worst = Math.max(...errors.map(Math.abs));
   console.log(`\nworst req/s error against the bench: ${(worst * 100).toFixed(0)} % (target within 20 %)`);
