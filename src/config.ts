@@ -38,6 +38,8 @@ export interface AppConfig {
   lockTimeoutMs: number;
   statementTimeoutMs: number;
   idleInTransactionTimeoutMs: number;
+  /** How long a budget lease lives unless its process renews it. */
+  budgetLeaseTtlMs: number;
   requestDeadlineMs: number;
   transactionMaxAttempts: number;
   actionSecret: string | null;
@@ -466,6 +468,7 @@ export function loadConfig(env: Env = process.env, { servesHttp = true }: LoadOp
     lockTimeoutMs: readInt(env, 'LOCK_TIMEOUT_MS', 2_000, 1, 600_000),
     statementTimeoutMs,
     idleInTransactionTimeoutMs: readInt(env, 'IDLE_IN_TRANSACTION_TIMEOUT_MS', 10_000, 100, 600_000),
+    budgetLeaseTtlMs: readInt(env, 'BUDGET_LEASE_TTL_MS', 10_000, 300, 3_600_000),
     requestDeadlineMs,
     transactionMaxAttempts: readInt(env, 'TRANSACTION_MAX_ATTEMPTS', 8, 1, 100),
     actionSecret,

@@ -6,6 +6,7 @@ import { waitForDatabase, watchDatabase } from './db/connect.js';
 import { createDatabase, type Database } from './db/database.js';
 import type { EmbeddedPostgres } from './db/embedded.js';
 import { assertSchemaCurrent, migrate } from './db/migrate.js';
+import { applySessionTimeouts } from './db/session-defaults.js';
 import { seedIfEmpty } from './db/seed.js';
 import { buildServices, type AppServices } from './services.js';
 import { createApp, type App } from './http/app.js';
@@ -117,6 +118,8 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
       if (options.schema === 'migrate') {
         const applied = await migrate(database.db);
         log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
+        // What a coupon issue sent as one statement runs under (docs/design.md §5).
+        await applySessionTimeouts(connectionString, config, log);
         if (embedded && options.seed && (await seedIfEmpty(database.db))) log.info('demo data loaded');
       }
     });
@@ -146,6 +149,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       async stop() {
         await http.close();
         await workers?.stop();
+        await services.budgetLeases.stop();
         await opened.close();
       },
     };

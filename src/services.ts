@@ -1,6 +1,7 @@
 import { admissionPolicy, TokenBuckets, type Admission } from './admission.js';
 import { systemClock, type Clock } from './clock.js';
 import type { AppConfig } from './config.js';
+import { BudgetLeases } from './coupons/leases.js';
 import type { Database } from './db/database.js';
 import type { RootPool } from './db/database.js';
 import { defaultBackoff, type TransactionSettings } from './db/transaction.js';
@@ -23,6 +24,8 @@ export interface AppServices {
   admission: Admission;
   /** Each tenant session's mutations per second (MEMBER_WRITE_RATE, MEMBER_WRITE_BURST). */
   writeBudget: TokenBuckets;
+  /** This process's budget leases (stopped, and so given back, when the server stops). */
+  budgetLeases: BudgetLeases;
 }
 
 export function buildServices(config: AppConfig, database: Database, log: Logger, clock: Clock = systemClock): AppServices {
@@ -39,6 +42,7 @@ export function buildServices(config: AppConfig, database: Database, log: Logger
     clock,
     admission,
     writeBudget: new TokenBuckets(config.edge.memberWriteRate, config.edge.memberWriteBurst),
+    budgetLeases: new BudgetLeases(database.db, config.budgetLeaseTtlMs, log),
     metrics: createMetrics(database.pool.raw, database.db, admission),
     transactions: {
       lockTimeoutMs: config.lockTimeoutMs,

@@ -42,6 +42,14 @@ export function currentTransactionTimeouts(): TransactionTimeouts | undefined {
   return transactionScope.getStore()?.timeouts;
 }
 
+/**
+ * Runs `fn` outside any transaction's scope: background work a request starts (a budget lease
+ * refill) takes a connection of its own and must not count as the request's second one.
+ */
+export function outsideTransactionScope<T>(fn: () => T): T {
+  return transactionScope.exit(fn);
+}
+
 export function isHoldingTransaction(): boolean {
   return transactionScope.getStore()?.holding === true;
 }

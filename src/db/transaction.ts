@@ -29,6 +29,8 @@ export interface RunOptions {
   accessMode?: AccessMode;
   /** Told of every retry, for logs and metrics. */
   onRetry?: (sqlState: string, attempt: number) => void;
+  /** Attempts already made another way (a one-statement attempt that met contention): they count against the budget. */
+  attemptsBefore?: number;
 }
 
 export interface RunResult<T> {
@@ -52,6 +54,16 @@ export class RollbackAndReturn<T> extends Error {
 
 export type UnitOfWork<T> = (trx: Transaction<DB>) => Promise<T>;
 
+/** What a one-statement unit answers when this request must run as a whole transaction instead. */
+export const AS_TRANSACTION = Symbol('run as a transaction');
+
+/**
+ * A unit whose writes are one statement, sent on `db` (one connection, outside any transaction
+ * block) as its own implicit transaction: the statement commits as it ends, or rolls back whole
+ * when it raises. It may read in further statements, never write in them.
+ */
+export type OneStatementUnit<T> = (db: Kysely<DB>) => Promise<T | typeof AS_TRANSACTION>;
+
 /**
  * The one way a mutation touches the database: the whole unit of work in one transaction, retried
  * as a whole (never a statement inside it) on serialization failures, deadlocks and lock timeouts,
@@ -68,7 +80,7 @@ export async function runInTransaction<T>(
   options: RunOptions,
   work: UnitOfWork<T>,
 ): Promise<RunResult<T>> {
-  for (let attempt = 1; ; attempt++) {
+  for (let attempt = (options.attemptsBefore ?? 0) + 1; ; attempt++) {
     const remainingMs = options.deadline - Date.now();
     if (remainingMs <= 0) throw deadlineError(attempt - 1);
     try {
@@ -91,6 +103,59 @@ export async function runInTransaction<T>(
       if (Date.now() + delayMs >= options.deadline) throw deadlineError(attempt);
       await sleep(delayMs);
     }
+  }
+}
+
+/**
+ * Runs a one-statement unit (docs/design.md §5): no BEGIN, no COMMIT, so a lock the statement takes
+ * is held only while it runs and commits, never across a round trip. Its timeouts are the sessions'
+ * own (the role's defaults, see session-defaults.ts) rather than SET LOCAL; the unit's statement
+ * checks that they are in force. Returns null when the request must run as a transaction instead:
+ * when less of the deadline is left than those timeouts (the transaction caps them), when the unit
+ * says so, or on contention (the whole unit then runs as a transaction, its statement counting as
+ * the first attempt: pass `attemptsMade` on as `attemptsBefore`). Holds one connection,
+ * marked like a transaction's, so the executor rule holds here too. A lost connection is TRY_AGAIN
+ * and never rerun: the statement may have committed, and only the Idempotency-Key can tell.
+ */
+/** A one-statement unit that left the request to the transaction runner. */
+export interface Declined {
+  declined: true;
+  /** 1 when its statement met contention and rolled back: that counts as the first attempt. */
+  attemptsMade: number;
+}
+
+export async function runInOneStatement<T>(
+  db: Kysely<DB>,
+  settings: TransactionSettings,
+  options: Pick<RunOptions, 'deadline' | 'onRetry'>,
+  work: OneStatementUnit<T>,
+): Promise<RunResult<T> | Declined> {
+  const remainingMs = options.deadline - Date.now();
+  if (remainingMs <= 0) throw deadlineError(0);
+  if (remainingMs < Math.max(settings.lockTimeoutMs, settings.statementTimeoutMs)) return { declined: true, attemptsMade: 0 };
+  try {
+    const value = await tracedAttempt(1, settings, {}, () =>
+      withTransactionScope(settings, (hold) =>
+        db.connection().execute(async (connection) => {
+          hold(true);
+          try {
+            return await work(connection);
+          } finally {
+            hold(false);
+          }
+        }),
+      ),
+    );
+    return value === AS_TRANSACTION ? { declined: true, attemptsMade: 0 } : { value, attempts: 1, rolledBack: false };
+  } catch (error) {
+    if (error instanceof RollbackAndReturn) return { value: error.value as T, attempts: 1, rolledBack: true };
+    if (!isRetryableContention(error)) throw translate(error, 1, settings);
+    // The statement rolled back whole: the transaction runner takes over as attempt 2, after the same pause.
+    options.onRetry?.(sqlStateOf(error) ?? 'unknown', 1);
+    const delayMs = fullJitter(settings, 1);
+    if (Date.now() + delayMs >= options.deadline) throw deadlineError(1);
+    await sleep(delayMs);
+    return { declined: true, attemptsMade: 1 };
   }
 }
 
@@ -129,7 +194,12 @@ async function attemptOnce<T>(
  * purpose, or the SQLSTATE that ended it) and whether the runner tries again. The BEGIN, the
  * statements and the COMMIT are its children.
  */
-async function tracedAttempt<T>(attempt: number, settings: TransactionSettings, options: RunOptions, run: () => Promise<T>): Promise<T> {
+async function tracedAttempt<T>(
+  attempt: number,
+  settings: TransactionSettings,
+  options: Pick<RunOptions, 'isolation' | 'accessMode'>,
+  run: () => Promise<T>,
+): Promise<T> {
   const started = startSpan('transaction', {
     attributes: {
       'db.system.name': 'postgresql',

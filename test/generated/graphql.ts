@@ -37,6 +37,8 @@ export type AuditEntry = {
 
 export type Campaign = {
   __typename?: 'Campaign';
+  /** Coupons a server process leases from the budget at a time; 0: every issue takes from the budget rows. */
+  budgetLeaseCoupons: Scalars['Int']['output'];
   /** How many rows the budget is split over. */
   budgetSlots: Scalars['Int']['output'];
   budgetYen: Scalars['Int']['output'];
@@ -44,7 +46,7 @@ export type Campaign = {
   /** The value of each coupon, in yen. */
   discountYen: Scalars['Int']['output'];
   id: Scalars['ID']['output'];
-  /** Yen issued so far: the sum of the budget slots. */
+  /** Yen issued so far: the sum of the budget slots and of the leases. */
   issuedYen: Scalars['Int']['output'];
   name: Scalars['String']['output'];
   remainingYen: Scalars['Int']['output'];
@@ -111,6 +113,8 @@ export type Coupon = {
 };
 
 export type CreateCampaignInput = {
+  /** Budget leases (0 to 10000 coupons, with budgetSlots 1): each server process leases this many coupons' worth of the budget at a time and issues from its lease first; 0 (the default) takes every issue from the budget rows. */
+  budgetLeaseCoupons?: InputMaybe<Scalars['Int']['input']>;
   /** Rows the budget is split over (1 to 64); more rows let a hot campaign issue in parallel. */
   budgetSlots?: InputMaybe<Scalars['Int']['input']>;
   /** The most the campaign may issue in all, in yen. */

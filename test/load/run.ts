@@ -71,6 +71,8 @@ export interface RunOptions {
   /** The database to count invariants in; null skips the check. */
   sql: pg.Pool | null;
   onProgress?: (done: number, elapsedMs: number) => void;
+  /** Told of every answer as it arrives (the bench reads the budget when the first refusal comes). */
+  onAnswer?: (outcome: string) => void;
 }
 
 /**
@@ -96,6 +98,7 @@ export async function runLoad(options: RunOptions): Promise<LoadResult> {
       const reply = await task().catch((): GraphQLReply | null => null);
       const endMs = performance.now() - started;
       const outcome = reply === null ? NETWORK_ERROR : scenario.outcomeOf(reply);
+      options.onAnswer?.(outcome);
       samples.push({ dueMs: Math.min(dueMs, sentMs), sentMs, endMs, latencyMs: endMs - Math.min(dueMs, sentMs), outcome });
     };
   };

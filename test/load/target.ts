@@ -12,13 +12,19 @@ import { throughProxy } from './delay-proxy.js';
 const PROJECT = fileURLToPath(new URL('../..', import.meta.url));
 
 /** A fresh embedded PostgreSQL in a temporary folder, with PostgreSQL's default durability. */
-export async function startScratchDatabase(): Promise<{ postgres: EmbeddedPostgres; databaseUrl: string; stop(): Promise<void> }> {
+export async function startScratchDatabase(): Promise<{
+  postgres: EmbeddedPostgres;
+  databaseUrl: string;
+  dataDir: string;
+  stop(): Promise<void>;
+}> {
   const root = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-load-'));
   await chmod(root, 0o755);
   const postgres = await startEmbeddedPostgres({ dataDir: path.join(root, 'data'), port: await freePort(), log: createLogger('warn') });
   return {
     postgres,
     databaseUrl: postgres.connectionString('postgres'),
+    dataDir: path.join(root, 'data'),
     async stop() {
       await postgres.stop();
       await rm(root, { recursive: true, force: true });
@@ -41,9 +47,15 @@ interface ChildOfOurs {
 }
 
 /** One of the project's TypeScript entry points as its own process, once it prints `ready`. */
-async function startProcess(entry: string, args: string[], env: Record<string, string>, ready: RegExp): Promise<ChildOfOurs> {
+async function startProcess(
+  entry: string,
+  args: string[],
+  env: Record<string, string>,
+  ready: RegExp,
+  cwd = PROJECT,
+): Promise<ChildOfOurs> {
   const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
-    cwd: PROJECT,
+    cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -114,11 +126,12 @@ export function machineLoadNow(): { cores: number; averages: number[] } {
 
 /**
  * The server as its own process, the way it runs in production: the load generator then measures
- * it from outside instead of sharing its event loop.
+ * it from outside instead of sharing its event loop. `project`: another checkout to run it from
+ * (the bench's baseline).
  */
-export async function startServerProcess(entry: string, env: Record<string, string>): Promise<ServerProcess> {
+export async function startServerProcess(entry: string, env: Record<string, string>, project = PROJECT): Promise<ServerProcess> {
   const port = await freePort();
-  const started = await startProcess(entry, [], serverProcessEnv(env, port), /GraphQL and GraphiQL:/);
+  const started = await startProcess(entry, [], serverProcessEnv(env, port), /GraphQL and GraphiQL:/, project);
   const base = `http://127.0.0.1:${port}`;
   return { url: `${base}/graphql`, metricsUrl: `${base}/metrics`, child: started.child, stop: started.stop };
 }
@@ -130,7 +143,7 @@ export async function startServerProcess(entry: string, env: Record<string, stri
 export async function startDelayProxyProcess(
   databaseUrl: string,
   delayMs: number,
-): Promise<{ databaseUrl: string; stop(): Promise<void> }> {
+): Promise<{ databaseUrl: string; pid: number; stop(): Promise<void> }> {
   const target = new URL(databaseUrl);
   const started = await startProcess(
     'test/load/delay-proxy.ts',
@@ -138,7 +151,7 @@ export async function startDelayProxyProcess(
     {},
     /listening on (\d+)/,
   );
-  return { databaseUrl: throughProxy(databaseUrl, Number(started.ready[1])), stop: started.stop };
+  return { databaseUrl: throughProxy(databaseUrl, Number(started.ready[1])), pid: started.child.pid!, stop: started.stop };
 }
 
 /** Sum of a counter's samples in a Prometheus text page. */

@@ -9,6 +9,8 @@ export interface CampaignSpec {
   discountYen: number;
   budgetYen: number;
   budgetSlots: number;
+  /** Budget leases: coupons a server process leases at a time (0 or absent: none). */
+  budgetLeaseCoupons?: number;
 }
 
 export interface CouponScenario {
@@ -186,9 +188,15 @@ export async function checkCouponInvariants(
   const tenant = scenario.tenantId;
   const one = async <T extends pg.QueryResultRow>(text: string) => (await sql.query<T>(text, [tenant])).rows;
 
+  // A schema from before budget leases (the bench's baseline) has no lease table.
+  const leases = (await sql.query<{ t: string | null }>("select to_regclass('campaign_budget_leases')::text as t")).rows[0]!.t !== null;
+  const leased = leases
+    ? '+ coalesce((select sum(issued_yen) from campaign_budget_leases l where l.tenant_id = c.tenant_id and l.campaign_id = c.id), 0)'
+    : '';
   const campaigns = await one<{ id: string; budget_yen: number; issued_yen: number; coupons_yen: number }>(`
     select c.id, c.budget_yen,
-           coalesce((select sum(issued_yen) from campaign_budget_slots s where s.tenant_id = c.tenant_id and s.campaign_id = c.id), 0)::int as issued_yen,
+           (coalesce((select sum(issued_yen) from campaign_budget_slots s where s.tenant_id = c.tenant_id and s.campaign_id = c.id), 0)
+            ${leased})::int as issued_yen,
            coalesce((select sum(amount_yen) from coupons k where k.tenant_id = c.tenant_id and k.campaign_id = c.id and k.voided_at is null), 0)::int as coupons_yen
       from campaigns c where c.tenant_id = $1 order by c.id`);
   checks.push({
