@@ -3,6 +3,7 @@ import { systemClock, type Clock } from './clock.js';
 import type { AppConfig } from './config.js';
 import type { Database } from './db/database.js';
 import type { RootPool } from './db/database.js';
+import type { DatabaseHealth } from './db/health.js';
 import { defaultBackoff, type TransactionSettings } from './db/transaction.js';
 import type { Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
@@ -15,6 +16,10 @@ export interface AppServices {
    * unit of work, use the runner's `trx` (the executor rule, docs/design.md §3).
    */
   pool: RootPool;
+  /** The background loops' own connections, which requests never take (see Database.background). */
+  backgroundPool: RootPool;
+  /** The database's health as last checked: what /ready answers from. */
+  health: DatabaseHealth;
   log: Logger;
   clock: Clock;
   transactions: TransactionSettings;
@@ -32,10 +37,12 @@ export function buildServices(config: AppConfig, database: Database, log: Logger
   return {
     config,
     pool: database.db,
+    backgroundPool: database.background,
+    health: database.health,
     log,
     clock,
     admission,
-    metrics: createMetrics(database.pool.raw, database.db, admission),
+    metrics: createMetrics(database.pool.counts, database.db, admission),
     transactions: {
       lockTimeoutMs: config.lockTimeoutMs,
       statementTimeoutMs: config.statementTimeoutMs,

@@ -26,18 +26,27 @@ export type GraphQLServer = YogaServerInstance<ServerContext, Context>;
 /** One GraphQL context per request: the session, the deadline, the client's signal, the root pool. */
 function contextFactory(services: AppServices) {
   const { config, log } = services;
-  return async ({ request, actionSessionVariables }: ServerContext & { request: Request }): Promise<Context> => ({
-    services,
-    pool: services.pool,
-    session: actionSessionVariables ? sessionFromVariables(actionSessionVariables) : await resolveSession(request.headers, config, log),
-    requestId: currentRequestScope()?.requestId ?? randomUUID(),
-    deadline: Date.now() + config.requestDeadlineMs,
-    signal: request.signal,
-    turns: createTurns(),
-    log,
-    idempotencyKeyHeader: request.headers.get('idempotency-key'),
-    idempotency: null,
-  });
+  return async ({ request, actionSessionVariables }: ServerContext & { request: Request }): Promise<Context> => {
+    const scope = currentRequestScope();
+    const session = actionSessionVariables
+      ? sessionFromVariables(actionSessionVariables)
+      : await resolveSession(request.headers, config, log);
+    const deadline = Date.now() + config.requestDeadlineMs;
+    // Every database call the request makes, through the runners or not, is limited by this (src/db/scope.ts).
+    if (scope) scope.deadline = deadline;
+    return {
+      services,
+      pool: services.pool,
+      session,
+      requestId: scope?.requestId ?? randomUUID(),
+      deadline,
+      signal: request.signal,
+      turns: createTurns(),
+      log,
+      idempotencyKeyHeader: request.headers.get('idempotency-key'),
+      idempotency: null,
+    };
+  };
 }
 
 /**
