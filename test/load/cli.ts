@@ -1,5 +1,4 @@
 import { writeFile } from 'node:fs/promises';
-import pg from 'pg';
 import { LOAD_USAGE, parseLoadArgs, UsageError, type LoadArgs } from './args.js';
 import { LoadClient } from './client.js';
 import { renderReport, type ReportContext } from './report.js';
@@ -8,7 +7,7 @@ import type { LoadScenario } from './scenario.js';
 import { couponsScenario, headerSessions } from './scenarios/coupons.js';
 import { documentsScenario } from './scenarios/documents.js';
 import { huddlesScenario } from './scenarios/huddles.js';
-import { currentCommit, machineDescription, startScratchDatabase, startServerProcess } from './target.js';
+import { currentCommit, machineDescription, sqlPool, startScratchDatabase, startServerProcess } from './target.js';
 
 const PROGRESS_LOG_INTERVAL_MS = 2_000;
 /** A send this much after its scheduled time means the generator, not the server, was the bottleneck. */
@@ -106,7 +105,7 @@ async function main(): Promise<number> {
   const server = database ? await startServerProcess('src/main.ts', { DATABASE_URL: database.databaseUrl }) : null;
   const url = args.url ?? server!.url;
   const databaseUrl = args.databaseUrl ?? database?.databaseUrl ?? null;
-  const sql = databaseUrl ? new pg.Pool({ connectionString: databaseUrl, max: 2 }) : null;
+  const sql = databaseUrl ? sqlPool(databaseUrl) : null;
   // An idle connection the server drops must not take the whole run down with it.
   sql?.on('error', (error) => console.error(`database connection lost: ${error.message}`));
   const client = new LoadClient(url, args.concurrency, { resend: args.resend });

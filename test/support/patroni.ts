@@ -74,7 +74,7 @@ function nodeConfig(node: PatroniNode, scope: string, etcdPort: number, root: st
       scope,
       namespace: '/service/',
       name: node.name,
-      log: { level: 'WARNING', dir: path.join(root, node.name) },
+      log: { level: 'WARNING' },
       restapi: { listen: `127.0.0.1:${node.restPort}`, connect_address: `127.0.0.1:${node.restPort}` },
       etcd: { host: `127.0.0.1:${etcdPort}` },
       bootstrap: {
@@ -238,7 +238,7 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
       const now = await members();
       if (check(now)) return now;
       if (Date.now() > deadline)
-        throw new Error(`Patroni cluster: timed out waiting for ${what}: ${JSON.stringify(now)}\n${output.slice(-40).join('\n')}`);
+        throw new Error(`Patroni cluster: timed out waiting for ${what}: ${JSON.stringify(now)}\n${output.slice(-80).join('\n')}`);
       await sleep(200);
     }
   };
