@@ -7,7 +7,7 @@ import { migrate } from '../src/db/migrate.js';
 import { createLogger } from '../src/logger.js';
 import { CreateContractDocumentDocument, IssueCouponDocument, LedgerCheckDocument } from './generated/graphql.js';
 import { asTenantAdmin, asUser, createEmptyDatabaseUrl, createTestBackend, gqlOk, type TestBackend } from './support/harness.js';
-import { describeRun, runReferenceScenario } from './support/coupon-run.js';
+import { describeRun, REFERENCE_SCENARIO_TIMEOUT_MS, runReferenceScenario } from './support/coupon-run.js';
 import { runScript } from './support/scripts.js';
 
 const FIXTURE = new URL('./fixtures/legacy-damaged.sql', import.meta.url);
@@ -156,12 +156,16 @@ describe('adopting a database the naive versions damaged', () => {
     expect(numbers.sort()).toEqual(Array.from({ length: 20 }, (_, i) => 10_000_005 + i));
   });
 
-  it('holds the coupon invariants under the concurrent reference scenario on the adopted database', async () => {
-    const backend = await backendOn(track(await adoptedDatabase()));
-    const result = await runReferenceScenario(backend, 32);
-    console.log(describeRun('coupons on the adopted database at 32 clients', result));
-    expect(result.invariants.violations).toEqual([]);
-  });
+  it(
+    'holds the coupon invariants under the concurrent reference scenario on the adopted database',
+    async () => {
+      const backend = await backendOn(track(await adoptedDatabase()));
+      const result = await runReferenceScenario(backend, 32);
+      console.log(describeRun('coupons on the adopted database at 32 clients', result));
+      expect(result.invariants.violations).toEqual([]);
+    },
+    REFERENCE_SCENARIO_TIMEOUT_MS,
+  );
 
   it('reconciliation reports the legacy overspend and cap as legacy, not as drift', async () => {
     const legacy = track(await adoptedDatabase());

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { couponIssuer } from '../src/coupons/service.js';
 import { naiveIssuer } from './naive/issue-coupon.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
-import { describeRun, runReferenceScenario } from './support/coupon-run.js';
+import { describeRun, REFERENCE_SCENARIO_TIMEOUT_MS, runReferenceScenario } from './support/coupon-run.js';
 
 // The reference scenario of coupons.concurrency.test.ts with the server's coupon issuer swapped
 // for the read-check-write version: the same invariant checks must catch it.
@@ -20,10 +20,14 @@ describe('the reference scenario against the naive read-check-write issue', () =
   });
 
   for (const concurrency of [8, 32]) {
-    it(`fails its invariant checks at ${concurrency} concurrent clients`, async () => {
-      const result = await runReferenceScenario(backend, concurrency);
-      console.log(describeRun(`naive coupons at ${concurrency} clients`, result));
-      expect(result.invariants.violations.length).toBeGreaterThan(0);
-    });
+    it(
+      `fails its invariant checks at ${concurrency} concurrent clients`,
+      async () => {
+        const result = await runReferenceScenario(backend, concurrency);
+        console.log(describeRun(`naive coupons at ${concurrency} clients`, result));
+        expect(result.invariants.violations.length).toBeGreaterThan(0);
+      },
+      REFERENCE_SCENARIO_TIMEOUT_MS,
+    );
   }
 });

@@ -41,7 +41,8 @@ const SETTINGS = {
 };
 /** Low enough that a busy machine keeps up with it, high enough that a stall fills the pool and the admission queue. */
 const RATE = 10;
-const HEALTHY_MS = 2_000;
+/** Answers that come back OK before the fault begins: the trial measures the machine on them. */
+const HEALTHY_ANSWERS = 10;
 
 interface Setup {
   proxy: FaultProxy;
@@ -101,11 +102,24 @@ afterEach(async () => {
 });
 
 /**
- * How late an answer may come past its deadline: the machine's own slowness, measured on the
- * requests answered before the fault, plus a second.
+ * Load at `rate` until HEALTHY_ANSWERS answers have come back OK (an event, however slow the
+ * machine), which is when the trial's fault begins (`faultMs`, ms after the load started). How late
+ * an answer may come past its deadline, `margin`, is the machine's own slowness measured on those
+ * answers, plus a second.
  */
-const marginOf = (samples: Sample[]) =>
-  1_000 + Math.max(...samples.filter((s) => s.sentMs + s.latencyMs < HEALTHY_MS).map((s) => s.latencyMs));
+async function loadUntilHealthy(client: LoadClient, trial: Trial, rate: number, tag: string) {
+  const healthy: Sample[] = [];
+  let markHealthy!: () => void;
+  const enough = new Promise<void>((resolve) => (markHealthy = resolve));
+  const load = loadAtRate(client, trial, rate, Infinity, tag, (sample) => {
+    if (sample.code !== 'OK' || healthy.length >= HEALTHY_ANSWERS) return;
+    healthy.push(sample);
+    if (healthy.length === HEALTHY_ANSWERS) markHealthy();
+  });
+  await enough;
+  const faultMs = performance.now() - load.started;
+  return { load, faultMs, margin: 1_000 + Math.max(...healthy.map((s) => s.latencyMs)) };
+}
 
 const sentBetween = (samples: Sample[], fromMs: number, toMs = Infinity) => samples.filter((s) => s.sentMs >= fromMs && s.sentMs < toMs);
 
@@ -113,60 +127,58 @@ describe('a dead network path between the server and PostgreSQL', () => {
   it('a blackhole longer than the deadline, under load: every request answers by its deadline, nothing is lost, and it serves again after', async () => {
     const { proxy, client, trial } = await setUp('blackhole');
     const blackholeMs = 2.5 * DEADLINE_MS;
-    const afterMs = 2 * DEADLINE_MS;
-    const load = loadAtRate(client, trial, RATE, HEALTHY_MS + blackholeMs + afterMs, 'blackhole');
-    await sleep(HEALTHY_MS);
+    const { load, faultMs, margin } = await loadUntilHealthy(client, trial, RATE, 'blackhole');
     proxy.blackhole();
     await sleep(blackholeMs);
     proxy.heal();
+    const healedMs = performance.now() - load.started;
+    // Serving again is judged on what is sent from a deadline (and the machine's slowness) after the heal.
+    const servingAgainMs = healedMs + DEADLINE_MS + margin;
+    load.endAt(servingAgainMs + DEADLINE_MS);
     const samples = await load.done;
 
-    const healthy = samples.filter((s) => s.sentMs + s.latencyMs < HEALTHY_MS);
-    const inFlight = samples.filter((s) => s.sentMs < HEALTHY_MS && s.sentMs + s.latencyMs > HEALTHY_MS);
-    const margin = marginOf(samples);
+    const healthy = samples.filter((s) => s.sentMs + s.latencyMs < faultMs);
+    const inFlight = samples.filter((s) => s.sentMs < faultMs && s.sentMs + s.latencyMs > faultMs);
+    const servingAgain = sentBetween(samples, servingAgainMs);
     console.log(
       `blackhole of ${blackholeMs} ms at ${RATE}/s, deadline ${DEADLINE_MS} ms: healthy ${JSON.stringify(figures(healthy))}; ` +
-        `in flight when it began ${JSON.stringify(figures(inFlight))}; during ${JSON.stringify(figures(sentBetween(samples, HEALTHY_MS, HEALTHY_MS + blackholeMs)))}; ` +
-        `after ${JSON.stringify(figures(sentBetween(samples, HEALTHY_MS + blackholeMs)))}`,
+        `in flight when it began ${JSON.stringify(figures(inFlight))}; during ${JSON.stringify(figures(sentBetween(samples, faultMs, healedMs)))}; ` +
+        `after ${JSON.stringify(figures(sentBetween(samples, healedMs)))}`,
     );
     expect(new Set(samples.map((s) => s.code))).toEqual(new Set(['OK', 'TRY_AGAIN']));
     const late = samples.filter((s) => s.latencyMs > DEADLINE_MS + margin);
     expect(late.map((s) => `${s.key} sent at ${Math.round(s.sentMs)} ms answered after ${Math.round(s.latencyMs)} ms`)).toEqual([]);
     for (const s of samples.filter((s) => s.code === 'TRY_AGAIN')) expect(Number(s.retryAfter)).toBeGreaterThanOrEqual(1);
-    // Serving again: everything sent a deadline after the path healed succeeded.
-    expect(
-      figures(sentBetween(samples, HEALTHY_MS + blackholeMs + DEADLINE_MS)).codes,
-      JSON.stringify(figures(sentBetween(samples, HEALTHY_MS + blackholeMs + DEADLINE_MS))),
-    ).toEqual({
-      OK: sentBetween(samples, HEALTHY_MS + blackholeMs + DEADLINE_MS).length,
-    });
+    expect(servingAgain.length).toBeGreaterThan(0);
+    expect(figures(servingAgain).codes, JSON.stringify(figures(servingAgain))).toEqual({ OK: servingAgain.length });
     expect(await checkNothingLost(client, trial, samples)).toEqual([]);
   });
 
   it('a blackhole for good: requests answer TRY_AGAIN by their deadline and then at once, and /ready says 503 within seconds', async () => {
     const { proxy, client, trial, readyUrl } = await setUp('blackhole-for-good');
-    const deadMs = 4 * DEADLINE_MS;
-    const load = loadAtRate(client, trial, RATE / 2, HEALTHY_MS + deadMs, 'for-good');
-    const ready = pollReady(readyUrl, load.started);
-    await sleep(HEALTHY_MS);
+    const ready = pollReady(readyUrl, performance.now());
+    const { load, faultMs, margin } = await loadUntilHealthy(client, trial, RATE / 2, 'for-good');
     proxy.blackhole();
+    // Once the first two deadlines have passed the server knows: the settled phase, two deadlines long.
+    const settledMs = faultMs + 2 * DEADLINE_MS;
+    load.endAt(settledMs + 2 * DEADLINE_MS);
     const samples = await load.done;
-    const polls = await ready.stop();
+    const polls = (await ready.stop()).map((poll) => ({ ...poll, atMs: poll.atMs - (load.started - ready.started) }));
 
-    const margin = marginOf(samples);
-    const firstUnready = polls.find((poll) => poll.atMs > HEALTHY_MS && poll.status === 503);
-    const unreadyAfterMs = firstUnready ? firstUnready.atMs - HEALTHY_MS : Infinity;
-    const settled = sentBetween(samples, HEALTHY_MS + 2 * DEADLINE_MS);
+    const firstUnready = polls.find((poll) => poll.atMs > faultMs && poll.status === 503);
+    const unreadyAfterMs = firstUnready ? firstUnready.atMs - faultMs : Infinity;
+    const settled = sentBetween(samples, settledMs);
     console.log(
       `blackhole for good, deadline ${DEADLINE_MS} ms: /ready 503 after ${Math.round(unreadyAfterMs)} ms; ` +
-        `during the first two deadlines ${JSON.stringify(figures(sentBetween(samples, HEALTHY_MS, HEALTHY_MS + 2 * DEADLINE_MS)))}; ` +
+        `during the first two deadlines ${JSON.stringify(figures(sentBetween(samples, faultMs, settledMs)))}; ` +
         `after ${JSON.stringify(figures(settled))}`,
     );
     // The health check runs every 500 ms and gives its select 1 HEALTH_CHECK_LIMIT_MS.
     expect(unreadyAfterMs).toBeLessThan(500 + HEALTH_CHECK_LIMIT_MS + margin);
-    expect(polls.filter((poll) => poll.atMs > HEALTHY_MS + unreadyAfterMs).every((poll) => poll.status === 503)).toBe(true);
+    expect(polls.filter((poll) => poll.atMs > faultMs + unreadyAfterMs).every((poll) => poll.status === 503)).toBe(true);
     const late = samples.filter((s) => s.latencyMs > DEADLINE_MS + margin);
     expect(late.map((s) => `${s.key} sent at ${Math.round(s.sentMs)} ms answered after ${Math.round(s.latencyMs)} ms`)).toEqual([]);
+    expect(settled.length).toBeGreaterThan(0);
     expect(figures(settled).codes, JSON.stringify(figures(settled))).toEqual({ TRY_AGAIN: settled.length });
     // Once the server knows, it does not make a request wait for yet another timeout.
     expect(figures(settled).p50).toBeLessThan(DEADLINE_MS / 4);
@@ -174,28 +186,30 @@ describe('a dead network path between the server and PostgreSQL', () => {
 
   it('frozen existing connections while new ones flow: the server recovers within seconds, without a restart', async () => {
     const { proxy, client, trial, readyUrl } = await setUp('frozen');
-    const frozenMs = 4 * DEADLINE_MS;
-    const load = loadAtRate(client, trial, RATE, HEALTHY_MS + frozenMs, 'frozen');
-    const ready = pollReady(readyUrl, load.started);
-    await sleep(HEALTHY_MS);
+    const ready = pollReady(readyUrl, performance.now());
+    const { load, faultMs, margin } = await loadUntilHealthy(client, trial, RATE, 'frozen');
     proxy.freezeExisting();
+    // Within two deadlines (and the machine's slowness) every stuck connection has been closed and
+    // its transaction ended: what is sent from then on, for two deadlines, must all succeed.
+    const recoveredMs = faultMs + 2 * DEADLINE_MS + margin;
+    load.endAt(recoveredMs + 2 * DEADLINE_MS);
     const samples = await load.done;
     const polls = await ready.stop();
 
-    const margin = marginOf(samples);
-    const failedAfterFreeze = samples.filter((s) => s.sentMs >= HEALTHY_MS && s.code !== 'OK');
-    const lastFailure = Math.max(HEALTHY_MS, ...failedAfterFreeze.map((s) => s.sentMs));
+    const failedAfterFreeze = samples.filter((s) => s.sentMs >= faultMs && s.code !== 'OK');
+    const lastFailure = Math.max(faultMs, ...failedAfterFreeze.map((s) => s.sentMs));
+    const readyAfter = polls.filter((p) => p.atMs - (load.started - ready.started) > faultMs);
     console.log(
-      `frozen connections, deadline ${DEADLINE_MS} ms: the last failing request was sent ${Math.round(lastFailure - HEALTHY_MS)} ms after the freeze; ` +
-        `after the freeze ${JSON.stringify(figures(sentBetween(samples, HEALTHY_MS)))}; /ready ${JSON.stringify(
-          Object.fromEntries([200, 503].map((status) => [status, polls.filter((p) => p.atMs > HEALTHY_MS && p.status === status).length])),
+      `frozen connections, deadline ${DEADLINE_MS} ms: the last failing request was sent ${Math.round(lastFailure - faultMs)} ms after the freeze; ` +
+        `after the freeze ${JSON.stringify(figures(sentBetween(samples, faultMs)))}; /ready ${JSON.stringify(
+          Object.fromEntries([200, 503].map((status) => [status, readyAfter.filter((p) => p.status === status).length])),
         )}`,
     );
     expect(new Set(samples.map((s) => s.code))).toEqual(new Set(['OK', 'TRY_AGAIN']));
     const late = samples.filter((s) => s.latencyMs > DEADLINE_MS + margin);
     expect(late.map((s) => `${s.key} sent at ${Math.round(s.sentMs)} ms answered after ${Math.round(s.latencyMs)} ms`)).toEqual([]);
-    // Within two deadlines every stuck connection has been closed and its transaction ended.
-    const recovered = sentBetween(samples, HEALTHY_MS + 2 * DEADLINE_MS);
+    const recovered = sentBetween(samples, recoveredMs);
+    expect(recovered.length).toBeGreaterThan(0);
     expect(figures(recovered).codes, JSON.stringify(figures(recovered))).toEqual({ OK: recovered.length });
     expect(polls.at(-1)!.status).toBe(200);
     expect(await checkNothingLost(client, trial, samples)).toEqual([]);

@@ -17,6 +17,8 @@ import { freePort } from './support/ports.js';
 const TENANT = 'faulty';
 const REQUESTS = 600;
 const CONCURRENCY = 16;
+/** How many times the test resends what answered TRY_AGAIN, as a retrying client would, before it counts a key as lost. */
+const RESEND_ROUNDS = 5;
 
 interface Sent {
   kind: 'document' | 'coupon';
@@ -135,12 +137,18 @@ describe('faults: the database drops connections and restarts during a concurren
       expect(held.rowCount).toBe(1);
     }
 
-    // Resending every TRY_AGAIN with its key completes the run exactly once per key.
-    const retried = await runReleasedTogether(
-      replies.filter((s) => outcome(s) === 'TRY_AGAIN').map((s) => send(Number(s.key.slice('fault-'.length)), 'resend')),
-      CONCURRENCY,
-    );
-    expect(retried.every((s) => outcome(s) === 'OK')).toBe(true);
+    // Resending every TRY_AGAIN with its key, as a client does (a resend released with a hundred
+    // others on a busy machine may itself hear TRY_AGAIN), completes the run exactly once per key.
+    let unfinished = replies.filter((s) => outcome(s) === 'TRY_AGAIN');
+    for (let round = 1; unfinished.length > 0 && round <= RESEND_ROUNDS; round++) {
+      const resent = await runReleasedTogether(
+        unfinished.map((s) => send(Number(s.key.slice('fault-'.length)), `resend-${round}`)),
+        CONCURRENCY,
+      );
+      expect(resent.filter((s) => !['OK', 'TRY_AGAIN'].includes(outcome(s))).map(outcome)).toEqual([]);
+      unfinished = resent.filter((s) => outcome(s) === 'TRY_AGAIN');
+    }
+    expect(unfinished.map((s) => s.key)).toEqual([]);
     const documents = await backend.sql.query<{ doc_number: number }>(
       'select doc_number from contract_documents where tenant_id = $1 order by 1',
       [TENANT],

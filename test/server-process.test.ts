@@ -133,8 +133,12 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     const worker = spawnScript('src/worker/main.ts', { ...sameDatabase(), OUTBOX_POLL_INTERVAL_MS: '50' });
     const output = captureOutput(worker);
     const closed = new Promise<number | null>((resolve) => worker.on('close', resolve));
-    for (const deadline = Date.now() + 20_000; (await pending()) > 0 && Date.now() < deadline;) await sleep(100);
-    expect(await pending()).toBe(0);
+    // The worker's own start (tsx, then the database) sets the pace: wait for its delivery or its end,
+    // bounded only by the test's timeout, never by a guess at how fast this machine starts a process.
+    const limit = Date.now() + 100_000;
+    while ((await pending()) > 0 && worker.exitCode === null && Date.now() < limit) await sleep(100);
+    expect(worker.exitCode, output()).toBeNull();
+    expect(await pending(), output()).toBe(0);
     worker.kill('SIGTERM');
     expect(await closed).toBe(0);
     expect(output()).toContain('attached to the embedded PostgreSQL another process runs');

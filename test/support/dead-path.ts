@@ -66,11 +66,13 @@ export interface LoadRun {
   /** performance.now() when the schedule started. */
   started: number;
   done: Promise<Sample[]>;
+  /** Moves the end of the schedule (ms after `started`): a trial that learns its timings as it runs. */
+  endAt(durationMs: number): void;
 }
 
 /**
- * Sends at `rate` per second for `durationMs`, starting now; `done` resolves once every request has
- * its answer, and `onSample` hears of each answer as it comes.
+ * Sends at `rate` per second for `durationMs` (Infinity: until `endAt`), starting now; `done`
+ * resolves once every request has its answer, and `onSample` hears of each answer as it comes.
  */
 export function loadAtRate(
   client: LoadClient,
@@ -82,9 +84,10 @@ export function loadAtRate(
 ): LoadRun {
   const started = performance.now();
   const samples: Sample[] = [];
+  let endMs = durationMs;
   const done = runOnSchedule(
     (index, dueMs) =>
-      dueMs >= durationMs
+      dueMs >= endMs
         ? null
         : async () => {
             const key = `${tag}-${index}`;
@@ -96,7 +99,7 @@ export function loadAtRate(
     rate,
     started,
   ).then(() => samples.sort((a, b) => a.sentMs - b.sentMs));
-  return { started, done };
+  return { started, done, endAt: (ms) => (endMs = ms) };
 }
 
 /** GET /ready every `everyMs` until stopped: (ms after `started`, status). */
@@ -113,6 +116,7 @@ export function pollReady(readyUrl: string, started: number, everyMs = 100) {
     }
   })();
   return {
+    started,
     seen,
     async stop() {
       stopped = true;
