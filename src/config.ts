@@ -50,6 +50,8 @@ export interface AppConfig {
   webConcurrency: number;
   outbox: OutboxConfig;
   huddles: HuddleConfig;
+  migrations: MigrationConfig;
+  shutdown: ShutdownConfig;
   idempotencyTtlHours: number;
   idempotencyCleanupIntervalMs: number;
   edge: EdgeConfig;
@@ -92,6 +94,27 @@ export interface EdgeConfig {
   tenantQueueMax: number;
   httpRequestTimeoutMs: number;
   httpMaxConnections: number;
+  /** How long an idle keep-alive connection stays open; above any proxy's idle timeout in front, so the proxy closes first. */
+  httpKeepAliveTimeoutMs: number;
+}
+
+/** Stopping without a dropped request (docs/operations.md, "Deploys"). */
+export interface ShutdownConfig {
+  /** After SIGTERM: /ready fails while the server still accepts, so a load balancer stops sending first. */
+  graceMs: number;
+  /** Then, with the listener closed: how long requests in flight and idle keep-alive connections get to end by themselves. */
+  drainTimeoutMs: number;
+}
+
+/** What start-up migrations may do to a database that serves traffic (docs/operations.md, "Migrations"). */
+export interface MigrationConfig {
+  /** lock_timeout of every migration statement: the longest the hot path queues behind its DDL. */
+  lockTimeoutMs: number;
+  statementTimeoutMs: number;
+  /** How long a migration whose locks time out is tried again (backoff with jitter) before start-up fails. */
+  retryForMs: number;
+  /** How long start-up waits for another process that holds the migration lock. */
+  lockWaitMs: number;
 }
 
 export interface HuddleConfig {
@@ -334,6 +357,32 @@ function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig
     tenantQueueMax: readInt(env, 'TENANT_QUEUE_MAX', 256, 0, 100_000),
     httpRequestTimeoutMs: readInt(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
     httpMaxConnections: readInt(env, 'HTTP_MAX_CONNECTIONS', 10_000, 1, 1_000_000),
+    httpKeepAliveTimeoutMs: readInt(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 65_000, 1_000, 3_600_000),
+  };
+}
+
+function readShutdown(env: Env): ShutdownConfig {
+  return {
+    graceMs: readInt(env, 'SHUTDOWN_GRACE_MS', 5_000, 0, 600_000),
+    drainTimeoutMs: readInt(env, 'HTTP_DRAIN_TIMEOUT_MS', 20_000, 0, 600_000),
+  };
+}
+
+/** The migration runner's settings when nothing configures them (a test's template, a tool). */
+export const MIGRATION_DEFAULTS: MigrationConfig = {
+  lockTimeoutMs: 1_000,
+  statementTimeoutMs: 600_000,
+  retryForMs: 60_000,
+  lockWaitMs: 60_000,
+};
+
+function readMigrations(env: Env): MigrationConfig {
+  const d = MIGRATION_DEFAULTS;
+  return {
+    lockTimeoutMs: readInt(env, 'MIGRATION_LOCK_TIMEOUT_MS', d.lockTimeoutMs, 10, 600_000),
+    statementTimeoutMs: readInt(env, 'MIGRATION_STATEMENT_TIMEOUT_MS', d.statementTimeoutMs, 100, 86_400_000),
+    retryForMs: readInt(env, 'MIGRATION_RETRY_FOR_MS', d.retryForMs, 0, 3_600_000),
+    lockWaitMs: readInt(env, 'MIGRATION_LOCK_WAIT_MS', d.lockWaitMs, 1, 3_600_000),
   };
 }
 
@@ -397,6 +446,8 @@ export function loadConfig(env: Env = process.env, { servesHttp = true }: LoadOp
       staleAfterMs: readInt(env, 'HUDDLE_STALE_AFTER_MS', 30_000, 100, 86_400_000),
       cleanupBatchSize: readInt(env, 'HUDDLE_CLEANUP_BATCH_SIZE', 100, 1, 10_000),
     },
+    migrations: readMigrations(env),
+    shutdown: readShutdown(env),
     edge: readEdge(env, development, dbPoolMax),
     tracing: readTracing(env),
   };

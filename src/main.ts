@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
-import { bootstrap, onShutdown, run } from './cli/bootstrap.js';
+import { bootstrap, onShutdown, run, type StopReason } from './cli/bootstrap.js';
+import { REPLACED, STOPPING, startHttpProcesses } from './cluster.js';
 import { isDevMode, type AppConfig } from './config.js';
 import { DEMO_HEADERS, graphiqlOptions } from './http/graphiql.js';
 import { describeDatabaseUrl } from './db/connect.js';
@@ -45,56 +46,66 @@ function printBanner(config: AppConfig, port: number, processes: string, databas
 ${isDevMode(config) ? `  Headers for GraphiQL (dev mode):\n  ${JSON.stringify(DEMO_HEADERS)}\n` : ''}`);
 }
 
+/**
+ * How long a stopping HTTP server keeps accepting once /ready fails: SIGTERM comes from an
+ * orchestrator whose load balancer may still route here; Ctrl-C and a replaced cluster process
+ * have nobody to wait for.
+ */
+function graceFor(config: AppConfig, reason: StopReason): number {
+  return reason === 'SIGTERM' ? config.shutdown.graceMs : 0;
+}
+
 /** One process: the database, the HTTP server and the background workers. */
 async function single(config: AppConfig, log: Logger) {
   const backend = await startBackend({ config, log, watchDatabase: true });
   banner(log, config, backend.http.port, '1', databaseLine(config, backend.embedded));
-  onShutdown(log, () => backend.stop());
+  onShutdown(log, (reason) => backend.stop(graceFor(config, reason)));
+  process.on('SIGHUP', () => log.warn('SIGHUP reloads the HTTP processes of WEB_CONCURRENCY > 1; a single process is restarted instead'));
 }
 
 /**
  * WEB_CONCURRENCY > 1: this primary process starts the database (embedded or DATABASE_URL),
  * migrates, loads the demo data and runs the one set of background workers; N forked processes
- * share the port and serve HTTP. A process that dies is replaced.
+ * share the port and serve HTTP. SIGHUP replaces them one at a time (the rolling reload); one that
+ * dies is replaced.
  */
 async function primary(config: AppConfig, log: Logger) {
   const opened = await openDatabase({ config, log, seed: true, schema: 'migrate', watchDatabase: true }, 'mutation-backend-primary');
   const databaseUrl = config.databaseUrl ?? opened.embedded!.connectionString();
   const workers = config.runWorkers ? startWorkers(buildServices(config, opened.database, log)) : null;
   serveClusterScrapes(log);
-  let stopping = false;
-  const fork = () => cluster.fork({ DATABASE_URL: databaseUrl, RUN_WORKERS: 'false' });
   let listening = 0;
   cluster.on('listening', (_worker, address) => {
     if (++listening === config.webConcurrency)
       banner(log, config, address.port, `${config.webConcurrency} (node:cluster, one port)`, databaseLine(config, opened.embedded));
   });
-  cluster.on('exit', (worker, code, signal) => {
-    if (stopping) return;
-    log.error({ pid: worker.process.pid, code, signal }, 'an HTTP process died; starting another');
-    fork();
+  const processes = startHttpProcesses({
+    count: config.webConcurrency,
+    env: { DATABASE_URL: databaseUrl, RUN_WORKERS: 'false' },
+    log,
+    drainTimeoutMs: config.shutdown.drainTimeoutMs,
   });
-  for (let i = 0; i < config.webConcurrency; i++) fork();
+  process.on('SIGHUP', () => void processes.reload());
   onShutdown(log, async () => {
-    stopping = true;
-    const exits = Object.values(cluster.workers ?? {}).map(
-      (worker) =>
-        new Promise<void>((resolve) => {
-          if (!worker || worker.isDead()) return resolve();
-          worker.once('exit', () => resolve());
-          worker.process.kill('SIGTERM');
-        }),
-    );
-    await Promise.all(exits);
+    await processes.stop();
     await workers?.stop();
     await opened.close();
   });
 }
 
-/** A forked HTTP process: the database is the primary's, the background workers are the primary's. */
+/** A forked HTTP process: the database, the background workers and the reload are the primary's. */
 async function httpWorker(config: AppConfig, log: Logger) {
   const backend = await startBackend({ config, log, seed: false });
-  onShutdown(log, () => backend.stop());
+  const shutdown = onShutdown(log, (reason) => {
+    // Told to stop on its own (SIGTERM to this process alone): the primary starts its successor now.
+    if (reason === 'SIGTERM') process.send?.(STOPPING);
+    return backend.stop(graceFor(config, reason));
+  });
+  process.on('message', (message: unknown) => {
+    if ((message as { type?: unknown } | null)?.type === REPLACED.type) shutdown('replaced');
+  });
+  // A hang-up of the terminal reaches the whole process group; the primary decides what it means.
+  process.on('SIGHUP', () => undefined);
 }
 
 run(async () => {

@@ -5,7 +5,7 @@ import type { Clock } from './clock.js';
 import { waitForDatabase, watchDatabase } from './db/connect.js';
 import { createDatabase, type Database } from './db/database.js';
 import type { EmbeddedPostgres } from './db/embedded.js';
-import { assertSchemaCurrent, migrate } from './db/migrate.js';
+import { assertSchemaCurrent, migrate, MIGRATIONS_DIR } from './db/migrate.js';
 import { seedIfEmpty } from './db/seed.js';
 import { buildServices, type AppServices } from './services.js';
 import { createApp, type App } from './http/app.js';
@@ -38,8 +38,12 @@ export interface Backend {
   database: Database;
   embedded: EmbeddedPostgres | null;
   http: RunningServer;
-  /** Stops accepting, drains requests in flight, closes the pool, stops the embedded server. */
-  stop(): Promise<void>;
+  /**
+   * Drains HTTP (fails /ready, keeps accepting for `graceMs`, then waits for every connection to
+   * end: RunningServer.drain), stops the background loops, closes the pool, stops the embedded
+   * server.
+   */
+  stop(graceMs?: number): Promise<void>;
 }
 
 /**
@@ -112,7 +116,7 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
   try {
     if (options.schema === 'require-current') await assertSchemaCurrent(database.db);
     if (options.schema === 'migrate') {
-      const applied = await migrate(database.db);
+      const applied = await migrate(database.db, MIGRATIONS_DIR, { settings: config.migrations, log });
       log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
       if (embedded && options.seed && (await seedIfEmpty(database.db))) log.info('demo data loaded');
     }
@@ -139,8 +143,8 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       database,
       embedded,
       http,
-      async stop() {
-        await http.close();
+      async stop(graceMs = 0) {
+        await http.drain({ graceMs, timeoutMs: config.shutdown.drainTimeoutMs });
         await workers?.stop();
         await opened.close();
       },

@@ -8,7 +8,7 @@ import { createActionsHandler } from './actions.js';
 import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
 import { graphiqlOptions } from './graphiql.js';
 import { createGraphiQLPage, GRAPHIQL_PATH, wantsGraphiQLPage } from './graphiql-page.js';
-import { readDeclaredBody, toFetchRequest, writeFetchResponse } from './node-server.js';
+import { DrainState, readDeclaredBody, toFetchRequest, writeFetchResponse } from './node-server.js';
 import { createRequestLog, requestIdOf } from './request-log.js';
 import { health, readiness } from './routes/health.js';
 import { metricsRoute } from './routes/metrics.js';
@@ -19,6 +19,8 @@ export interface App {
   fetch(request: Request): Promise<Response>;
   /** The same surface on a Node socket. */
   handleNode(req: IncomingMessage, res: ServerResponse): void;
+  /** Set by the server that drains this app: /ready then fails. */
+  drain: DrainState;
   yoga: GraphQLServer;
   schema: GraphQLSchema;
 }
@@ -55,7 +57,8 @@ export function createApp(services: AppServices): App {
   const graphiqlSettings = graphiqlOptions(config);
   // GraphiQL's code is served from this process, not from a CDN: it works offline and behind firewalls.
   const graphiql = graphiqlSettings ? createGraphiQLPage({ ...graphiqlSettings, endpoint: '/graphql' }) : null;
-  const ready = readiness(services.pool);
+  const drain = new DrainState();
+  const ready = readiness(services.pool, drain);
   const metrics = metricsRoute(services.metrics, config.edge.metricsToken);
   const requestLog = createRequestLog(log, services.metrics);
 
@@ -126,6 +129,7 @@ export function createApp(services: AppServices): App {
   return {
     yoga,
     schema,
+    drain,
     fetch: (request) => serveFetch(request, new URL(request.url).pathname, requestIdOf(request.headers.get('x-request-id'))),
     handleNode(req, res) {
       const requestId = requestIdOf(req.headers['x-request-id']);

@@ -1,12 +1,29 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { Server as NetServer, type AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import compression from 'compression';
 import type { EdgeConfig } from '../config.js';
 import type { Logger } from '../logger.js';
 
 export interface NodeHandler {
   handleNode(req: IncomingMessage, res: ServerResponse): void;
+  /** What the handler's /ready reads; the server sets it when it begins to drain. */
+  drain?: DrainState;
+}
+
+/**
+ * Whether this process is draining: /ready fails, so a load balancer stops sending, and every
+ * response closes its connection, so no client reuses a socket that is about to go.
+ */
+export class DrainState {
+  #draining = false;
+  get draining(): boolean {
+    return this.#draining;
+  }
+  begin(): void {
+    this.#draining = true;
+  }
 }
 
 /**
@@ -59,19 +76,47 @@ export async function writeFetchResponse(response: Response, res: ServerResponse
   res.end();
 }
 
+export interface DrainOptions {
+  /**
+   * How long to go on accepting once /ready fails: a load balancer's time to see it and stop
+   * sending (SHUTDOWN_GRACE_MS). 0 when nothing routes by /ready (an HTTP process the cluster's
+   * primary has already replaced).
+   */
+  graceMs: number;
+  /**
+   * Once the listener is closed, how long requests in flight and idle keep-alive connections get
+   * to end by themselves (HTTP_DRAIN_TIMEOUT_MS); whatever is still open then is closed.
+   */
+  timeoutMs: number;
+}
+
+export interface DrainReport {
+  /** Connections still open when the drain's time ran out, closed by force. */
+  forced: number;
+}
+
 export interface RunningServer {
   server: Server;
   port: number;
-  /** Stops accepting, lets requests in flight finish (up to `graceMs`), then closes every socket. */
+  /**
+   * Stops without a dropped request: fails /ready and answers every response with `Connection:
+   * close` from now on, keeps accepting for `graceMs`, then stops accepting and waits (up to
+   * `timeoutMs`) for every connection to end by itself. A connection in use ends after its
+   * answer; an idle keep-alive one when its client closes it or its keep-alive time runs out, so
+   * the server never closes a socket a client may be sending on.
+   */
+  drain(options: DrainOptions): Promise<DrainReport>;
+  /** Stops accepting and closes idle sockets at once, lets requests in flight finish (up to `graceMs`), then closes every socket. */
   close(graceMs?: number): Promise<void>;
 }
 
 /**
  * HTTP_REQUEST_TIMEOUT_MS: the whole request, headers and body, must arrive within it (a slow
  * body would hold a socket for Node's default 300 s). HTTP_MAX_CONNECTIONS: open sockets; Node
- * closes the ones beyond it at once.
+ * closes the ones beyond it at once. HTTP_KEEP_ALIVE_TIMEOUT_MS: how long an idle connection
+ * stays open for its next request.
  */
-export type HttpLimits = Pick<EdgeConfig, 'httpRequestTimeoutMs' | 'httpMaxConnections'>;
+export type HttpLimits = Pick<EdgeConfig, 'httpRequestTimeoutMs' | 'httpMaxConnections' | 'httpKeepAliveTimeoutMs'>;
 
 /** How often Node checks sockets against requestTimeout; its default of 30 s would let a timeout run 30 s late. */
 const TIMEOUT_CHECK_MS = 1_000;
@@ -93,7 +138,13 @@ const compress = compression({ threshold: COMPRESSION_THRESHOLD_BYTES }) as unkn
   next: (error?: unknown) => void,
 ) => void;
 
+/** How often a drain looks whether every connection has ended. */
+const DRAIN_CHECK_MS = 50;
+
 export async function listen(app: NodeHandler, port: number, log: Logger, host: string, limits: HttpLimits): Promise<RunningServer> {
+  const drainState = app.drain ?? new DrainState();
+  // Responses not yet begun: a drain that starts while they run must still close their connections.
+  const unanswered = new Set<ServerResponse>();
   const server = createServer(
     {
       requestTimeout: limits.httpRequestTimeoutMs,
@@ -101,6 +152,11 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       connectionsCheckingInterval: TIMEOUT_CHECK_MS,
     },
     (req, res) => {
+      if (drainState.draining) res.setHeader('connection', 'close');
+      else {
+        unanswered.add(res);
+        res.once('close', () => unanswered.delete(res));
+      }
       const handle = () => {
         try {
           app.handleNode(req, res);
@@ -116,8 +172,12 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       else handle();
     },
   );
-  // Keep-alive sockets from load generators must not outlive the idle window forever.
-  server.keepAliveTimeout = 5_000;
+  // Longer than the idle timeout of any proxy in front (docs/operations.md, "Keep-alive"), so the
+  // proxy, never this server, closes an idle connection: a close from this side can cross a request
+  // the proxy is just sending on it. Node announces it (Keep-Alive: timeout=N), closes 1 s after
+  // it, and times headers only once a request has begun, so the idle wait never meets
+  // HTTP_REQUEST_TIMEOUT_MS.
+  server.keepAliveTimeout = limits.httpKeepAliveTimeoutMs;
   server.maxConnections = limits.httpMaxConnections;
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) =>
@@ -129,9 +189,33 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
     );
     server.listen(port, host, () => resolve());
   });
+  const openConnections = () => new Promise<number>((resolve) => server.getConnections((_error, count) => resolve(count ?? 0)));
   return {
     server,
     port: (server.address() as AddressInfo).port,
+    async drain({ graceMs, timeoutMs }) {
+      drainState.begin();
+      for (const res of unanswered) if (!res.headersSent) res.setHeader('connection', 'close');
+      unanswered.clear();
+      if (graceMs > 0) {
+        log.info({ graceMs }, 'draining: /ready answers 503 and every answer closes its connection; still accepting for SHUTDOWN_GRACE_MS');
+        await sleep(graceMs);
+      }
+      // net.Server's close, not http.Server's: that one also closes idle keep-alive connections
+      // at once, which is the reset a client sending on one of them meets.
+      const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
+      log.info({ connections: await openConnections() }, 'stopped accepting; waiting for requests in flight and idle connections to end');
+      const deadline = Date.now() + timeoutMs;
+      let ended = false;
+      void closed.then(() => (ended = true));
+      while (!ended && Date.now() < deadline) await sleep(DRAIN_CHECK_MS);
+      if (ended) return { forced: 0 };
+      const forced = await openConnections();
+      log.warn({ connections: forced, timeoutMs }, 'connections still open after HTTP_DRAIN_TIMEOUT_MS; closing them');
+      server.closeAllConnections();
+      await closed;
+      return { forced };
+    },
     close(graceMs = 10_000) {
       return new Promise<void>((resolve) => {
         const force = setTimeout(() => server.closeAllConnections(), graceMs);

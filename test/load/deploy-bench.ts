@@ -36,6 +36,8 @@ interface Args {
   tailSeconds: number;
   env: Record<string, string>;
   json: string | null;
+  /** Send nothing new once /ready failed twice in a row, as a load balancer's health check does. */
+  lb: boolean;
 }
 
 const USAGE = `usage: npm run bench:deploy -- --action kill-workers|reload|restart [options]
@@ -46,7 +48,9 @@ const USAGE = `usage: npm run bench:deploy -- --action kill-workers|reload|resta
   --warm-up S           seconds of load before the action (default 5)
   --tail S              seconds of load after the action ended (default 5)
   --env KEY=VALUE       extra environment for the server (repeatable)
-  --json FILE           write the figures as JSON`;
+  --json FILE           write the figures as JSON
+  --lb                  behave as a load balancer in front would: send nothing new once /ready
+                        (polled every 100 ms) failed twice in a row`;
 
 function parseArgs(argv: string[]): Args {
   const args: Args = {
@@ -58,6 +62,7 @@ function parseArgs(argv: string[]): Args {
     tailSeconds: 5,
     env: {},
     json: null,
+    lb: false,
   };
   let actionGiven = false;
   for (let i = 0; i < argv.length; i++) {
@@ -86,6 +91,7 @@ function parseArgs(argv: string[]): Args {
       const [key, ...rest] = value().split('=');
       args.env[key!] = rest.join('=');
     } else if (flag === '--json') args.json = value();
+    else if (flag === '--lb') args.lb = true;
     else throw new Error(`unknown option ${flag}\n\n${USAGE}`);
   }
   if (!actionGiven) throw new Error(`--action is required\n\n${USAGE}`);
@@ -113,7 +119,7 @@ interface ReadyProbe {
 }
 
 /** GET /ready on a fresh connection every `everyMs`, as a load balancer's health check does. */
-function pollReadiness(base: string, since: () => number, everyMs = 100) {
+function pollReadiness(base: string, since: () => number, onUnready: () => void, everyMs = 100) {
   const probes: ReadyProbe[] = [];
   let stopped = false;
   const probe = () =>
@@ -129,6 +135,7 @@ function pollReadiness(base: string, since: () => number, everyMs = 100) {
     while (!stopped) {
       const atMs = since();
       probes.push({ atMs, answer: await probe() });
+      if (probes.length >= 2 && probes.slice(-2).every((p) => p.answer !== '200')) onUnready();
       await sleep(everyMs);
     }
   })();
@@ -241,7 +248,13 @@ async function main(): Promise<void> {
       },
     });
     await started;
-    readiness = pollReadiness(base, () => performance.now() - origin);
+    readiness = pollReadiness(
+      base,
+      () => performance.now() - origin,
+      () => {
+        if (args.lb) load.stop();
+      },
+    );
     await sleep(args.warmUpSeconds * 1000);
     actionStartMs = performance.now() - origin;
     await act(args, server.child.pid!, exited, log);
@@ -265,6 +278,7 @@ async function main(): Promise<void> {
     commit: currentCommit(),
     machine: machineDescription(),
     action: args.action,
+    lb: args.lb,
     rate: args.rate,
     webConcurrency: args.webConcurrency,
     env: args.env,
@@ -278,7 +292,9 @@ async function main(): Promise<void> {
     actionStartMs,
     readiness: phases(readiness?.probes ?? []),
   };
-  console.log(`deploy bench: ${args.action}, ${args.rate} requests/s, WEB_CONCURRENCY=${args.webConcurrency}, ${JSON.stringify(args.env)}`);
+  console.log(
+    `deploy bench: ${args.action}, ${args.rate} requests/s, WEB_CONCURRENCY=${args.webConcurrency}, ${JSON.stringify(args.env)}${args.lb ? ', client behind a load balancer (--lb)' : ''}`,
+  );
   console.log(`commit ${figures.commit}, ${figures.machine}`);
   console.log(`requests   ${result.requests}`);
   console.log(`outcomes   ${JSON.stringify(result.outcomes)}`);
