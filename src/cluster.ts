@@ -6,14 +6,23 @@ import type { Logger } from './logger.js';
  * first and stopping it only once the successor listens, so capacity never drops while one
  * drains. Messages between the two sides:
  *
- * - to an HTTP process, `replaced`: its successor listens; drain now (no grace: nothing routes to
- *   one HTTP process by /ready, the primary hands new connections to the listening ones) and exit;
- * - to the primary, `stopping`: the process was told to stop by a signal of its own (SIGTERM to
- *   one worker); its successor starts at once, while it drains.
+ * - to an HTTP process, `replaced`: its successor listens; drain now and exit. No grace period:
+ *   nothing routes to one HTTP process by /ready (the primary hands new connections to the ones
+ *   that listen), and /ready stays 200 on the others;
+ * - to an HTTP process, `stop`: the whole server stops; drain as a single process would, with the
+ *   grace period when `graceful` (SIGTERM to the primary), so that /ready fails everywhere first;
+ * - to the primary, `stopping`: the process was sent a SIGTERM of its own (an operator replacing
+ *   it): its successor starts at once, while it drains without a grace period.
  */
 
 export const REPLACED = { type: 'replaced' } as const;
 export const STOPPING = { type: 'stopping' } as const;
+export const STOP = 'stop';
+
+export interface StopMessage {
+  type: typeof STOP;
+  graceful: boolean;
+}
 
 const isMessage = (message: unknown, type: string) => (message as { type?: unknown } | null)?.type === type;
 
@@ -29,8 +38,11 @@ export interface HttpProcessesOptions {
 export interface HttpProcesses {
   /** The rolling reload (SIGHUP): every HTTP process replaced by a new one, one at a time. */
   reload(): Promise<void>;
-  /** SIGTERM to every HTTP process (each drains with its grace period); resolves when all have exited. */
-  stop(): Promise<void>;
+  /**
+   * Stops every HTTP process: each drains (with its grace period when `graceful`); one that does
+   * not listen yet has nothing to drain and gets a SIGTERM. Resolves when all have exited.
+   */
+  stop(graceful: boolean): Promise<void>;
 }
 
 /** Time a successor gets to listen: it may wait for the database and for migrations. */
@@ -70,10 +82,12 @@ export function startHttpProcesses(options: HttpProcessesOptions): HttpProcesses
   let reloading = false;
   /** Processes whose successor was started on purpose: their exit is expected and replaces nobody. */
   const retired = new Set<number>();
+  const listeningIds = new Set<number>();
   const pidOf = (worker: Worker) => worker.process.pid;
 
   const fork = (): Worker => {
     const worker = cluster.fork(options.env);
+    worker.once('listening', () => listeningIds.add(worker.id));
     worker.on('message', (message: unknown) => {
       if (!isMessage(message, STOPPING.type) || stopping || retired.has(worker.id)) return;
       retired.add(worker.id);
@@ -84,6 +98,7 @@ export function startHttpProcesses(options: HttpProcessesOptions): HttpProcesses
   };
 
   cluster.on('exit', (worker, code, signal) => {
+    listeningIds.delete(worker.id);
     const fields = { pid: pidOf(worker), code, signal };
     if (stopping || retired.delete(worker.id)) {
       if (code === 0) log.info(fields, 'an HTTP process drained and exited');
@@ -138,12 +153,13 @@ export function startHttpProcesses(options: HttpProcessesOptions): HttpProcesses
         reloading = false;
       }
     },
-    async stop() {
+    async stop(graceful) {
       stopping = true;
       const all = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && !w.isDead());
       await Promise.all(
         all.map((worker) => {
-          worker.process.kill('SIGTERM');
+          if (listeningIds.has(worker.id) && worker.isConnected()) worker.send({ type: STOP, graceful } satisfies StopMessage);
+          else worker.process.kill('SIGTERM');
           return exited(worker, null);
         }),
       );

@@ -1,6 +1,6 @@
 import cluster from 'node:cluster';
 import { bootstrap, onShutdown, run, type StopReason } from './cli/bootstrap.js';
-import { REPLACED, STOPPING, startHttpProcesses } from './cluster.js';
+import { REPLACED, STOP, STOPPING, startHttpProcesses, type StopMessage } from './cluster.js';
 import { isDevMode, type AppConfig } from './config.js';
 import { DEMO_HEADERS, graphiqlOptions } from './http/graphiql.js';
 import { describeDatabaseUrl } from './db/connect.js';
@@ -47,9 +47,8 @@ ${isDevMode(config) ? `  Headers for GraphiQL (dev mode):\n  ${JSON.stringify(DE
 }
 
 /**
- * How long a stopping HTTP server keeps accepting once /ready fails: SIGTERM comes from an
- * orchestrator whose load balancer may still route here; Ctrl-C and a replaced cluster process
- * have nobody to wait for.
+ * How long a stopping server keeps accepting once /ready fails: a SIGTERM comes from an
+ * orchestrator whose load balancer may still route here; Ctrl-C has nobody to wait for.
  */
 function graceFor(config: AppConfig, reason: StopReason): number {
   return reason === 'SIGTERM' ? config.shutdown.graceMs : 0;
@@ -86,8 +85,8 @@ async function primary(config: AppConfig, log: Logger) {
     drainTimeoutMs: config.shutdown.drainTimeoutMs,
   });
   process.on('SIGHUP', () => void processes.reload());
-  onShutdown(log, async () => {
-    await processes.stop();
+  onShutdown(log, async (reason) => {
+    await processes.stop(reason === 'SIGTERM');
     await workers?.stop();
     await opened.close();
   });
@@ -96,13 +95,20 @@ async function primary(config: AppConfig, log: Logger) {
 /** A forked HTTP process: the database, the background workers and the reload are the primary's. */
 async function httpWorker(config: AppConfig, log: Logger) {
   const backend = await startBackend({ config, log, seed: false });
+  let graceful = false;
   const shutdown = onShutdown(log, (reason) => {
-    // Told to stop on its own (SIGTERM to this process alone): the primary starts its successor now.
+    // A SIGTERM to this process alone (the primary's stop is a message): the primary starts its
+    // successor now, and nothing routes to this one process by /ready, so no grace period.
     if (reason === 'SIGTERM') process.send?.(STOPPING);
-    return backend.stop(graceFor(config, reason));
+    return backend.stop(reason === 'instance' && graceful ? config.shutdown.graceMs : 0);
   });
   process.on('message', (message: unknown) => {
-    if ((message as { type?: unknown } | null)?.type === REPLACED.type) shutdown('replaced');
+    const type = (message as { type?: unknown } | null)?.type;
+    if (type === REPLACED.type) shutdown('replaced');
+    if (type === STOP) {
+      graceful = (message as StopMessage).graceful;
+      shutdown('instance');
+    }
   });
   // A hang-up of the terminal reaches the whole process group; the primary decides what it means.
   process.on('SIGHUP', () => undefined);

@@ -109,6 +109,41 @@ function steadyLoad(base: string) {
   };
 }
 
+/** A load balancer's health check: GET /ready on a fresh connection every 100 ms, on the load's clock. */
+interface Probe {
+  /** When it was sent, and when it was answered or failed. */
+  atMs: number;
+  endMs: number;
+  answer: string;
+}
+
+function healthCheck(base: string, now: () => number, onProbe: (probes: Probe[]) => void = () => {}) {
+  const probes: Probe[] = [];
+  let probing = true;
+  const done = (async () => {
+    while (probing) {
+      const atMs = now();
+      const answer = await new Promise<string>((resolve) => {
+        const req = http.get(`${base}/ready`, { agent: false }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(String(res.statusCode)));
+        });
+        req.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+      });
+      probes.push({ atMs, endMs: now(), answer });
+      onProbe(probes);
+      await sleep(100);
+    }
+  })();
+  return {
+    probes,
+    async stop() {
+      probing = false;
+      await done;
+    },
+  };
+}
+
 /** Outcomes that are not a business answer: error codes and failed connections. */
 function failures(result: LoadResult): Record<string, number> {
   const failed: Record<string, number> = {};
@@ -145,6 +180,7 @@ describe('deploys under steady load (real processes, the load tool, no resends)'
     const primary = server.child.pid!;
     const load = steadyLoad(server.base);
     await load.started;
+    const check = healthCheck(server.base, load.now);
     await sleep(1_000);
     const before = httpProcesses(primary);
     expect(before).toHaveLength(2);
@@ -161,10 +197,13 @@ describe('deploys under steady load (real processes, the load tool, no resends)'
     await until(() => count(server.output(), /an HTTP process drained and exited/) === 3, 120_000);
     await until(() => httpProcesses(primary).length === 2, 60_000);
     await sleep(1_000);
+    await check.stop();
     const result = await load.stop();
 
     expect(failures(result)).toEqual({});
     expect(result.requests).toBeGreaterThan(RATE * 5);
+    // The server as a whole stayed ready: a health check never saw it fail.
+    expect(new Set(check.probes.map((p) => p.answer))).toEqual(new Set(['200']));
     const output = server.output();
     expect(count(output, /"msg":"HTTP process replaced"/)).toBe(2);
     expect(output).toContain('an HTTP process is stopping; starting its successor while it drains');
@@ -180,37 +219,22 @@ describe('deploys under steady load (real processes, the load tool, no resends)'
   it('a whole restart (SIGTERM) fails /ready for SHUTDOWN_GRACE_MS before it stops accepting, and answers every request it accepted', async () => {
     const graceMs = 3_000;
     const server = (running = await startServer({ WEB_CONCURRENCY: '2', SHUTDOWN_GRACE_MS: String(graceMs) }));
-    // The client behind a load balancer: its health check asks /ready on a fresh connection every
-    // 100 ms, and after two failures in a row it sends this server nothing new.
+    // The client behind a load balancer: after two failed health checks in a row it sends this
+    // server nothing new.
     const load = steadyLoad(server.base);
     await load.started;
-    const probes: { atMs: number; answer: string }[] = [];
-    let probing = true;
-    const prober = (async () => {
-      while (probing) {
-        const atMs = load.now();
-        const answer = await new Promise<string>((resolve) => {
-          const req = http.get(`${server.base}/ready`, { agent: false }, (res) => {
-            res.resume();
-            res.on('end', () => resolve(String(res.statusCode)));
-          });
-          req.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
-        });
-        probes.push({ atMs, answer });
-        if (probes.slice(-2).every((p) => p.answer !== '200') && probes.length >= 2) load.takeOutOfRotation();
-        await sleep(100);
-      }
-    })();
+    const check = healthCheck(server.base, load.now, (probes) => {
+      if (probes.length >= 2 && probes.slice(-2).every((p) => p.answer !== '200')) load.takeOutOfRotation();
+    });
     await sleep(1_500);
     const signalledAt = load.now();
     server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
     await sleep(300);
-    probing = false;
-    await prober;
+    await check.stop();
     const result = await load.stop();
 
-    const after = probes.filter((p) => p.atMs >= signalledAt);
+    const after = check.probes.filter((p) => p.atMs >= signalledAt);
     const refused = after.find((p) => p.answer === 'ECONNREFUSED');
     expect(refused).toBeDefined();
     // From the signal until the listener closed /ready said 503 (after at most the 200s of probes
@@ -219,7 +243,7 @@ describe('deploys under steady load (real processes, the load tool, no resends)'
     const firstFailed = beforeRefusal.findIndex((p) => p.answer === '503');
     expect(firstFailed).toBeGreaterThanOrEqual(0);
     expect(beforeRefusal.slice(firstFailed).map((p) => p.answer)).toEqual(beforeRefusal.slice(firstFailed).map(() => '503'));
-    expect(refused!.atMs - signalledAt).toBeGreaterThanOrEqual(graceMs);
+    expect(refused!.endMs - signalledAt).toBeGreaterThanOrEqual(graceMs);
 
     // Every request the server accepted was answered: none reset, none refused, the ones sent after
     // the signal (before the load balancer saw /ready fail) included.

@@ -36,11 +36,11 @@ export function run(main: () => Promise<void>): void {
 }
 
 /**
- * Why a process stops: SIGTERM (an orchestrator: a load balancer may still route here), SIGINT
- * (Ctrl-C at a terminal), or `replaced` (the cluster's primary has started this HTTP process's
- * successor).
+ * Why a process stops: a signal (SIGTERM from an orchestrator, SIGINT from Ctrl-C at a terminal),
+ * or, for an HTTP process of the cluster, its primary: `replaced` (its successor listens) or
+ * `instance` (the whole server stops, as after a SIGTERM to a single process).
  */
-export type StopReason = 'SIGTERM' | 'SIGINT' | 'replaced';
+export type StopReason = 'SIGTERM' | 'SIGINT' | 'replaced' | 'instance';
 
 /**
  * Calls `stop` once on SIGINT or SIGTERM (or when the returned function is called), then exits

@@ -138,9 +138,6 @@ const compress = compression({ threshold: COMPRESSION_THRESHOLD_BYTES }) as unkn
   next: (error?: unknown) => void,
 ) => void;
 
-/** How often a drain looks whether every connection has ended. */
-const DRAIN_CHECK_MS = 50;
-
 export async function listen(app: NodeHandler, port: number, log: Logger, host: string, limits: HttpLimits): Promise<RunningServer> {
   const drainState = app.drain ?? new DrainState();
   // Responses not yet begun: a drain that starts while they run must still close their connections.
@@ -205,11 +202,11 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       // at once, which is the reset a client sending on one of them meets.
       const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
       log.info({ connections: await openConnections() }, 'stopped accepting; waiting for requests in flight and idle connections to end');
-      const deadline = Date.now() + timeoutMs;
-      let ended = false;
-      void closed.then(() => (ended = true));
-      while (!ended && Date.now() < deadline) await sleep(DRAIN_CHECK_MS);
-      if (ended) return { forced: 0 };
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+      const outcome = await Promise.race([closed.then(() => 'ended' as const), timedOut]);
+      clearTimeout(timer);
+      if (outcome === 'ended') return { forced: 0 };
       const forced = await openConnections();
       log.warn({ connections: forced, timeoutMs }, 'connections still open after HTTP_DRAIN_TIMEOUT_MS; closing them');
       server.closeAllConnections();

@@ -25,6 +25,8 @@ import { currentCommit, machineDescription, startScratchDatabase, startServerPro
  */
 
 const ACTIONS = ['kill-workers', 'reload', 'restart'] as const;
+/** A request unanswered this long has been lost, not delayed: a deadline is at most 25 s. */
+const NO_ANSWER_MS = 30_000;
 type Action = (typeof ACTIONS)[number];
 
 interface Args {
@@ -38,6 +40,8 @@ interface Args {
   json: string | null;
   /** Send nothing new once /ready failed twice in a row, as a load balancer's health check does. */
   lb: boolean;
+  /** Run dist/main.js (npm run build first), as production does, instead of src/main.ts through tsx. */
+  compiled: boolean;
 }
 
 const USAGE = `usage: npm run bench:deploy -- --action kill-workers|reload|restart [options]
@@ -50,7 +54,10 @@ const USAGE = `usage: npm run bench:deploy -- --action kill-workers|reload|resta
   --env KEY=VALUE       extra environment for the server (repeatable)
   --json FILE           write the figures as JSON
   --lb                  behave as a load balancer in front would: send nothing new once /ready
-                        (polled every 100 ms) failed twice in a row`;
+                        (polled every 100 ms) failed twice in a row
+  --compiled            run the compiled server (dist/main.js: npm run build first)
+
+A request that gets no answer for 30 s counts as failed (NO_ANSWER).`;
 
 function parseArgs(argv: string[]): Args {
   const args: Args = {
@@ -63,6 +70,7 @@ function parseArgs(argv: string[]): Args {
     env: {},
     json: null,
     lb: false,
+    compiled: false,
   };
   let actionGiven = false;
   for (let i = 0; i < argv.length; i++) {
@@ -92,6 +100,7 @@ function parseArgs(argv: string[]): Args {
       args.env[key!] = rest.join('=');
     } else if (flag === '--json') args.json = value();
     else if (flag === '--lb') args.lb = true;
+    else if (flag === '--compiled') args.compiled = true;
     else throw new Error(`unknown option ${flag}\n\n${USAGE}`);
   }
   if (!actionGiven) throw new Error(`--action is required\n\n${USAGE}`);
@@ -200,7 +209,7 @@ async function act(args: Args, primary: number, exited: Promise<void>, log: (lin
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const database = await startScratchDatabase();
-  const server = await startServerProcess('src/main.ts', {
+  const server = await startServerProcess(args.compiled ? 'dist/main.js' : 'src/main.ts', {
     DATABASE_URL: database.databaseUrl,
     WEB_CONCURRENCY: String(args.webConcurrency),
     RUN_WORKERS: 'false',
@@ -216,7 +225,7 @@ async function main(): Promise<void> {
     await waitFor('HTTP processes forked', () => childrenOf(server.child.pid!).length === args.webConcurrency, 60_000);
   const sql = new pg.Pool({ connectionString: database.databaseUrl, max: 2 });
   sql.on('error', () => {});
-  const client = new LoadClient(server.url, 256);
+  const client = new LoadClient(server.url, 256, { requestTimeoutMs: NO_ANSWER_MS });
   const load = stoppable(couponsScenario(`deploy-${Date.now().toString(36)}`, null));
   // runLoad's clock (every sample's times) starts once its set-up is done and its sockets are open.
   let origin = 0;
@@ -279,6 +288,7 @@ async function main(): Promise<void> {
     machine: machineDescription(),
     action: args.action,
     lb: args.lb,
+    compiled: args.compiled,
     rate: args.rate,
     webConcurrency: args.webConcurrency,
     env: args.env,
@@ -293,7 +303,7 @@ async function main(): Promise<void> {
     readiness: phases(readiness?.probes ?? []),
   };
   console.log(
-    `deploy bench: ${args.action}, ${args.rate} requests/s, WEB_CONCURRENCY=${args.webConcurrency}, ${JSON.stringify(args.env)}${args.lb ? ', client behind a load balancer (--lb)' : ''}`,
+    `deploy bench: ${args.action}, ${args.rate} requests/s, WEB_CONCURRENCY=${args.webConcurrency}, ${JSON.stringify(args.env)}${args.lb ? ', client behind a load balancer (--lb)' : ''}${args.compiled ? ', compiled' : ''}`,
   );
   console.log(`commit ${figures.commit}, ${figures.machine}`);
   console.log(`requests   ${result.requests}`);
