@@ -83,6 +83,8 @@ export function startHttpProcesses(options: HttpProcessesOptions): HttpProcesses
   /** Processes whose successor was started on purpose: their exit is expected and replaces nobody. */
   const retired = new Set<number>();
   const listeningIds = new Set<number>();
+  /** Successors of a reload that do not listen yet: one that dies is the reload's failure, not a process to replace. */
+  const onTrial = new Set<number>();
   const pidOf = (worker: Worker) => worker.process.pid;
 
   const fork = (): Worker => {
@@ -100,6 +102,7 @@ export function startHttpProcesses(options: HttpProcessesOptions): HttpProcesses
   cluster.on('exit', (worker, code, signal) => {
     listeningIds.delete(worker.id);
     const fields = { pid: pidOf(worker), code, signal };
+    if (onTrial.delete(worker.id)) return; // replace() says what happened
     if (stopping || retired.delete(worker.id)) {
       if (code === 0) log.info(fields, 'an HTTP process drained and exited');
       else log.warn(fields, 'an HTTP process that was stopping exited abnormally');
@@ -117,8 +120,10 @@ export function startHttpProcesses(options: HttpProcessesOptions): HttpProcesses
     // Retired first: should `old` die while its successor starts, the successor is its replacement.
     retired.add(old.id);
     const successor = fork();
+    onTrial.add(successor.id);
     const outcome = await listening(successor, SUCCESSOR_LISTEN_TIMEOUT_MS);
-    if (outcome !== 'listening') {
+    if (outcome === 'listening') onTrial.delete(successor.id);
+    else {
       log.error({ pid: pidOf(successor), outcome }, 'rolling reload stopped: the new HTTP process did not listen; the others keep serving');
       if (outcome === 'timeout') successor.kill('SIGTERM');
       if (!retired.delete(old.id)) fork(); // `old` died meanwhile and nobody took its place
