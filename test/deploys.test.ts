@@ -72,7 +72,8 @@ function httpProcesses(primary: number): number[] {
 
 /** Steady coupon load on the open model, sent once each (never resent), until stopped. */
 function steadyLoad(base: string) {
-  const client = new LoadClient(`${base}/graphql`, 32);
+  // A request nobody answers is lost: it fails the test (NO_ANSWER) instead of holding it up.
+  const client = new LoadClient(`${base}/graphql`, 32, { requestTimeoutMs: 30_000 });
   const scenario = couponsScenario(`deploy-${Date.now().toString(36)}`, null);
   let stopped = false;
   let markStarted!: () => void;
