@@ -409,7 +409,7 @@ function readShutdown(env: Env): ShutdownConfig {
 
 /** The migration runner's settings when nothing configures them (a test's template, a tool). */
 export const MIGRATION_DEFAULTS: MigrationConfig = {
-  lockTimeoutMs: 1_000,
+  lockTimeoutMs: 200,
   statementTimeoutMs: 600_000,
   retryForMs: 60_000,
   lockWaitMs: 60_000,
