@@ -123,12 +123,16 @@ describe('the outbox through a receiver outage longer than a count of attempts s
   it('the old relay, dead after 10 attempts and without bringing retries forward, loses events in the same outage', async () => {
     const run = await outage('outage-counting', (deps) => countingRelayOnce(deps, 10));
     expect(run.statuses['dead'] ?? 0).toBeGreaterThan(0);
+    console.log(`the old relay in the same outage: ${run.statuses['dead']} of ${EVENTS} events dead`);
   });
 
   it('the old relay with no count limit still drains slowly: every retry sits out its own backoff', async () => {
     const run = await outage('outage-slow', (deps) => countingRelayOnce(deps, 1_000_000));
     expect(run.statuses).toEqual({ sent: EVENTS });
     expect(run.last - run.first).toBeGreaterThanOrEqual(OPTIONS.retryMaxDelayMs / 2);
+    console.log(
+      `the old relay without a count limit: first delivery ${run.first.toFixed(0)} ms after the recovery, the last ${run.last.toFixed(0)} ms after it`,
+    );
   });
 
   it('dead events show in /metrics, and npm run outbox:requeue gives them back to the relay', async () => {
