@@ -1,5 +1,6 @@
 import { statSync } from 'node:fs';
 import path from 'node:path';
+import proxyaddr from 'proxy-addr';
 
 /**
  * Environment -> typed configuration. Every value is checked once at start-up; a wrong value stops
@@ -8,6 +9,7 @@ import path from 'node:path';
  */
 
 import { ConfigError } from './config-error.js';
+import { DatabaseUrlError, parseDatabaseUrl } from './database-url.js';
 import { parseJwtSecret, type JwtConfig } from './jwt-config.js';
 
 export { ConfigError, parseJwtSecret, type JwtConfig };
@@ -31,12 +33,17 @@ export interface AppConfig {
   /** Pause between checks that the database answers (a line in the log while it does not). */
   dbHealthCheckIntervalMs: number;
   dbPoolMax: number;
+  /** The wait for a free connection while every one is busy. */
   dbPoolAcquireTimeoutMs: number;
+  /** Opening one new connection on one host: TCP, TLS, authentication, the target_session_attrs check. */
+  dbPoolConnectTimeoutMs: number;
   /** Named prepared statements for the hot path; off behind a pooler that cannot keep them (PgBouncer < 1.21 in transaction mode). */
   dbPreparedStatements: boolean;
   lockTimeoutMs: number;
   statementTimeoutMs: number;
   idleInTransactionTimeoutMs: number;
+  /** How long a budget lease lives unless its process renews it. */
+  budgetLeaseTtlMs: number;
   requestDeadlineMs: number;
   transactionMaxAttempts: number;
   actionSecret: string | null;
@@ -64,8 +71,12 @@ export type Sampler =
 
 /** OpenTelemetry tracing, from the standard OTEL_* variables (docs/operations.md). */
 export interface TracingConfig {
-  /** Where spans go (OTLP over HTTP); null: tracing is off and costs nothing. */
+  /** Where spans go (OTLP over HTTP); null: no OTLP export. Tracing is off and costs nothing when neither this nor `console`. */
   tracesEndpoint: string | null;
+  /** Print every span on stdout (OTEL_TRACES_EXPORTER=console): a first look without a collector. */
+  console: boolean;
+  /** Request paths that make no trace (probes and scrapes), nor do their queries. */
+  excludedPaths: string[];
   protocol: 'http/protobuf' | 'http/json';
   serviceName: string;
   sampler: Sampler;
@@ -91,8 +102,19 @@ export interface EdgeConfig {
   trustedDocumentsPath: string | null;
   /** GraphQL operations executing at once; each holds at most one pool connection at a time. */
   maxInFlight: number;
-  /** Operations of one tenant waiting for a turn; more are refused with TRY_AGAIN at once. */
+  /** Operations of one tenant waiting for a turn; beyond it the tenant's longest line is shed with TRY_AGAIN. */
   tenantQueueMax: number;
+  /** The share of callers without a session. */
+  anonymous: { maxInFlight: number; queueMax: number; rate: number; burst: number };
+  /** Mutations (root fields) a member may start per second, and at once, in one process. */
+  memberWriteRate: number;
+  memberWriteBurst: number;
+  /** The proxies whose X-Forwarded-For is believed (addresses, CIDR ranges, loopback/linklocal/uniquelocal); empty: none. */
+  trustProxy: string[];
+  /** Fields, fragment spreads and inline fragments in one document. */
+  maxSelections: number;
+  /** Bytes (estimated) the parsed documents and parse errors kept for reuse may hold. */
+  documentCacheBytes: number;
   httpRequestTimeoutMs: number;
   httpMaxConnections: number;
   /** How long an idle keep-alive connection stays open; above any proxy's idle timeout in front, so the proxy closes first. */
@@ -254,14 +276,11 @@ function readDatabaseUrl(env: Env, nodeEnv: string, development: boolean): strin
     );
   }
   if (raw === null) return null;
-  let url: URL;
   try {
-    url = new URL(raw);
-  } catch {
-    throw new ConfigError('DATABASE_URL', 'not a URL (expected postgres://user:password@host:port/database)');
-  }
-  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
-    throw new ConfigError('DATABASE_URL', `expected a postgres:// URL, got the scheme "${url.protocol}"`);
+    parseDatabaseUrl(raw);
+  } catch (error) {
+    if (error instanceof DatabaseUrlError) throw new ConfigError('DATABASE_URL', error.message);
+    throw error;
   }
   return raw;
 }
@@ -320,6 +339,42 @@ const SAMPLERS: readonly Sampler[] = [
   'parentbased_traceidratio',
 ];
 const PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+const EXPORTERS = ['otlp', 'console', 'none'] as const;
+/** The OTLP/HTTP traces URL the SDKs use when OTEL_TRACES_EXPORTER=otlp names no endpoint. */
+export const DEFAULT_OTLP_TRACES_ENDPOINT = 'http://localhost:4318/v1/traces';
+/** Probes and scrapes: a trace each every few seconds, saying nothing. */
+const DEFAULT_UNTRACED_PATHS = ['/health', '/ready', '/metrics'];
+
+/**
+ * OTEL_TRACES_EXPORTER as the SDKs read it: a comma-separated list of `otlp`, `console`, or `none`.
+ * Unset: OTLP when an endpoint is set, else nothing.
+ */
+function readExporters(env: Env, endpointSet: boolean): { otlp: boolean; console: boolean } {
+  const raw = readString(env, 'OTEL_TRACES_EXPORTER');
+  if (raw === null) return { otlp: endpointSet, console: false };
+  const names = raw.split(',').map((name) => name.trim());
+  const unknown = names.filter((name) => !(EXPORTERS as readonly string[]).includes(name));
+  if (unknown.length > 0 || (names.includes('none') && names.length > 1)) {
+    throw new ConfigError(
+      'OTEL_TRACES_EXPORTER',
+      `expected otlp, console or both (comma-separated), or none alone, got "${raw}" (zipkin and jaeger are not built in: use OTLP)`,
+    );
+  }
+  return { otlp: names.includes('otlp'), console: names.includes('console') };
+}
+
+/** TRACES_EXCLUDED_PATHS: comma-separated request paths that make no trace, or `none` to trace every path. */
+function readUntracedPaths(env: Env): string[] {
+  const raw = readString(env, 'TRACES_EXCLUDED_PATHS');
+  if (raw === null) return DEFAULT_UNTRACED_PATHS;
+  if (raw === 'none') return [];
+  const paths = raw.split(',').map((entry) => entry.trim());
+  const wrong = paths.filter((entry) => !/^\/[\x21-\x7e]*$/.test(entry));
+  if (wrong.length > 0) {
+    throw new ConfigError('TRACES_EXCLUDED_PATHS', `expected paths such as /health,/ready (or none), got "${wrong.join('", "')}"`);
+  }
+  return paths;
+}
 
 /**
  * The OTel variables as the SDKs define them: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is the traces URL
@@ -344,8 +399,12 @@ function readTracing(env: Env): TracingConfig {
   const serviceName = readString(env, 'OTEL_SERVICE_NAME') ?? 'mutation-backend';
   if (!/^[\x21-\x7e]{1,255}$/.test(serviceName))
     throw new ConfigError('OTEL_SERVICE_NAME', `expected a name without spaces, got "${serviceName}"`);
+  const endpoint = traces ?? (base === null ? null : `${base.replace(/\/+$/, '')}/v1/traces`);
+  const exporters = readExporters(env, endpoint !== null);
   return {
-    tracesEndpoint: traces ?? (base === null ? null : `${base.replace(/\/+$/, '')}/v1/traces`),
+    tracesEndpoint: exporters.otlp ? (endpoint ?? DEFAULT_OTLP_TRACES_ENDPOINT) : null,
+    console: exporters.console,
+    excludedPaths: readUntracedPaths(env),
     protocol: protocol as TracingConfig['protocol'],
     serviceName,
     sampler: sampler as Sampler,
@@ -380,6 +439,25 @@ function readOrigins(env: Env, development: boolean): string[] {
   return origins;
 }
 
+/** TRUST_PROXY: what proxy-addr accepts (addresses, CIDR ranges, its names), checked by compiling it. */
+function readTrustProxy(env: Env): string[] {
+  const raw = readString(env, 'TRUST_PROXY');
+  if (raw === null) return [];
+  const list = raw
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
+  try {
+    proxyaddr.compile(list);
+  } catch (error) {
+    throw new ConfigError(
+      'TRUST_PROXY',
+      `expected addresses, CIDR ranges or loopback, linklocal, uniquelocal separated by commas: ${(error as Error).message}`,
+    );
+  }
+  return list;
+}
+
 function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig {
   const metricsToken = readString(env, 'METRICS_TOKEN');
   if (metricsToken !== null && metricsToken.length < 16) throw new ConfigError('METRICS_TOKEN', 'must be at least 16 characters');
@@ -394,6 +472,17 @@ function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig
     trustedDocumentsPath: readFile(env, 'TRUSTED_DOCUMENTS'),
     maxInFlight: readInt(env, 'MAX_IN_FLIGHT', dbPoolMax, 1, 10_000),
     tenantQueueMax: readInt(env, 'TENANT_QUEUE_MAX', 256, 0, 100_000),
+    anonymous: {
+      maxInFlight: readInt(env, 'ANONYMOUS_MAX_IN_FLIGHT', 1, 1, 10_000),
+      queueMax: readInt(env, 'ANONYMOUS_QUEUE_MAX', 16, 0, 100_000),
+      rate: readInt(env, 'ANONYMOUS_RATE', 2, 1, 1_000_000),
+      burst: readInt(env, 'ANONYMOUS_BURST', 2, 1, 1_000_000),
+    },
+    memberWriteRate: readInt(env, 'MEMBER_WRITE_RATE', 50, 1, 1_000_000),
+    memberWriteBurst: readInt(env, 'MEMBER_WRITE_BURST', 200, 1, 1_000_000),
+    trustProxy: readTrustProxy(env),
+    maxSelections: readInt(env, 'MAX_SELECTIONS', 200, 10, 100_000),
+    documentCacheBytes: readInt(env, 'DOCUMENT_CACHE_BYTES', 16 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
     httpRequestTimeoutMs: readInt(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
     httpMaxConnections: readInt(env, 'HTTP_MAX_CONNECTIONS', 10_000, 1, 1_000_000),
     httpKeepAliveTimeoutMs: readInt(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 65_000, 1_000, 3_600_000),
@@ -403,7 +492,7 @@ function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig
 function readShutdown(env: Env): ShutdownConfig {
   return {
     graceMs: readInt(env, 'SHUTDOWN_GRACE_MS', 5_000, 0, 600_000),
-    drainTimeoutMs: readInt(env, 'HTTP_DRAIN_TIMEOUT_MS', 20_000, 0, 600_000),
+    drainTimeoutMs: readInt(env, 'HTTP_DRAIN_TIMEOUT_MS', 15_000, 0, 600_000),
   };
 }
 
@@ -472,11 +561,13 @@ export function loadConfig(env: Env = process.env, { servesHttp = true }: LoadOp
     embeddedSharedDir: readFolder(env, 'EMBEDDED_PG_SHARED_DIR'),
     dbPoolMax,
     dbPoolAcquireTimeoutMs: readInt(env, 'DB_POOL_ACQUIRE_TIMEOUT_MS', 3_000, 1, 600_000),
-    dbHealthCheckIntervalMs: readInt(env, 'DB_HEALTH_CHECK_INTERVAL_MS', 5_000, 100, 600_000),
+    dbPoolConnectTimeoutMs: readInt(env, 'DB_POOL_CONNECT_TIMEOUT_MS', 3_000, 100, 600_000),
+    dbHealthCheckIntervalMs: readInt(env, 'DB_HEALTH_CHECK_INTERVAL_MS', 2_000, 100, 600_000),
     dbPreparedStatements: readBoolean(env, 'DB_PREPARED_STATEMENTS', true),
     lockTimeoutMs: readInt(env, 'LOCK_TIMEOUT_MS', 2_000, 1, 600_000),
     statementTimeoutMs,
     idleInTransactionTimeoutMs: readInt(env, 'IDLE_IN_TRANSACTION_TIMEOUT_MS', 10_000, 100, 600_000),
+    budgetLeaseTtlMs: readInt(env, 'BUDGET_LEASE_TTL_MS', 10_000, 300, 3_600_000),
     requestDeadlineMs,
     transactionMaxAttempts: readInt(env, 'TRANSACTION_MAX_ATTEMPTS', 8, 1, 100),
     actionSecret,

@@ -22,8 +22,15 @@ function databaseLine(config: AppConfig, embedded: EmbeddedPostgres | null): str
   // db:url finds the data folder the same way: a folder of one's own must be named to it too.
   const folder = config.embeddedDataDir === null ? '' : `EMBEDDED_PG_DATA_DIR=${config.embeddedDataDir} `;
   if (embedded) return `${embedded.connectionString()}   (${folder}npm run -s db:url prints it)`;
-  const { host, port, database } = describeDatabaseUrl(config.databaseUrl!);
-  return `${host}:${port}/${database} (DATABASE_URL)`;
+  return `${describeDatabaseUrl(config.databaseUrl!)} (DATABASE_URL)`;
+}
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+
+/** Why the server listens where it does, when only this machine can reach it. */
+function listeningNote(config: AppConfig): string {
+  if (!LOOPBACK.has(config.host)) return '';
+  return isDevMode(config) ? ' (this machine only: dev mode; set HOST to change)' : ' (this machine only; set HOST to change)';
 }
 
 /** Prints the banner once the log lines before it are out: pino writes them asynchronously. */
@@ -36,9 +43,9 @@ function printBanner(config: AppConfig, port: number, processes: string, databas
   // Name only what this process serves: production has no GraphiQL.
   const graphql = graphiqlOptions(config) === false ? 'GraphQL:             ' : 'GraphQL and GraphiQL:';
   console.log(`
-  Listening on:         ${config.host}:${port}${config.host === '127.0.0.1' ? ' (this machine only: dev mode; set HOST to change)' : ''}
+  Listening on:         ${config.host}:${port}${listeningNote(config)}
   ${graphql} ${base}/graphql
-  Health: ${base}/health   Ready: ${base}/ready   Metrics: ${base}/metrics
+  Health: ${base}/health   Ready: ${base}/ready   Metrics: ${base}/metrics${config.edge.metricsToken === null ? ' (open: no METRICS_TOKEN)' : ''}
   Hasura Actions:       POST ${base}/actions
   Database:             ${database}
   HTTP processes:       ${processes}
@@ -86,8 +93,8 @@ async function primary(config: AppConfig, log: Logger) {
   });
   process.on('SIGHUP', () => void processes.reload());
   onShutdown(log, async (reason) => {
-    await processes.stop(reason === 'SIGTERM');
-    await workers?.stop();
+    // The loops serve no request: they stop while the HTTP processes drain.
+    await Promise.all([processes.stop(reason === 'SIGTERM'), workers?.stop()]);
     await opened.close();
   });
 }
@@ -115,10 +122,17 @@ async function httpWorker(config: AppConfig, log: Logger) {
 }
 
 run(async () => {
-  const { config, log } = bootstrap();
+  const { config, log, envFile } = bootstrap();
   if (cluster.isWorker) return httpWorker(config, log);
+  if (envFile) log.info({ envFile }, 'settings read from the env file (variables set in the environment win)');
   if (isDevMode(config)) {
     log.warn('dev mode: no ACTION_SECRET and no JWT_SECRET, so x-hasura-* headers are trusted as sent');
+  }
+  if (!config.development && config.edge.metricsToken === null) {
+    log.warn(
+      { host: config.host },
+      'METRICS_TOKEN is not set: /metrics answers anyone who can reach this server; set it, or keep /metrics off the public network',
+    );
   }
   return config.webConcurrency > 1 ? primary(config, log) : single(config, log);
 });

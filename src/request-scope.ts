@@ -3,6 +3,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 /** What every log line and error of one HTTP request carries, without threading it through calls. */
 export interface RequestScope {
   requestId: string;
+  /** The client's address: the socket's peer, or the forwarded address when TRUST_PROXY believes the peer. */
+  clientAddress?: string;
   operation?: string;
   /** Transaction attempts the request made (retries included). */
   attempts?: number;
@@ -12,6 +14,8 @@ export interface RequestScope {
   outcome?: string;
   /** SQLSTATE of the database error behind a failure. */
   sqlState?: string;
+  /** Epoch ms after which the request gives up: every database call it makes is limited by it. */
+  deadline?: number;
 }
 
 const scope = new AsyncLocalStorage<RequestScope>();
@@ -22,4 +26,9 @@ export function runInRequestScope<T>(value: RequestScope, fn: () => T): T {
 
 export function currentRequestScope(): RequestScope | undefined {
   return scope.getStore();
+}
+
+/** Runs `fn` outside any request: work a request only set off (a health check) must not inherit its deadline. */
+export function outsideRequestScope<T>(fn: () => T): T {
+  return scope.exit(fn);
 }

@@ -2,16 +2,19 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AppConfig } from './config.js';
 import type { Clock } from './clock.js';
-import { waitForDatabase, watchDatabase } from './db/connect.js';
+import { waitForDatabase } from './db/connect.js';
 import { createDatabase, type Database } from './db/database.js';
 import type { EmbeddedPostgres } from './db/embedded.js';
 import { assertSchemaCurrent, migrate, MIGRATIONS_DIR } from './db/migrate.js';
+import { applySessionTimeouts } from './db/session-defaults.js';
+import { LONG_WORK_LIMIT_MS, withCallLimit } from './db/scope.js';
 import { seedIfEmpty } from './db/seed.js';
 import { buildServices, type AppServices } from './services.js';
 import { createApp, type App } from './http/app.js';
 import { listen, type RunningServer } from './http/node-server.js';
 import type { Logger } from './logger.js';
 import { startWorkers } from './worker/index.js';
+import { untraced } from './tracing.js';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const DEFAULT_DATA_DIR = path.join(PROJECT_ROOT, '.data', 'postgres');
@@ -27,7 +30,7 @@ export interface BackendOptions {
   /** fsync off for a throwaway embedded cluster (load tests). */
   ephemeral?: boolean;
   host?: string;
-  /** Log while the database is away (one process per server does: the one that owns it). */
+  /** Log while the database is away (one process per server does: the one that owns it); every process checks it for /ready. */
   watchDatabase?: boolean;
 }
 
@@ -39,9 +42,10 @@ export interface Backend {
   embedded: EmbeddedPostgres | null;
   http: RunningServer;
   /**
-   * Drains HTTP (fails /ready, keeps accepting for `graceMs`, then waits for every connection to
-   * end: RunningServer.drain), stops the background loops, closes the pool, stops the embedded
-   * server.
+   * Drains HTTP (fails /ready, keeps accepting for `graceMs`, then waits up to
+   * HTTP_DRAIN_TIMEOUT_MS for every connection to end: RunningServer.drain) while the background
+   * loops stop, then gives the budget leases back, closes the pools and stops the embedded
+   * server: each step time-limited, so it ends whatever the database does.
    */
   stop(graceMs?: number): Promise<void>;
 }
@@ -58,7 +62,7 @@ function loadEmbedded(): Promise<typeof import('./db/embedded.js')> {
 export interface OpenedDatabase {
   database: Database;
   embedded: EmbeddedPostgres | null;
-  /** Closes the pool, then stops the embedded server if this process started it. */
+  /** Closes the pools (connections still busy after POOL_END_LIMIT_MS are cut), then stops the embedded server if this process started it. */
   close(): Promise<void>;
 }
 
@@ -102,24 +106,34 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
       connectionString,
       max: config.dbPoolMax,
       acquireTimeoutMs: config.dbPoolAcquireTimeoutMs,
+      connectTimeoutMs: config.dbPoolConnectTimeoutMs,
+      statementTimeoutMs: config.statementTimeoutMs,
       applicationName,
       preparedStatements: config.dbPreparedStatements,
+      healthCheckIntervalMs: config.dbHealthCheckIntervalMs,
+      logOutages: options.watchDatabase ?? false,
     },
     log,
   );
-  const watch = options.watchDatabase ? watchDatabase(connectionString, config.dbHealthCheckIntervalMs, log) : null;
+  if (options.watchDatabase) database.health.start();
   const close = async () => {
-    watch?.stop();
     await database.close();
     await embedded?.stop();
   };
   try {
-    if (options.schema === 'require-current') await assertSchemaCurrent(database.db);
-    if (options.schema === 'migrate') {
-      const applied = await migrate(database.db, MIGRATIONS_DIR, { settings: config.migrations, log });
-      log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
-      if (embedded && options.seed && (await seedIfEmpty(database.db))) log.info('demo data loaded');
-    }
+    // Start-up belongs to no request: its statements would each be a trace of their own.
+    await untraced(async () => {
+      if (options.schema === 'require-current') await assertSchemaCurrent(database.db);
+      if (options.schema === 'migrate') {
+        // The runner limits its own calls by MIGRATION_STATEMENT_TIMEOUT_MS and MIGRATION_LOCK_WAIT_MS.
+        const applied = await migrate(database.db, MIGRATIONS_DIR, { settings: config.migrations, log });
+        log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
+        // What a coupon issue sent as one statement runs under (docs/design.md §5).
+        await withCallLimit(LONG_WORK_LIMIT_MS, () => applySessionTimeouts(connectionString, config, log));
+        if (embedded && options.seed && (await withCallLimit(LONG_WORK_LIMIT_MS, () => seedIfEmpty(database.db))))
+          log.info('demo data loaded');
+      }
+    });
     return { database, embedded, close };
   } catch (error) {
     await close();
@@ -144,8 +158,11 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       embedded,
       http,
       async stop(graceMs = 0) {
-        await http.drain({ graceMs, timeoutMs: config.shutdown.drainTimeoutMs });
-        await workers?.stop();
+        // The loops serve no request: they stop (WORKERS_STOP_LIMIT_MS) while HTTP drains, so a
+        // shutdown takes the longer of the two, not their sum.
+        await Promise.all([http.drain({ graceMs, timeoutMs: config.shutdown.drainTimeoutMs }), workers?.stop()]);
+        // Requests issue from the leases until the last one is answered.
+        await services.budgetLeases.stop();
         await opened.close();
       },
     };

@@ -19,20 +19,26 @@ import {
   AlwaysOffSampler,
   AlwaysOnSampler,
   BatchSpanProcessor,
+  ConsoleSpanExporter,
   ParentBasedSampler,
+  SimpleSpanProcessor,
   TraceIdRatioBasedSampler,
   type Sampler,
+  type SpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
 import type { TracingConfig } from './config.js';
 
 /**
- * OpenTelemetry tracing, on only when an OTLP endpoint is configured. The HTTP, GraphQL, pool,
- * runner and relay layers ask `tracing.enabled` before they do anything, so a server without a
- * collector pays a boolean check per layer and nothing else.
+ * OpenTelemetry tracing, on only when an exporter is configured (an OTLP endpoint, or the console).
+ * The HTTP, GraphQL, pool, runner and relay layers ask `tracing.enabled` before they do anything,
+ * so a server without a collector pays a boolean check per layer and nothing else.
  */
 export const tracing = { enabled: false };
+
+/** Request paths that make no trace (TRACES_EXCLUDED_PATHS): probes and scrapes. */
+let untracedPaths = new Set<string>();
 
 let provider: NodeTracerProvider | null = null;
 /** The started provider's own tracer: a stopped and restarted provider gets a fresh one. */
@@ -61,21 +67,33 @@ function samplerOf(config: TracingConfig): Sampler {
  * flushes and stops it (shutdown waits for the spans still batched).
  */
 export function startTracing(config: TracingConfig): () => Promise<void> {
-  if (config.tracesEndpoint === null) return async () => {};
+  if (config.tracesEndpoint === null && !config.console) return async () => {};
   if (provider) throw new Error('tracing is already started in this process');
-  const Exporter = config.protocol === 'http/json' ? JsonExporter : ProtobufExporter;
+  const spanProcessors: SpanProcessor[] = [];
+  if (config.tracesEndpoint !== null) {
+    const Exporter = config.protocol === 'http/json' ? JsonExporter : ProtobufExporter;
+    spanProcessors.push(
+      new BatchSpanProcessor(new Exporter({ url: config.tracesEndpoint }), { scheduledDelayMillis: config.scheduleDelayMs }),
+    );
+  }
+  // Each span printed as it ends, for a first look: batching would only delay what a reader waits for.
+  if (config.console) spanProcessors.push(new SimpleSpanProcessor(new ConsoleSpanExporter()));
   const started = new NodeTracerProvider({
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.serviceName }),
     sampler: samplerOf(config),
-    spanProcessors: [
-      new BatchSpanProcessor(new Exporter({ url: config.tracesEndpoint }), { scheduledDelayMillis: config.scheduleDelayMs }),
-    ],
+    spanProcessors,
   });
   started.register({ propagator: new W3CTraceContextPropagator() });
   provider = started;
   tracer = started.getTracer('mutation-backend');
+  untracedPaths = new Set(config.excludedPaths);
   tracing.enabled = true;
   return stopTracing;
+}
+
+/** Whether a request to `path` makes a trace: not a probe's or a scrape's (TRACES_EXCLUDED_PATHS). */
+export function isTracedPath(path: string): boolean {
+  return !untracedPaths.has(path);
 }
 
 /** Sends the spans still batched and stops tracing (shutdown calls it); a no-op when it is off. */
@@ -161,8 +179,12 @@ export function currentTraceIds(): { trace_id: string; span_id: string } | null 
   return ids && trace.isSpanContextValid(ids) ? { trace_id: ids.traceId, span_id: ids.spanId } : null;
 }
 
-/** Runs `work` with tracing suppressed: its transactions and statements make no spans. */
-export function untraced<T>(work: () => Promise<T>): Promise<T> {
+/**
+ * Runs `work` with tracing suppressed: its transactions and statements make no spans. For work
+ * that belongs to no request (start-up, a relay's empty poll) or to one that makes no trace (a
+ * probe), whose spans would each be a trace of their own.
+ */
+export function untraced<T>(work: () => T): T {
   return tracing.enabled ? context.with(suppressTracing(context.active()), work) : work();
 }
 

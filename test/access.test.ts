@@ -6,11 +6,20 @@ import { asOperator, asTenantAdmin, asUser, createTenant, createTestBackend, gql
 import { rootFieldRequest } from './support/samples.js';
 
 /** Every kind of caller, with the scope it should hold (null: none) and its Hasura role. */
-const SESSIONS: { kind: string; headers: Record<string, string>; scope: AccessScope | null; role: string | null }[] = [
+const SESSIONS: { kind: string; headers: Record<string, string>; scope: AccessScope | null; role: string | null; refused?: true }[] = [
   { kind: 'anonymous', headers: {}, scope: null, role: null },
   { kind: 'member', headers: asUser('access'), scope: 'member', role: 'user' },
   { kind: 'tenant admin', headers: asTenantAdmin('access'), scope: 'tenantAdmin', role: 'admin' },
-  { kind: 'operator', headers: asOperator(), scope: 'operator', role: 'admin' },
+  { kind: 'operator', headers: asOperator(), scope: 'operator', role: 'operator' },
+  // A tenant id that went missing never makes an admin the operator: the session is refused outright.
+  { kind: 'an admin without a tenant', headers: { 'x-hasura-role': 'admin' }, scope: null, role: null, refused: true },
+  {
+    kind: 'a member without a tenant',
+    headers: { 'x-hasura-role': 'user', 'x-hasura-user-id': 'm' },
+    scope: null,
+    role: null,
+    refused: true,
+  },
   { kind: "another tenant's member", headers: asUser('access-other', 'member-2'), scope: 'member', role: 'user' },
   { kind: 'a user without a user id', headers: { 'x-hasura-role': 'user', 'x-hasura-tenant-id': 'access' }, scope: null, role: 'user' },
 ];
@@ -53,7 +62,8 @@ describe('who may call what: one declaration, enforced and published alike', () 
         const response = await gql(backend.app.fetch, query, variables, session.headers);
         const codes = (response.body.errors ?? []).map((e) => String(e.extensions?.['code']));
         const admitted = !codes.some((code) => REFUSALS.includes(code));
-        const expected = declared === null || (session.scope !== null && declared.includes(session.scope));
+        const expected = !session.refused && (declared === null || (session.scope !== null && declared.includes(session.scope)));
+        if (session.refused) expect({ field: field.name, session: session.kind, codes }).toMatchObject({ codes: ['UNAUTHENTICATED'] });
         expect({ field: field.name, session: session.kind, admitted, codes }).toMatchObject({
           field: field.name,
           session: session.kind,
@@ -63,8 +73,14 @@ describe('who may call what: one declaration, enforced and published alike', () 
         if (admitted && session.role !== null && declared !== null) admittedRoles.add(session.role);
       }
       if (operation === 'mutation') {
-        expect({ field: field.name, roles: published.get(field.name) }).toEqual({ field: field.name, roles: [...admittedRoles].sort() });
-        expect(published.get(field.name)).toEqual([...new Set(declared!.map((scope) => HASURA_ROLE_OF[scope]))].sort());
+        const stale = published.has(field.name)
+          ? `schema/hasura/actions.yaml gives ${field.name} other roles than the server admits: run npm run codegen (or npm run hasura:metadata)`
+          : `schema/hasura/actions.yaml has no action ${field.name}: run npm run codegen (or npm run hasura:metadata)`;
+        expect({ field: field.name, roles: published.get(field.name) }, stale).toEqual({
+          field: field.name,
+          roles: [...admittedRoles].sort(),
+        });
+        expect(published.get(field.name), stale).toEqual([...new Set(declared!.map((scope) => HASURA_ROLE_OF[scope]))].sort());
       }
     }
   });

@@ -119,8 +119,8 @@ describe('Hasura Actions at POST /actions', () => {
     [
       'a session without a tenant',
       { ...documentAction('00000000-0000-4000-8000-000000000000', { 'x-hasura-role': 'user' }) },
-      403,
-      'FORBIDDEN',
+      401,
+      'UNAUTHENTICATED',
     ],
   ])('answers %s with a 4xx, a message and a code, and writes nothing', async (_name, body, status, code) => {
     const before = await documents();

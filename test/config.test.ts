@@ -28,10 +28,12 @@ const NONSENSE: Record<string, string> = {
   EMBEDDED_PG_SHARED_DIR: fileURLToPath(new URL('../README.md', import.meta.url)),
   DB_POOL_MAX: '0',
   DB_POOL_ACQUIRE_TIMEOUT_MS: '-5',
+  DB_POOL_CONNECT_TIMEOUT_MS: '3s',
   DB_HEALTH_CHECK_INTERVAL_MS: 'often',
   LOCK_TIMEOUT_MS: '1.5',
   STATEMENT_TIMEOUT_MS: 'soon',
   IDLE_IN_TRANSACTION_TIMEOUT_MS: '0',
+  BUDGET_LEASE_TTL_MS: '100',
   REQUEST_DEADLINE_MS: '60000',
   TRANSACTION_MAX_ATTEMPTS: 'many',
   ACTION_SECRET: 'short',
@@ -79,6 +81,15 @@ const NONSENSE: Record<string, string> = {
   TRUSTED_DOCUMENTS: fileURLToPath(new URL('..', import.meta.url)),
   MAX_IN_FLIGHT: '0',
   TENANT_QUEUE_MAX: 'lots',
+  ANONYMOUS_MAX_IN_FLIGHT: '0',
+  ANONYMOUS_QUEUE_MAX: 'few',
+  ANONYMOUS_RATE: '0',
+  ANONYMOUS_BURST: '-1',
+  TRUST_PROXY: '10.0.0.0/99',
+  MEMBER_WRITE_RATE: '0',
+  MEMBER_WRITE_BURST: 'many',
+  MAX_SELECTIONS: '5',
+  DOCUMENT_CACHE_BYTES: '16 MiB',
   HTTP_REQUEST_TIMEOUT_MS: '10',
   HTTP_MAX_CONNECTIONS: '0',
   OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318',
@@ -88,6 +99,8 @@ const NONSENSE: Record<string, string> = {
   OTEL_TRACES_SAMPLER: 'sometimes',
   OTEL_TRACES_SAMPLER_ARG: '2',
   OTEL_BSP_SCHEDULE_DELAY: 'soon',
+  OTEL_TRACES_EXPORTER: 'zipkin',
+  TRACES_EXCLUDED_PATHS: 'health',
 };
 
 function configErrorOf(env: Record<string, string>): ConfigError | null {
@@ -146,5 +159,30 @@ describe('single rules', () => {
 
   it('EMBEDDED_PG_DATA_DIR becomes an absolute path', () => {
     expect(loadConfig({ EMBEDDED_PG_DATA_DIR: 'some/where' }).embeddedDataDir).toBe(`${process.cwd()}/some/where`);
+  });
+
+  it('OTEL_TRACES_EXPORTER picks the exporters as the OpenTelemetry SDKs read it', () => {
+    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' };
+    const tracingOf = (env: Record<string, string>) => {
+      const { tracesEndpoint, console } = loadConfig(env).tracing;
+      return { tracesEndpoint, console };
+    };
+    expect(tracingOf({})).toEqual({ tracesEndpoint: null, console: false });
+    expect(tracingOf(endpoint)).toEqual({ tracesEndpoint: 'http://collector:4318/v1/traces', console: false });
+    expect(tracingOf({ OTEL_TRACES_EXPORTER: 'console' })).toEqual({ tracesEndpoint: null, console: true });
+    expect(tracingOf({ ...endpoint, OTEL_TRACES_EXPORTER: 'console, otlp' })).toEqual({
+      tracesEndpoint: 'http://collector:4318/v1/traces',
+      console: true,
+    });
+    expect(tracingOf({ OTEL_TRACES_EXPORTER: 'otlp' })).toEqual({ tracesEndpoint: 'http://localhost:4318/v1/traces', console: false });
+    expect(tracingOf({ ...endpoint, OTEL_TRACES_EXPORTER: 'none' })).toEqual({ tracesEndpoint: null, console: false });
+    expect(() => loadConfig({ OTEL_TRACES_EXPORTER: 'none,console' })).toThrow(/^OTEL_TRACES_EXPORTER: /);
+  });
+
+  it('TRACES_EXCLUDED_PATHS: probes and scrapes by default, a list, or none', () => {
+    expect(loadConfig({}).tracing.excludedPaths).toEqual(['/health', '/ready', '/metrics']);
+    expect(loadConfig({ TRACES_EXCLUDED_PATHS: '/health, /internal/ping' }).tracing.excludedPaths).toEqual(['/health', '/internal/ping']);
+    expect(loadConfig({ TRACES_EXCLUDED_PATHS: 'none' }).tracing.excludedPaths).toEqual([]);
+    expect(() => loadConfig({ TRACES_EXCLUDED_PATHS: '/health,ready' })).toThrow(/^TRACES_EXCLUDED_PATHS: .*"ready"/);
   });
 });

@@ -76,6 +76,16 @@ describe('tenants, contracts and document numbers', () => {
     expect(created.createTenant.tenant).toMatchObject({ id: 'gamma', monthlyCapYen: 2000 });
   });
 
+  it('counts a title in characters (code points): 200 emoji fit, 201 do not', async () => {
+    const titled = (title: string) => gql(fetch, CreateContractMutation, { input: { title } }, asUser('alpha'));
+    const fits = await titled('😀'.repeat(200));
+    expect(fits.body.errors).toBeUndefined();
+    expect(fits.body.data?.createContract.contract.title).toBe('😀'.repeat(200));
+    const over = await titled('😀'.repeat(201));
+    expect(errorCodes(over)).toEqual(['BAD_USER_INPUT']);
+    expect(over.body.errors?.[0]?.message).toBe('title must be at most 200 characters');
+  });
+
   describe('bad input is BAD_USER_INPUT (or 413), writes nothing and shows no database text', () => {
     const cases: [string, string, Record<string, unknown>][] = [
       ['an empty title', 'mutation($i: CreateContractInput!) { createContract(input: $i) { contract { id } } }', { i: { title: '   ' } }],
@@ -116,7 +126,7 @@ describe('tenants, contracts and document numbers', () => {
       const contractsBefore = await count('contracts', 'alpha');
       const response = await gql(fetch, CreateContractMutation, { input: { title: 'x'.repeat(1_000_000) } }, asUser('alpha'));
       expect(response.status).toBe(413);
-      expect(response.body).toMatchObject({ extensions: { code: 'BAD_USER_INPUT' } });
+      expect(errorCodes(response)).toEqual(['BAD_USER_INPUT']);
       expect(await count('contracts', 'alpha')).toBe(contractsBefore);
     });
   });

@@ -109,6 +109,9 @@ describe('issueCoupon, one request at a time', () => {
       { budgetSlots: 0 },
       { budgetSlots: 65 },
       { budgetSlots: 20 },
+      { budgetLeaseCoupons: -1 },
+      { budgetLeaseCoupons: 10_001 },
+      { budgetLeaseCoupons: 10, budgetSlots: 2 },
     ]) {
       expect(errorCodes(await create(input)), JSON.stringify(input)).toEqual(['BAD_USER_INPUT']);
     }
@@ -122,7 +125,7 @@ describe('issueCoupon, one request at a time', () => {
       backend.sql.query("update campaign_budget_slots set issued_yen = budget_yen + 1 where tenant_id = $1 and campaign_id = 'spring'", [
         TENANT,
       ]),
-    ).rejects.toThrow(/campaign_budget_slots_within_budget/);
+    ).rejects.toThrow(/campaign_budget_slots(_leased)?_within_budget/);
     await expect(
       backend.sql.query("insert into campaigns (tenant_id, id, name, discount_yen, budget_yen) values ($1, 'neg', 'n', -1, 10)", [TENANT]),
     ).rejects.toThrow(/check constraint/);

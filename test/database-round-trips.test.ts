@@ -96,8 +96,8 @@ describe('issueCoupon on the wire', () => {
     await closeTap();
   });
 
-  it('ISSUED: four round trips with or without a key, the budget UPDATE last before COMMIT', async () => {
-    // What rode in the budget statement is written: the outbox row, the audit row, the stored response.
+  it('ISSUED: one round trip with or without a key, the whole issue one statement in its own implicit transaction', async () => {
+    // What rode in the statement is written: the outbox row, the audit row, the stored response.
     const written = async () =>
       (
         await backend.sql.query<{ outbox: number; audit: number; stored: number }>(
@@ -108,95 +108,116 @@ describe('issueCoupon on the wire', () => {
         )
       ).rows[0]!;
     const before = await written();
-    expect(await issue('open', 'ann')).toMatchObject({
-      status: 'ISSUED',
-      trips: ['begin', 'coupons.issue', 'coupons.budget.row', 'commit'],
-    });
-    expect(await issue('other', 'ann', 'k-ann-other')).toMatchObject({
-      status: 'ISSUED',
-      trips: ['begin', 'coupons.issue+key', 'coupons.budget.row+key', 'commit'],
-    });
+    expect(await issue('open', 'ann')).toMatchObject({ status: 'ISSUED', trips: ['coupons.issue.one'] });
+    expect(await issue('other', 'ann', 'k-ann-other')).toMatchObject({ status: 'ISSUED', trips: ['coupons.issue.one+key'] });
     expect(await written()).toEqual({ outbox: before.outbox + 2, audit: before.audit + 2, stored: 1 });
   });
 
-  it('ALREADY_ISSUED: four, the audit row and the stored response in one statement after the issue', async () => {
+  it('ALREADY_ISSUED: one, the audit row and the stored response in the same statement', async () => {
     await issue('open', 'bob');
-    expect(await issue('open', 'bob')).toMatchObject({
-      status: 'ALREADY_ISSUED',
-      trips: ['begin', 'coupons.issue', 'mutation.finish', 'commit'],
-    });
-    expect(await issue('open', 'bob', 'k-bob-again')).toMatchObject({
-      status: 'ALREADY_ISSUED',
-      trips: ['begin', 'coupons.issue+key', 'mutation.finish+key', 'commit'],
-    });
+    expect(await issue('open', 'bob')).toMatchObject({ status: 'ALREADY_ISSUED', trips: ['coupons.issue.one'] });
+    expect(await issue('open', 'bob', 'k-bob-again')).toMatchObject({ status: 'ALREADY_ISSUED', trips: ['coupons.issue.one+key'] });
+    const stored = await backend.sql.query("select response from idempotency_keys where key = 'k-bob-again'");
+    expect(stored.rows[0].response).toMatchObject({ status: 'ALREADY_ISSUED', coupon: { memberId: 'bob', campaignId: 'open' } });
   });
 
-  it('MONTHLY_CAP and a sold-out campaign: three, and each rolls back', async () => {
+  it('MONTHLY_CAP and a sold-out campaign: one each, and nothing is kept (with a key the statement raises)', async () => {
     await issue('open', 'cid');
     await issue('other', 'cid');
-    expect(await issue('third', 'cid')).toMatchObject({ status: 'MONTHLY_CAP', trips: ['begin', 'coupons.issue', 'rollback'] });
-    expect(await issue('third', 'cid', 'k-cid-third')).toMatchObject({
-      status: 'MONTHLY_CAP',
-      trips: ['begin', 'coupons.issue+key', 'rollback'],
-    });
+    const keys = async () =>
+      (await backend.sql.query("select count(*)::int as n from idempotency_keys where key like 'k-cid%' or key = 'k-eve'")).rows[0].n;
+    expect(await issue('third', 'cid')).toMatchObject({ status: 'MONTHLY_CAP', trips: ['coupons.issue.one'] });
+    expect(await issue('third', 'cid', 'k-cid-third')).toMatchObject({ status: 'MONTHLY_CAP', trips: ['coupons.issue.one+key'] });
     await issue('single', 'dan');
-    expect(await issue('single', 'eve')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['begin', 'coupons.issue', 'rollback'] });
-    expect(await issue('single', 'eve', 'k-eve')).toMatchObject({
-      status: 'BUDGET_EXCEEDED',
-      trips: ['begin', 'coupons.issue+key', 'rollback'],
-    });
+    expect(await issue('single', 'eve')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['coupons.issue.one'] });
+    expect(await issue('single', 'eve', 'k-eve')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['coupons.issue.one+key'] });
+    expect(await keys()).toBe(0);
     // The member who holds the coupon still hears ALREADY_ISSUED from a sold-out campaign.
     expect((await issue('single', 'dan')).status).toBe('ALREADY_ISSUED');
   });
 
-  it('BUDGET_EXCEEDED when the last room goes while the issue waits for the budget row: four', async () => {
+  it('BUDGET_EXCEEDED when the last room goes while the issue waits for the budget row: one, its CHECK rolls it back', async () => {
     await campaign('last', 1_000);
     const takeTheLastRoom = "update campaign_budget_slots set issued_yen = budget_yen where tenant_id = $1 and campaign_id = 'last'";
-    expect(await whileHeld(takeTheLastRoom, 'commit', () => issue('last', 'fin'))).toMatchObject({
+    expect(await whileHeld(takeTheLastRoom, 'commit', () => issue('last', 'fin', 'k-fin'))).toMatchObject({
       status: 'BUDGET_EXCEEDED',
-      trips: ['begin', 'coupons.issue', 'coupons.budget.row', 'rollback'],
+      trips: ['coupons.issue.one+key'],
     });
+    const left = await backend.sql.query(
+      `select (select count(*)::int from coupons where tenant_id = $1 and member_id = 'fin') as coupons,
+              (select count(*)::int from member_monthly_usage where tenant_id = $1 and member_id = 'fin') as usage,
+              (select count(*)::int from idempotency_keys where key = 'k-fin') as keys`,
+      [TENANT],
+    );
+    expect(left.rows[0]).toEqual({ coupons: 0, usage: 0, keys: 0 });
   });
 
-  it('a replay: four, and nothing is written', async () => {
+  it('a double tap committed while the issue waited for its coupon: the statement rolls back and the transaction answers', async () => {
+    await campaign('tap', 10_000);
+    // Another issue of the same member holds the coupon's index entry; it commits while this one waits for it.
+    const holder = await backend.sql.connect();
+    try {
+      await holder.query('begin');
+      await holder.query(
+        "insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at) values ($1, 'tap', 'gia', '2026-01', 1000, now())",
+        [TENANT],
+      );
+      await holder.query("insert into member_monthly_usage (tenant_id, member_id, month, used_yen) values ($1, 'gia', '2026-01', 1000)", [
+        TENANT,
+      ]);
+      await holder.query("update campaign_budget_slots set issued_yen = issued_yen + 1000 where tenant_id = $1 and campaign_id = 'tap'", [
+        TENANT,
+      ]);
+      const pending = issue('tap', 'gia');
+      await waitForLockWaiter(backend);
+      await holder.query('commit');
+      // The transaction's first statement has a newer snapshot: it reads the coupon itself.
+      expect(await pending).toMatchObject({
+        status: 'ALREADY_ISSUED',
+        trips: ['coupons.issue.one', 'begin', 'coupons.issue', 'mutation.finish', 'commit'],
+      });
+    } finally {
+      holder.release();
+    }
+  });
+
+  it('a replay: two, and nothing is written', async () => {
     const first = await issue('third', 'fay', 'k-fay');
     const replay = await issue('third', 'fay', 'k-fay');
     expect(replay.status).toBe(first.status);
-    expect(replay.trips).toEqual([
-      'begin',
-      'coupons.issue+key',
-      expect.stringMatching(/^sql: select .* from "idempotency_keys"/),
-      'rollback',
-    ]);
+    expect(replay.trips).toEqual(['coupons.issue.one+key', expect.stringMatching(/^sql: select .* from "idempotency_keys"/)]);
   });
 
-  it('budget slots: a free slot in one pass, and a sold-out campaign refused without a second pass', async () => {
+  it('budget slots: a free slot in the same one statement, and a sold-out campaign refused in it', async () => {
     for (const member of ['s1', 's2', 's3', 's4']) {
-      expect(await issue('sliced', member)).toMatchObject({
-        status: 'ISSUED',
-        trips: ['begin', 'coupons.issue', 'coupons.budget.skip', 'commit'],
-      });
+      expect(await issue('sliced', member)).toMatchObject({ status: 'ISSUED', trips: ['coupons.issue.one'] });
     }
-    expect(await issue('sliced', 's5')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['begin', 'coupons.issue', 'rollback'] });
+    expect(await issue('sliced', 's5')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['coupons.issue.one'] });
+    const slots = await backend.sql.query("select issued_yen from campaign_budget_slots where tenant_id = $1 and campaign_id = 'sliced'", [
+      TENANT,
+    ]);
+    expect(slots.rows.map((r) => r.issued_yen)).toEqual([1_000, 1_000, 1_000, 1_000]);
   });
 
-  it('budget slots: waits for a slot (a second pass) only when every slot with room is held by others', async () => {
+  it('budget slots: waits for a slot only when every slot with room is held by others, still in one statement', async () => {
     await campaign('held', 2_000, 2);
     const holdEverySlot = "select 1 from campaign_budget_slots where tenant_id = $1 and campaign_id = 'held' for update";
     expect(await whileHeld(holdEverySlot, 'rollback', () => issue('held', 'gil'))).toMatchObject({
       status: 'ISSUED',
-      trips: ['begin', 'coupons.issue', 'coupons.budget.skip', 'coupons.budget.wait', 'commit'],
+      trips: ['coupons.issue.one'],
     });
   });
 
   it('prepares each hot statement once per connection: a later issue sends no statement text at all', async () => {
+    // Both statements warmed here: the pool may have replaced its one connection since the earlier tests.
     await issue('open', 'gus');
+    await issue('other', 'gus', 'k-gus');
     const later = await issue('open', 'hal');
-    expect(later.status).toBe('ISSUED');
-    // begin and commit are simple queries (their text is the message); every other statement is bound by name.
-    expect(later.parsed.map((t) => t.statement)).toEqual(['begin', 'commit']);
+    const laterKeyed = await issue('other', 'hal', 'k-hal');
+    expect([later.status, laterKeyed.status]).toEqual(['ISSUED', 'ISSUED']);
+    expect([later.parsed, laterKeyed.parsed]).toEqual([[], []]);
     const prepared = await sql<{ name: string }>`select name from pg_prepared_statements order by name`.execute(backend.database.db);
-    expect(prepared.rows.map((r) => r.name)).toEqual(expect.arrayContaining(['coupons.issue', 'coupons.budget.row', 'mutation.finish']));
+    expect(prepared.rows.map((r) => r.name)).toEqual(expect.arrayContaining(['coupons.issue.one', 'coupons.issue.one+key']));
   });
 
   it('compiles no query while it serves an issue: Kysely built them once, at start-up', async () => {
@@ -207,6 +228,93 @@ describe('issueCoupon on the wire', () => {
       expect(compile).not.toHaveBeenCalled();
     } finally {
       compile.mockRestore();
+    }
+  });
+});
+
+/**
+ * The issue as a transaction: what runs when the one statement cannot (its sessions lack the role's
+ * timeouts, or less of the deadline is left than they allow), and what each outcome costs there.
+ */
+describe('issueCoupon as a transaction, on the wire', () => {
+  let backend: TestBackend;
+  let tap: WireTap;
+  let closeTap: () => Promise<void>;
+  const issue = async (campaignId: string, member: string, key?: string) => {
+    tap.reset();
+    const response = await gql(
+      backend.app.fetch,
+      IssueCouponDocument,
+      { input: { campaignId } },
+      { ...asUser(TENANT, member), ...(key ? { 'idempotency-key': key } : {}) },
+    );
+    expect(response.body.errors).toBeUndefined();
+    return { status: response.body.data!.issueCoupon.status, trips: tap.trips.map((t) => t.statement) };
+  };
+
+  beforeAll(async () => {
+    const opened = await startWireTap(await createDirectTestDatabaseUrl(), APP);
+    tap = opened.tap;
+    closeTap = opened.close;
+    // A deadline shorter than the statement timeout: the one statement could outlive it, so the transaction runs, its timeouts capped.
+    backend = await createTestBackend({
+      databaseUrl: opened.url,
+      env: { DB_POOL_MAX: '1', DB_PREPARED_STATEMENTS: 'true', REQUEST_DEADLINE_MS: '4000', STATEMENT_TIMEOUT_MS: '5000' },
+    });
+    await createTenant(backend, TENANT, 2_000);
+    for (const [id, budgetYen] of [
+      ['open', 100_000],
+      ['other', 100_000],
+      ['third', 100_000],
+      ['single', 1_000],
+    ] as const) {
+      await gql(
+        backend.app.fetch,
+        CreateCampaignDocument,
+        { input: { id, name: id, discountYen: 1_000, budgetYen, budgetSlots: 1 } },
+        asTenantAdmin(TENANT),
+      );
+    }
+  });
+  afterAll(async () => {
+    await backend.close();
+    await closeTap();
+  });
+
+  it('four for ISSUED and ALREADY_ISSUED, three for a refusal, the budget UPDATE last before COMMIT', async () => {
+    expect(await issue('open', 'ann')).toMatchObject({
+      status: 'ISSUED',
+      trips: ['begin', 'coupons.issue', 'coupons.budget.row', 'commit'],
+    });
+    expect(await issue('other', 'ann', 'k-ann')).toMatchObject({
+      status: 'ISSUED',
+      trips: ['begin', 'coupons.issue+key', 'coupons.budget.row+key', 'commit'],
+    });
+    expect(await issue('open', 'ann')).toMatchObject({
+      status: 'ALREADY_ISSUED',
+      trips: ['begin', 'coupons.issue', 'mutation.finish', 'commit'],
+    });
+    expect(await issue('third', 'ann')).toMatchObject({ status: 'MONTHLY_CAP', trips: ['begin', 'coupons.issue', 'rollback'] });
+    await issue('single', 'bob');
+    expect(await issue('single', 'cid')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['begin', 'coupons.issue', 'rollback'] });
+  });
+
+  it('sessions without the timeouts: the statement writes nothing and says so, then the transaction issues', async () => {
+    // A pooler's server connection opened before the role's defaults were set looks like this session.
+    const longer = await createTestBackend({ databaseUrl: backend.databaseUrl, env: { DB_POOL_MAX: '1' } });
+    try {
+      await sql`select 1`.execute(longer.database.db);
+      await sql`set lock_timeout = 0`.execute(longer.database.db);
+      tap.reset();
+      const response = await gql(longer.app.fetch, IssueCouponDocument, { input: { campaignId: 'open' } }, asUser(TENANT, 'dee'));
+      expect(response.body.data?.issueCoupon.status).toBe('ISSUED');
+      expect(tap.trips.map((t) => t.statement)).toEqual(['coupons.issue.one', 'begin', 'coupons.issue', 'coupons.budget.row', 'commit']);
+      const coupons = await backend.sql.query("select count(*)::int as n from coupons where tenant_id = $1 and member_id = 'dee'", [
+        TENANT,
+      ]);
+      expect(coupons.rows[0].n).toBe(1);
+    } finally {
+      await longer.close();
     }
   });
 });
@@ -233,17 +341,14 @@ describe('DB_PREPARED_STATEMENTS=false (a pooler in transaction mode that cannot
     await closeTap();
   });
 
-  it('prepares nothing: every statement goes unnamed with its text, in the same round trips', async () => {
+  it('prepares nothing: every statement goes unnamed with its text, in the same round trip', async () => {
     for (const member of ['a', 'b']) {
       tap.reset();
       const response = await gql(backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'open' } }, asUser(TENANT, member));
       expect(response.body.data?.issueCoupon.status).toBe('ISSUED');
-      expect(tap.trips).toHaveLength(4);
+      expect(tap.trips).toHaveLength(1);
       expect(tap.trips.every((t) => t.parsed)).toBe(true);
-      expect(tap.trips.slice(1, 3).map((t) => t.statement)).toEqual([
-        expect.stringMatching(/^sql: with campaign as \(/),
-        expect.stringMatching(/^sql: with taken as \(update campaign_budget_slots/),
-      ]);
+      expect(tap.trips[0]!.statement).toMatch(/^sql: with guard as \(/);
     }
     const prepared = await sql<{ n: number }>`select count(*)::int as n from pg_prepared_statements`.execute(backend.database.db);
     expect(prepared.rows[0]!.n).toBe(0);

@@ -3,6 +3,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { schema } from '../src/graphql/schema.js';
 
 /**
  * The documentation against the repository: links lead somewhere, the design sections the code
@@ -133,5 +134,23 @@ describe('the documentation', () => {
       }
     }
     expect(unknown).toEqual([]);
+  });
+
+  it('the client guide names every root field of the schema in its Operations table', async () => {
+    const guide = await read('docs/client-guide.md');
+    const sections = guide.split(/^## Operations$/m);
+    expect(sections, 'docs/client-guide.md has exactly one "## Operations" section').toHaveLength(2);
+    const rows = sections[1]!
+      .split(/^## /m)[0]!
+      .split('\n')
+      .filter((line) => line.startsWith('| `'))
+      .map((line) => line.split('|')[1]!);
+    const named = new Set(rows.flatMap((cell) => [...cell.matchAll(/`(\w+)[(`]/g)].map((match) => match[1]!)));
+    const roots = [schema.getQueryType()!, schema.getMutationType()!].flatMap((type) => Object.keys(type.getFields()));
+    expect(roots.length).toBeGreaterThanOrEqual(20);
+    expect(
+      roots.filter((field) => !named.has(field)),
+      'root fields missing from the Operations table of docs/client-guide.md: add a row saying who may call each',
+    ).toEqual([]);
   });
 });

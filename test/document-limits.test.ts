@@ -106,6 +106,16 @@ describe('document limits, before anything executes', () => {
     expect((await post(fifteen)).status).toBe(200);
   });
 
+  it('refuses more selections than MAX_SELECTIONS before validating them, through fragments too', async () => {
+    // 240 copies of one field: under the token limit, and validation compares them pairwise.
+    const copies = (n: number) => `{ ${'viewer { role } '.repeat(n)}}`;
+    expect(await expectRefused(copies(240), 'MAX_SELECTIONS')).toMatch(/found 480/);
+    expect(
+      await expectRefused(`{ ...F } fragment F on Query { ${'viewer { role } '.repeat(100)}role: viewer { role } }`, 'MAX_SELECTIONS'),
+    ).toMatch(/found 203/);
+    expect((await post(copies(100))).status).toBe(200);
+  });
+
   it('refuses nesting deeper than MAX_QUERY_DEPTH', async () => {
     // Each inline fragment is a level, then viewer and role: `levels` + 2 deep.
     const nested = (levels: number) => `{ ${'... on Query { '.repeat(levels)}viewer { role }${' }'.repeat(levels)} }`;

@@ -106,7 +106,9 @@ describe('production hygiene', () => {
           new Request(`http://test.local${path}`, { method: 'POST', headers: { 'content-type': contentType, ...asMember('edge') }, body }),
         );
         expect({ contentType, path, status: response.status }).toEqual({ contentType, path, status: 415 });
-        expect(((await response.json()) as { extensions: { code: string } }).extensions.code).toBe('BAD_USER_INPUT');
+        // A GraphQL response on /graphql, Hasura's shape on /actions.
+        const answer = (await response.json()) as { errors?: { extensions: { code: string } }[]; extensions?: { code: string } };
+        expect((path === '/graphql' ? answer.errors?.[0] : answer)?.extensions?.code).toBe('BAD_USER_INPUT');
       }
     }
     const { rows } = await backend.sql.query("select count(*)::int as n from contracts where tenant_id = 'edge'");
@@ -214,8 +216,13 @@ describe('HTTP on a real socket', () => {
         body: sent,
       });
       expect(refused.status).toBe(status);
-      const { extensions } = (await refused.json()) as { extensions: Record<string, unknown> };
-      expect(extensions).toEqual({ code: 'BAD_USER_INPUT', requestId: `refused-${status}` });
+      const { errors } = (await refused.json()) as { errors: { message: string; extensions: Record<string, unknown> }[] };
+      expect(errors).toHaveLength(1);
+      expect(errors[0]!.extensions).toEqual({
+        code: 'BAD_USER_INPUT',
+        ...(status === 413 ? { limit: 'MAX_BODY_BYTES' } : {}),
+        requestId: `refused-${status}`,
+      });
     }
   });
 

@@ -92,6 +92,27 @@ describe('identity', () => {
     expect(response.body.data?.viewer).toEqual({ role: 'user', tenantId: 'id-tenant', userId: 'member-7' });
   });
 
+  it('refuses a wrong x-action-secret whatever else the request carries, a valid JWT included', async () => {
+    const bearer = `Bearer ${await token(memberClaims)}`;
+    const before = await contracts();
+    for (const headers of [
+      { authorization: bearer, 'x-action-secret': 'wrong-secret-wrong-secret' },
+      { authorization: bearer, 'x-action-secret': '' },
+    ]) {
+      const viewer = await gql(backend.app.fetch, ViewerDocument, {}, headers);
+      expect({ headers, codes: errorCodes(viewer), data: viewer.body.data ?? null }).toEqual({
+        headers,
+        codes: ['UNAUTHENTICATED'],
+        data: null,
+      });
+      expect(errorCodes(await create(headers))).toEqual(['UNAUTHENTICATED']);
+    }
+    expect(await contracts()).toBe(before);
+    // The right secret beside the JWT changes nothing: the token decides who is calling.
+    const both = await gql(backend.app.fetch, ViewerDocument, {}, { authorization: bearer, 'x-action-secret': SECRET });
+    expect(both.body.data?.viewer).toEqual({ role: 'user', tenantId: 'id-tenant', userId: 'member-7' });
+  });
+
   it('lets x-hasura-role pick an allowed role and refuses any other', async () => {
     const bearer = `Bearer ${await token(memberClaims)}`;
     const admin = await gql(backend.app.fetch, ViewerDocument, {}, { authorization: bearer, 'x-hasura-role': 'admin' });

@@ -201,13 +201,24 @@ describe('JWT_SECRET claims location', () => {
 
     const literal = configWith({
       ...hs256,
-      claims_map: { 'x-hasura-allowed-roles': ['user'], 'x-hasura-default-role': 'user', 'x-hasura-user-id': { path: '$.sub' } },
+      claims_map: {
+        'x-hasura-allowed-roles': ['user'],
+        'x-hasura-default-role': 'user',
+        'x-hasura-user-id': { path: '$.sub' },
+        'x-hasura-tenant-id': 'literal-tenant',
+      },
     });
     expect(await sessionOrCode(literal, bearer(await sign({ sub: 'member-9' }, secretKey)))).toEqual({
       role: 'user',
       userId: 'member-9',
-      tenantId: null,
+      tenantId: 'literal-tenant',
     });
+    // A tenant the claims leave out grants nothing: the session is refused, never tenantless.
+    const noTenant = configWith({
+      ...hs256,
+      claims_map: { 'x-hasura-allowed-roles': ['user', 'admin'], 'x-hasura-default-role': 'admin', 'x-hasura-user-id': { path: '$.sub' } },
+    });
+    expect(await sessionOrCode(noTenant, bearer(await sign({ sub: 'member-9' }, secretKey)))).toBe('UNAUTHENTICATED');
   });
 
   it('reads the token from the cookie named by header, and only there', async () => {

@@ -9,7 +9,7 @@ import { LoadClient } from './load/client.js';
 import { startDelayProxy } from './load/delay-proxy.js';
 import { renderReport } from './load/report.js';
 import { runLoad, type LoadResult } from './load/run.js';
-import { replyOutcome, type LoadScenario } from './load/scenario.js';
+import { replyOutcome, violationsOf, type LoadScenario } from './load/scenario.js';
 import { couponsScenario, headerSessions } from './load/scenarios/coupons.js';
 import { documentsScenario } from './load/scenarios/documents.js';
 import { huddlesScenario } from './load/scenarios/huddles.js';
@@ -261,7 +261,7 @@ describe('npm run load: scenarios and their invariant checks', () => {
       "update campaign_budget_slots set issued_yen = issued_yen - 1000 where tenant_id = 'coupons-t1' and campaign_id = 'c100k'",
     );
     await backend.sql.query("delete from outbox_events where id = (select id from outbox_events where tenant_id = 'coupons-t1' limit 1)");
-    const violations = await scenario.check(backend.sql, result.outcomes);
+    const violations = violationsOf(await scenario.check(backend.sql, result.outcomes));
     expect(violations.join('\n')).toMatch(/campaign c100k: issuedYen/);
     expect(violations.join('\n')).toMatch(/outbox events for 40 coupons/);
   });
@@ -271,7 +271,7 @@ describe('npm run load: scenarios and their invariant checks', () => {
     const result = await load(scenario, 90);
     expect(result.violations).toEqual([]);
     await backend.sql.query("delete from contract_documents where tenant_id = 'docs-t2-1' and doc_number = 10000005");
-    const violations = await scenario.check(backend.sql, result.outcomes);
+    const violations = violationsOf(await scenario.check(backend.sql, result.outcomes));
     expect(violations.join('\n')).toMatch(/tenant docs-t2-1: number 10000006 where 10000005 belongs/);
   });
 
@@ -284,7 +284,7 @@ describe('npm run load: scenarios and their invariant checks', () => {
     await backend.sql.query(
       "insert into huddle_participants (tenant_id, session_id, member_id) select tenant_id, id, 'ghost' from huddle_sessions where objective_id = 'broken'",
     );
-    const violations = await scenario.check(backend.sql, result.outcomes);
+    const violations = violationsOf(await scenario.check(backend.sql, result.outcomes));
     expect(violations).toContain('1 ended sessions still hold members');
   });
 
@@ -295,19 +295,72 @@ describe('npm run load: scenarios and their invariant checks', () => {
       commit: 'abc1234',
       machine: 'bench-host: 2 x Some CPU',
       configuration: { scenario: 'documents', model: 'closed model: 8 requests in flight' },
+      server: { 'pool size': '10 connections (DB_POOL_MAX)', 'in-flight limit': '10 operations (MAX_IN_FLIGHT)' },
+      load: { cores: 2, before: [6.25, 5, 4], after: [7.5, 5.5, 4.25] },
     });
     expect(html).toMatch(/^<!doctype html>/);
-    for (const fact of ['2026-12-01T09:30:00.000Z', 'abc1234', 'bench-host: 2 x Some CPU', 'closed model: 8 requests in flight'])
+    for (const fact of [
+      '2026-12-01T09:30:00.000Z',
+      'abc1234',
+      'bench-host: 2 x Some CPU',
+      'closed model: 8 requests in flight',
+      '10 connections (DB_POOL_MAX)',
+      '10 operations (MAX_IN_FLIGHT)',
+      '6.25 / 5.00 / 4.00 before, 7.50 / 5.50 / 4.25 after (1 / 5 / 15 min; 2 cores)',
+    ])
       expect(html).toContain(fact);
     expect(html).toContain('Latency histogram');
     expect(html).toContain('Throughput over time');
-    expect((html.match(/<svg/g) ?? []).length).toBe(2);
-    for (const axis of ['latency (ms', '>requests<', 'time since the start (s)', 'answers per second (requests/s)'])
+    expect(html).toContain('Latency over time');
+    expect((html.match(/<svg/g) ?? []).length).toBe(3);
+    for (const axis of ['latency (ms', '>requests<', 'time since the start (s)', 'answers per second (requests/s)', '>p99<'])
       expect(html).toContain(axis);
     // Each y axis carries five ticks from 0 to a round top.
-    expect(html.match(/text-anchor="end">0</g)).toHaveLength(2);
+    expect(html.match(/text-anchor="end">0</g)).toHaveLength(3);
     expect(html).not.toMatch(/<script|src=|href=/);
     expect(html).toContain('Invariants: all held.');
+    // Every invariant with the counts it was judged on.
+    expect(html).toContain('per-tenant numbers from 10000000, never repeated, never skipped');
+    expect(html).toContain('30 documents in 1 tenants, 0 tenants with a number out of place');
+    expect(html).toContain('30 documents for 30 OK answers');
+  });
+
+  it('marks a partial last second as such: its bar is a rate over the time it covers, not a drop', () => {
+    const sample = (endMs: number) => ({ dueMs: 0, sentMs: 0, endMs, latencyMs: 5, outcome: 'OK' });
+    // 100 answers in each of two whole seconds, then 25 in the quarter second the run had left.
+    const samples = [
+      ...Array.from({ length: 100 }, (_, i) => sample(i * 10)),
+      ...Array.from({ length: 100 }, (_, i) => sample(1_000 + i * 10)),
+      ...Array.from({ length: 25 }, (_, i) => sample(2_000 + i * 10)),
+    ];
+    const result = {
+      ...({} as LoadResult),
+      scenario: 'documents',
+      model: 'closed' as const,
+      concurrency: 1,
+      offeredRate: null,
+      requests: samples.length,
+      wallMs: 2_250,
+      requestsPerSecond: 100,
+      latency: { count: samples.length, p50: 5, p95: 5, p99: 5, max: 5 },
+      outcomes: { OK: samples.length },
+      errors: {},
+      checks: null,
+      violations: null,
+      samples,
+    };
+    const html = renderReport(result, {
+      date: new Date(),
+      commit: 'c',
+      machine: 'm',
+      configuration: {},
+      server: {},
+      load: { cores: 2, before: [1, 1, 1], after: [1, 1, 1] },
+    });
+    expect(html).toContain('<title>3*: 100</title>');
+    expect(html).toContain('Second 3 is partial: the run ended 0.25 s into it');
+    expect(html).toContain('its 25 answers scaled to a second (100 requests/s)');
+    expect(html).toContain('<td>3* (0.25 s)</td><td>25</td>');
   });
 
   it('the open model (--rate) offers the rate and says what it achieved', async () => {
@@ -355,6 +408,11 @@ describe('npm run load: scenarios and their invariant checks', () => {
     expect(output).toMatch(/requests\s+60 in/);
     expect(output).toMatch(/latency\s+p50 .* p95 .* p99 .* max/);
     expect(output).toContain('invariants    all held (checked in SQL)');
+    expect(output).toMatch(/held {2}one document per OK answer: 60 documents for 60 OK answers/);
+    expect(output).toMatch(/server +mode: the server at http:\/\/127\.0\.0\.1:\d+\/graphql, not started by this tool/);
+    expect(output).toMatch(
+      /machine load +[\d.]+ \/ [\d.]+ \/ [\d.]+ before, [\d.]+ \/ [\d.]+ \/ [\d.]+ after \(1 \/ 5 \/ 15 min; \d+ cores\)/,
+    );
     expect(code).toBe(0);
     expect(JSON.parse(await readFile(json, 'utf8'))).toMatchObject({ scenario: 'documents', requests: 60, violations: [] });
   });

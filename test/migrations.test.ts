@@ -11,7 +11,7 @@ import { LoadClient } from './load/client.js';
 import { runLoad, type LoadResult } from './load/run.js';
 import { couponsScenario, headerSessions } from './load/scenarios/coupons.js';
 import { migrateInOneTransaction } from './naive/migrate.js';
-import { createTestBackend, serveOverHttp, type TestBackend } from './support/harness.js';
+import { createTestBackend, createTestDatabaseUrl, serveOverHttp, type TestBackend } from './support/harness.js';
 
 /** The project's migrations plus `extra` (file name -> SQL), in a folder of their own. */
 async function migrationsWith(extra: Record<string, string>): Promise<{ dir: string; remove(): Promise<void> }> {
@@ -260,6 +260,39 @@ describe('the migration runner', () => {
       expect(rows).toEqual([{ valid: true }]);
     } finally {
       await reader.end();
+      await migrations.remove();
+    }
+  });
+
+  it("runs under its own timeouts, not the role's: a session default of 100 ms cuts neither a statement nor the wait for the migration lock", async () => {
+    // What the server sets for every session of its role (LOCK_TIMEOUT_MS, STATEMENT_TIMEOUT_MS), shortened.
+    const url = await createTestDatabaseUrl();
+    const admin = await session(url);
+    await admin.query(`alter role current_user in database ${pg.escapeIdentifier(new URL(url).pathname.slice(1))}
+                         set statement_timeout = '100ms'`);
+    await admin.query(
+      `alter role current_user in database ${pg.escapeIdentifier(new URL(url).pathname.slice(1))} set lock_timeout = '50ms'`,
+    );
+    const migrations = await migrationsWith({
+      '908_slow.sql': 'SELECT pg_sleep(0.3);\n',
+      '909_slow_alone.sql': '-- migrate: no-transaction\nSELECT pg_sleep(0.3);\n',
+    });
+    const database = nextVersion({ ...backend, databaseUrl: url });
+    const other = await session(url);
+    try {
+      const { rows } = await other.query<{ statement_timeout: string }>('show statement_timeout');
+      expect(rows[0]!.statement_timeout).toBe('100ms');
+      // Another migrator holds the lock for longer than the role lets a statement wait.
+      await other.query('begin');
+      await other.query('select pg_advisory_xact_lock(727001)');
+      const migrating = migrate(database.db, migrations.dir, { settings: settings() });
+      await sleep(400);
+      await other.query('commit');
+      expect(await migrating).toEqual(['908_slow', '909_slow_alone']);
+    } finally {
+      await other.end();
+      await admin.end();
+      await database.close();
       await migrations.remove();
     }
   });

@@ -62,6 +62,7 @@ describe('the production build', () => {
       ACTION_SECRET: SECRET,
       PORT: String(await freePort()),
       RUN_WORKERS: 'false',
+      HOST: '127.0.0.1',
     });
     try {
       for (const deadline = Date.now() + 60_000; !/GraphQL: +http/.test(server.output()) && Date.now() < deadline;) {
@@ -71,11 +72,16 @@ describe('the production build', () => {
       const banner = server.output();
       expect(banner).toMatch(/GraphQL: +http:\/\/localhost:\d+\/graphql/);
       expect(banner).not.toContain('GraphiQL');
+      // Honest about a production server on the loopback: no dev mode; and /metrics is open, said twice.
+      expect(banner).toMatch(/Listening on: +127\.0\.0\.1:\d+ \(this machine only; set HOST to change\)\n/);
+      expect(banner).not.toContain('dev mode');
+      expect(banner).toMatch(/Metrics: http:\S+\/metrics \(open: no METRICS_TOKEN\)/);
+      expect(banner).toMatch(/"level":"warn".*METRICS_TOKEN is not set: \/metrics answers anyone/);
       const base = /(http:\/\/localhost:\d+)\/graphql/.exec(banner)![1]!;
       expect((await fetch(`${base}/ready`)).status).toBe(200);
       const created = await fetch(`${base}/graphql`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-action-secret': SECRET, 'x-hasura-role': 'admin' },
+        headers: { 'content-type': 'application/json', 'x-action-secret': SECRET, 'x-hasura-role': 'operator' },
         body: JSON.stringify({ query: 'mutation { createTenant(input: {id: "prod", name: "Prod"}) { tenant { id } } }' }),
       });
       expect(await created.json()).toEqual({ data: { createTenant: { tenant: { id: 'prod' } } } });

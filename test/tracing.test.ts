@@ -5,11 +5,25 @@ import { gunzipSync } from 'node:zlib';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
+import { startBackend } from '../src/server.js';
+import { startTracing } from '../src/tracing.js';
 import { relayOnce, webhookSink } from '../src/outbox/outbox.js';
 import { relayDeps } from '../src/worker/index.js';
 import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
-import { asTenantAdmin, asUser, createTenant, createTestBackend, gqlOk, serveOverHttp, type TestBackend } from './support/harness.js';
+import { freePort } from './support/ports.js';
+import { captureOutput, spawnScript, stopScript } from './support/scripts.js';
+import {
+  asTenantAdmin,
+  asUser,
+  createTenant,
+  createTestBackend,
+  createTestDatabaseUrl,
+  gqlOk,
+  serveOverHttp,
+  type TestBackend,
+} from './support/harness.js';
 
 /** A span as OTLP/JSON carries it, with its attributes flattened. */
 interface ExportedSpan {
@@ -181,11 +195,12 @@ describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', ()
       'attempt',
     );
     expect(transaction.attributes).toMatchObject({ 'app.transaction.attempt': 1, 'app.transaction.outcome': 'committed' });
+    // The issue is one statement in its own implicit transaction: no BEGIN, no COMMIT.
     const statements = await waitFor(() => {
       const found = inTrace().filter((s) => s.parentSpanId === transaction.spanId);
-      return found.length >= 4 ? found : undefined;
+      return found.some((s) => s.name === 'coupons.issue.one') ? found.filter((s) => s.name !== 'pool.connect') : undefined;
     }, 'statement spans');
-    expect(statements.map((s) => s.name)).toEqual(expect.arrayContaining(['BEGIN', 'COMMIT']));
+    expect(statements.map((s) => s.name)).toEqual(['coupons.issue.one']);
     for (const statement of statements) {
       expect(statement.attributes).toMatchObject({ 'db.system.name': 'postgresql' });
       expect(String(statement.attributes['db.query.text'])).not.toContain('tracer');
@@ -223,9 +238,9 @@ describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', ()
       'app.transaction.outcome': 'failed',
     });
     expect(sorted.at(-1)!.attributes).toMatchObject({ 'app.transaction.outcome': 'committed' });
-    // The lock wait is a long statement span inside the first attempt.
+    // The lock wait is a long statement span inside the first attempt, the one statement.
     const waited = receiver.spans.filter(
-      (s) => s.traceId === traceId && s.parentSpanId === sorted[0]!.spanId && s.name.startsWith('coupons.budget'),
+      (s) => s.traceId === traceId && s.parentSpanId === sorted[0]!.spanId && s.name.startsWith('coupons.issue.one'),
     );
     expect(waited.length).toBe(1);
   });
@@ -299,6 +314,100 @@ describe('tracing over OTLP/HTTP protobuf, the default protocol', () => {
     } finally {
       await backend.close();
       await receiver.close();
+    }
+  });
+});
+
+describe('what makes a trace: requests, not start-up, probes or scrapes', () => {
+  it('sends no span without a parent from start-up, and none for /health, /ready and /metrics', async () => {
+    const receiver = await startReceiver();
+    const config = loadConfig({
+      NODE_ENV: 'test',
+      DATABASE_URL: await createTestDatabaseUrl(),
+      PORT: '0',
+      RUN_WORKERS: 'false',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+    });
+    const stopTracing = startTracing(config.tracing);
+    try {
+      // The server's own start-up: connect, the schema check and migrations, then listen.
+      const backend = await startBackend({ config, log: createLogger('silent') });
+      const base = `http://127.0.0.1:${backend.http.port}`;
+      for (const path of ['/health', '/ready', '/metrics']) expect((await fetch(`${base}${path}`)).status).toBe(200);
+      const answered = await fetch(`${base}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: '{ viewer { role } }' }),
+      });
+      expect(answered.status).toBe(200);
+      await backend.stop();
+    } finally {
+      // Shutting down sends every span still batched: after it, the receiver has them all.
+      await stopTracing();
+      await receiver.close();
+    }
+    const ids = new Set(receiver.spans.map((span) => span.spanId));
+    const roots = receiver.spans.filter((span) => !span.parentSpanId || !ids.has(span.parentSpanId));
+    expect(roots.map((span) => span.name)).toEqual(['POST /graphql']);
+    expect(roots[0]!.kind).toBe(2);
+    expect(receiver.spans.filter((span) => span.traceId !== roots[0]!.traceId)).toEqual([]);
+    expect(receiver.spans.map((span) => span.attributes['url.path']).filter((path) => path !== undefined)).toEqual(['/graphql']);
+  });
+
+  it('traces every path with TRACES_EXCLUDED_PATHS=none, and only the listed ones make none', async () => {
+    for (const [setting, traced] of [
+      ['none', ['GET /health', 'GET /ready']],
+      ['/ready', ['GET /health']],
+    ] as const) {
+      const receiver = await startReceiver();
+      const backend = await createTestBackend({
+        env: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', TRACES_EXCLUDED_PATHS: setting },
+      });
+      try {
+        for (const path of ['/health', '/ready'])
+          expect((await backend.app.fetch(new Request(`http://test.local${path}`))).status).toBe(200);
+      } finally {
+        await backend.close();
+        await receiver.close();
+      }
+      const servers = receiver.spans.filter((span) => span.kind === 2).map((span) => span.name);
+      expect({ setting, servers: servers.sort() }).toEqual({ setting, servers: [...traced] });
+    }
+  });
+});
+
+describe('OTEL_TRACES_EXPORTER=console', () => {
+  it('prints each span of a request on stdout, with no collector, from the real entry point', async () => {
+    const server = spawnScript('src/main.ts', {
+      DATABASE_URL: await createTestDatabaseUrl(),
+      PORT: String(await freePort()),
+      RUN_WORKERS: 'false',
+      OTEL_TRACES_EXPORTER: 'console',
+      OTEL_EXPORTER_OTLP_ENDPOINT: '',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '',
+    });
+    const output = captureOutput(server);
+    try {
+      const base = await waitFor(
+        () => /GraphQL and GraphiQL: (http:\/\/localhost:\d+)\/graphql/.exec(output())?.[1],
+        'the banner',
+        120_000,
+      );
+      expect((await fetch(`${base}/health`)).status).toBe(200);
+      const answered = await fetch(`${base}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', traceparent: CALLER },
+        body: JSON.stringify({ query: '{ viewer { role } }' }),
+      });
+      expect(answered.status).toBe(200);
+      await waitFor(() => (output().includes("name: 'POST /graphql'") ? true : undefined), 'the server span printed', 30_000);
+      const printed = output();
+      expect(printed).toContain(`traceId: '${TRACE_ID}'`);
+      expect(printed).toContain("name: 'query viewer'");
+      expect(printed).not.toContain("name: 'GET /health'");
+    } finally {
+      await stopScript(server);
     }
   });
 });

@@ -35,10 +35,12 @@ describe('the transaction runner', () => {
     const capped = await run(async (trx) => setting('statement_timeout', trx), Date.now() + 800);
     expect(Number.parseInt(capped.value, 10)).toBeLessThanOrEqual(800);
 
-    // Back on the same (only) connection outside any transaction: PostgreSQL's defaults again.
-    const after = await sql<{ lock: string; statement: string }>`
-      select current_setting('lock_timeout') as lock, current_setting('statement_timeout') as statement`.execute(backend.database.db);
-    expect(after.rows[0]).toEqual({ lock: '0', statement: '0' });
+    // Back on the same (only) connection outside any transaction: the session's own values again, the
+    // role's defaults (what a one-statement unit runs under), not the capped ones.
+    const after = await sql<{ lock: string; statement: string; idle: string }>`
+      select current_setting('lock_timeout') as lock, current_setting('statement_timeout') as statement,
+             current_setting('idle_in_transaction_session_timeout') as idle`.execute(backend.database.db);
+    expect(after.rows[0]).toEqual({ lock: '1234ms', statement: '4321ms', idle: '0' });
   });
 
   it.each([SqlState.serializationFailure, SqlState.deadlockDetected, SqlState.lockNotAvailable])(

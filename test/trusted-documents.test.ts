@@ -1,4 +1,6 @@
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../src/http/app.js';
@@ -51,6 +53,36 @@ describe('TRUSTED_DOCUMENTS: only the frontend’s own documents run', () => {
     expect(await contracts()).toBe(before + 1);
   });
 
+  it('takes hashes with the sha256: prefix newer client presets write, in the manifest and in requests alike', async () => {
+    const prefixed = path.join(await mkdtemp(path.join(os.tmpdir(), 'trusted-')), 'persisted-documents.json');
+    await writeFile(prefixed, JSON.stringify(Object.fromEntries(Object.entries(manifest).map(([hash, doc]) => [`sha256:${hash}`, doc]))));
+    const newer = await createTestBackend({
+      env: { ACTION_SECRET: SECRET, TRUSTED_DOCUMENTS: prefixed },
+      databaseUrl: backend.databaseUrl,
+    });
+    try {
+      for (const [app, hash] of [
+        [newer.app, `sha256:${hashOf(ViewerDocument)}`],
+        [newer.app, hashOf(ViewerDocument)],
+        [backend.app, `sha256:${hashOf(ViewerDocument)}`],
+      ] as const) {
+        const response = await app.fetch(
+          new Request('http://test.local/graphql', {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'x-action-secret': SECRET, ...asUser('trusted') },
+            body: JSON.stringify(byHash(hash)),
+          }),
+        );
+        expect({ hash, body: await response.json() }).toEqual({
+          hash,
+          body: { data: { viewer: { role: 'user', tenantId: 'trusted', userId: 'member-1' } } },
+        });
+      }
+    } finally {
+      await newer.close();
+    }
+  });
+
   it('runs a manifest document sent in full', async () => {
     const viewer = await send({ query: manifest[hashOf(ViewerDocument)] }, asUser('trusted'));
     expect(viewer.body.data).toEqual({ viewer: { role: 'user', tenantId: 'trusted', userId: 'member-1' } });
@@ -71,7 +103,7 @@ describe('TRUSTED_DOCUMENTS: only the frontend’s own documents run', () => {
 
   it('lets the platform operator run any document', async () => {
     const operator = await send({ query: '{ viewer { role tenantId } }' }, asOperator());
-    expect(operator.body).toEqual({ data: { viewer: { role: 'admin', tenantId: null } } });
+    expect(operator.body).toEqual({ data: { viewer: { role: 'operator', tenantId: null } } });
   });
 
   it('keeps /actions working: its documents are the server’s own', async () => {

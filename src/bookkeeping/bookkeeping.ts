@@ -7,6 +7,12 @@ import { storedResponseCte, type ClaimValues, type ResponseValues } from '../ide
 /** The values of the rows a mutation writes as it finishes: its audit row, and with a key its stored response. */
 export type FinishValues = AuditValues & Partial<ResponseValues>;
 
+/** What of them is known before the result: for a statement that builds the entity ids and the response itself. */
+export type FinishBase = Omit<AuditValues, 'entityIds'> & Partial<Omit<ResponseValues, 'response'>>;
+
+/** What of them the result decides. */
+export type FinishOfResult = Pick<FinishValues, 'entityIds'> & Partial<Pick<FinishValues, 'auditTenantId' | 'response'>>;
+
 /**
  * The CTEs `audit_row` and (keyed) `stored_response`, written when `when` holds: what a unit of
  * work adds to its last statement so that they cost no round trip of their own.
@@ -31,12 +37,13 @@ export class KeyHeldElsewhere extends Error {
  * its last (`finishCtes` with the values of `finish()`). What it leaves, runMutation writes itself.
  */
 export class Bookkeeping<T> {
-  private finishedWith: FinishValues | null = null;
+  private done = false;
 
   constructor(
     /** The claim's values when the request has an Idempotency-Key, else null. */
     readonly claim: ClaimValues | null,
-    private readonly valuesFor: (result: T) => FinishValues,
+    private readonly base: FinishBase,
+    private readonly ofResult: (result: T) => FinishOfResult,
   ) {}
 
   get keyed(): boolean {
@@ -50,12 +57,21 @@ export class Bookkeeping<T> {
 
   /** The audit row's and stored response's values for `result`, for the statement the caller runs next. */
   finish(result: T): FinishValues {
-    this.finishedWith = this.valuesFor(result);
-    return this.finishedWith;
+    this.done = true;
+    return { ...this.base, ...this.ofResult(result) };
+  }
+
+  /**
+   * The values known before the result, for a statement that writes the audit row and the stored
+   * response with entity ids and a response of its own making (the one-statement coupon issue).
+   */
+  finishInStatement(): FinishBase {
+    this.done = true;
+    return this.base;
   }
 
   get finished(): boolean {
-    return this.finishedWith !== null;
+    return this.done;
   }
 }
 

@@ -1,14 +1,19 @@
 import { ConfigError, loadConfig, type AppConfig, type LoadOptions } from '../config.js';
 import { createLogger, type Logger } from '../logger.js';
 import { startTracing, stopTracing } from '../tracing.js';
+import { loadEnvFile } from './env-file.js';
 
-/** Configuration and logger for an entry point; a bad variable ends it with exit 2. */
-export function bootstrap(options: LoadOptions = {}): { config: AppConfig; log: Logger } {
+/**
+ * Configuration and logger for an entry point, from the environment and the `.env` file; a bad
+ * variable ends it with exit 2. `envFile`: the file read, if any.
+ */
+export function bootstrap(options: LoadOptions = {}): { config: AppConfig; log: Logger; envFile: string | null } {
   try {
+    const envFile = loadEnvFile();
     const config = loadConfig(process.env, options);
-    // Before anything that makes spans; a no-op unless an OTLP endpoint is configured.
+    // Before anything that makes spans; a no-op unless an exporter is configured.
     startTracing(config.tracing);
-    return { config, log: createLogger(config.logLevel) };
+    return { config, log: createLogger(config.logLevel), envFile };
   } catch (error) {
     if (error instanceof ConfigError) {
       console.error(`Configuration error: ${error.message}`);

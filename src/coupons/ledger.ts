@@ -64,8 +64,10 @@ export async function ledgerCheck(db: Kysely<DB>, tenantId: string | null): Prom
     coupons_yen: number;
   }>`
     select c.tenant_id, c.id as campaign_id, c.budget_yen, c.adopted_overspend_yen,
-           coalesce((select sum(s.issued_yen) from campaign_budget_slots s
-                      where s.tenant_id = c.tenant_id and s.campaign_id = c.id), 0)::int as issued_yen,
+           (coalesce((select sum(s.issued_yen) from campaign_budget_slots s
+                       where s.tenant_id = c.tenant_id and s.campaign_id = c.id), 0)
+            + coalesce((select sum(l.issued_yen) from campaign_budget_leases l
+                         where l.tenant_id = c.tenant_id and l.campaign_id = c.id), 0))::int as issued_yen,
            coalesce((select sum(k.amount_yen) from coupons k
                       where k.tenant_id = c.tenant_id and k.campaign_id = c.id and k.voided_at is null), 0)::int as coupons_yen
       from campaigns c join tenants t on t.id = c.tenant_id

@@ -1,28 +1,16 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { Replaceable } from '../replaceable.js';
 import type { CampaignRow, CouponRow, DB } from '../db/schema.js';
-import { RollbackAndReturn, type Isolation } from '../db/transaction.js';
+import { RollbackAndReturn, type Isolation, type OneStatementUnit } from '../db/transaction.js';
 import { prepare } from '../db/prepared.js';
 import { finishCtes, type Bookkeeping, type FinishValues } from '../bookkeeping/bookkeeping.js';
 import { badInput, notFound } from '../errors.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
 import { businessMonth } from './month.js';
+import { COUPON_ISSUED_TOPIC, type Coupon, type IssueRequest, type IssueResult } from './issue.js';
+import { issueCouponInOneStatement, type OneStatementContext } from './one-statement.js';
 
-export type IssueStatus = 'ISSUED' | 'ALREADY_ISSUED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED';
-
-export interface Coupon {
-  id: string;
-  campaignId: string;
-  memberId: string;
-  month: string;
-  amountYen: number;
-  issuedAt: Date;
-}
-
-export interface IssueResult {
-  status: IssueStatus;
-  coupon: Coupon | null;
-}
+export { COUPON_ISSUED_TOPIC, type Coupon, type IssueRequest, type IssueResult, type IssueStatus } from './issue.js';
 
 export interface Campaign {
   id: string;
@@ -31,12 +19,13 @@ export interface Campaign {
   discountYen: number;
   budgetYen: number;
   budgetSlots: number;
+  budgetLeaseCoupons: number;
   issuedYen: number;
   createdAt: Date;
 }
 
-export const COUPON_ISSUED_TOPIC = 'coupon.issued';
 export const MAX_BUDGET_SLOTS = 64;
+export const MAX_BUDGET_LEASE_COUPONS = 10_000;
 
 type CouponColumns = Pick<CouponRow, 'id' | 'campaign_id' | 'member_id' | 'month' | 'amount_yen' | 'issued_at'>;
 
@@ -61,6 +50,8 @@ export interface NewCampaign {
   discountYen: number;
   budgetYen: number;
   budgetSlots: number;
+  /** 0: no leases. */
+  budgetLeaseCoupons?: number;
 }
 
 export async function insertCampaign(trx: Transaction<DB>, tenantId: string, input: NewCampaign): Promise<Campaign> {
@@ -80,6 +71,7 @@ export async function insertCampaign(trx: Transaction<DB>, tenantId: string, inp
       discount_yen: input.discountYen,
       budget_yen: input.budgetYen,
       budget_slots: input.budgetSlots,
+      budget_lease_coupons: input.budgetLeaseCoupons ?? 0,
     })
     .onConflict((oc) => oc.columns(['tenant_id', 'id']).doNothing())
     .returningAll()
@@ -99,6 +91,7 @@ const toCampaign = (row: CampaignRow, issuedYen: number): Campaign => ({
   discountYen: row.discount_yen,
   budgetYen: row.budget_yen,
   budgetSlots: row.budget_slots,
+  budgetLeaseCoupons: row.budget_lease_coupons,
   issuedYen,
   createdAt: row.created_at,
 });
@@ -107,13 +100,11 @@ function campaignsWithIssued(db: Kysely<DB>, tenantId: string) {
   return db
     .selectFrom('campaigns as c')
     .selectAll('c')
-    .select((eb) =>
-      eb
-        .selectFrom('campaign_budget_slots as s')
-        .select(sql<number>`coalesce(sum(s.issued_yen), 0)::int`.as('issued'))
-        .whereRef('s.tenant_id', '=', 'c.tenant_id')
-        .whereRef('s.campaign_id', '=', 'c.id')
-        .as('issued_yen'),
+    .select(
+      sql<number>`(coalesce((select sum(s.issued_yen) from campaign_budget_slots s where s.tenant_id = c.tenant_id and s.campaign_id = c.id), 0)
+        + coalesce((select sum(l.issued_yen) from campaign_budget_leases l where l.tenant_id = c.tenant_id and l.campaign_id = c.id), 0))::int`.as(
+        'issued_yen',
+      ),
     )
     .where('c.tenant_id', '=', tenantId);
 }
@@ -140,15 +131,6 @@ export async function listMemberCoupons(db: Kysely<DB>, tenantId: string, member
     .limit(limit)
     .execute();
   return rows.map(toCoupon);
-}
-
-export interface IssueRequest {
-  tenantId: string;
-  memberId: string;
-  campaignId: string;
-  /** From the server's clock: decides the coupon's month. */
-  now: Date;
-  timeZone: string;
 }
 
 interface IssueValues {
@@ -193,7 +175,9 @@ function issueStatement(keyed: boolean) {
     with ${keyed ? sql`${claimCte(p)}, ` : sql``}campaign as (
       select c.discount_yen, c.budget_slots,
              exists (select 1 from campaign_budget_slots s
-                      where s.tenant_id = c.tenant_id and s.campaign_id = c.id and s.issued_yen + c.discount_yen <= s.budget_yen) as has_room
+                      where s.tenant_id = c.tenant_id and s.campaign_id = c.id and s.issued_yen + s.leased_yen + c.discount_yen <= s.budget_yen)
+             or exists (select 1 from campaign_budget_leases l
+                         where l.tenant_id = c.tenant_id and l.campaign_id = c.id and l.issued_yen + c.discount_yen <= l.budget_yen) as has_room
         from campaigns c
        where c.tenant_id = ${p.tenantId} and c.id = ${p.campaignId}${keyed ? sql` and exists (select 1 from claim)` : sql``}
     ), inserted as (
@@ -301,9 +285,26 @@ export interface CouponIssuer {
   /** The first statement of `issue` carries the Idempotency-Key claim. */
   claimsKey?: boolean;
   issue(trx: Transaction<DB>, request: IssueRequest, bookkeeping: Bookkeeping<IssueResult>): Promise<IssueResult>;
+  /** The issue as one statement in its own implicit transaction, tried before `issue` (runInOneStatement). */
+  oneStatement?: (
+    db: Kysely<DB>,
+    request: IssueRequest,
+    bookkeeping: Bookkeeping<IssueResult>,
+    context: OneStatementContext,
+  ) => ReturnType<OneStatementUnit<IssueResult>>;
 }
 
-export const conditionalUpdates: CouponIssuer = { name: 'conditional updates', claimsKey: true, issue: issueCoupon };
+/**
+ * The product: one statement for every common outcome, and the transaction (issueCoupon) for what
+ * that statement leaves to it (a double tap committed while it waited, timeouts not in force, too
+ * little of the deadline left).
+ */
+export const conditionalUpdates: CouponIssuer = {
+  name: 'conditional updates',
+  claimsKey: true,
+  issue: issueCoupon,
+  oneStatement: issueCouponInOneStatement,
+};
 
 /** How the server issues coupons; the naive test and the benchmark stand their designs in for it. */
 export const couponIssuer = new Replaceable<CouponIssuer>(conditionalUpdates);
@@ -329,7 +330,8 @@ type SlotChoice = 'the only slot' | 'a free slot' | 'wait for a slot';
 function budgetStatement(choice: SlotChoice, keyed: boolean) {
   const name = `coupons.budget.${choice === 'the only slot' ? 'row' : choice === 'a free slot' ? 'skip' : 'wait'}${keyed ? '+key' : ''}`;
   return prepare<BudgetValues, { slot: number | null; room: boolean }>(name, (p) => {
-    const hasRoom = sql`tenant_id = ${p.tenantId} and campaign_id = ${p.campaignId} and issued_yen + ${p.amount} <= budget_yen`;
+    // Leased-out yen is not this row's to issue (leases: the one statement takes from them; this path does not).
+    const hasRoom = sql`tenant_id = ${p.tenantId} and campaign_id = ${p.campaignId} and issued_yen + leased_yen + ${p.amount} <= budget_yen`;
     const taken =
       choice === 'the only slot'
         ? sql`update campaign_budget_slots set issued_yen = issued_yen + ${p.amount} where ${hasRoom} and slot = 0 returning slot`
@@ -341,7 +343,7 @@ function budgetStatement(choice: SlotChoice, keyed: boolean) {
           update campaign_budget_slots s set issued_yen = s.issued_yen + ${p.amount}
             from free
            where s.tenant_id = ${p.tenantId} and s.campaign_id = ${p.campaignId} and s.slot = free.slot
-             and s.issued_yen + ${p.amount} <= s.budget_yen
+             and s.issued_yen + s.leased_yen + ${p.amount} <= s.budget_yen
           returning s.slot`;
     const wasTaken = sql`exists (select 1 from taken)`;
     return sql`

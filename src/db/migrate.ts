@@ -6,6 +6,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { MIGRATION_DEFAULTS, type MigrationConfig } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { DB } from './schema.js';
+import { CLIENT_LIMIT_MARGIN_MS, LONG_WORK_LIMIT_MS, withCallLimit } from './scope.js';
 import { SqlState, sqlStateOf } from './sqlstate.js';
 import { fullJitter } from './transaction.js';
 
@@ -149,8 +150,13 @@ const ms = (value: number) => String(Math.max(1, Math.floor(value)));
  * transaction. Then makes sure the ledger of applied migrations exists and says whether `version`
  * is in it.
  */
-async function lockAndCheck(db: Kysely<DB>, trx: Transaction<DB>, version: string, lockWaitMs: number): Promise<boolean> {
-  await sql`select set_config('lock_timeout', ${ms(lockWaitMs)}, true)`.execute(trx);
+async function lockAndCheck(db: Kysely<DB>, trx: Transaction<DB>, version: string, settings: MigrationConfig): Promise<boolean> {
+  const { lockWaitMs } = settings;
+  // Local to this transaction, so they win over the role's own timeouts (LOCK_TIMEOUT_MS and
+  // STATEMENT_TIMEOUT_MS, set for every session of the role): the wait for the lock is the
+  // runner's to bound.
+  await sql`select set_config('lock_timeout', ${ms(lockWaitMs)}, true),
+                   set_config('statement_timeout', ${ms(Math.max(lockWaitMs, settings.statementTimeoutMs))}, true)`.execute(trx);
   try {
     await sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`.execute(trx);
   } catch (error) {
@@ -173,7 +179,7 @@ async function applyInTransaction(
   found: (b: Blocker[]) => void,
 ): Promise<boolean> {
   return db.transaction().execute(async (trx) => {
-    if (await lockAndCheck(db, trx, migration.version, settings.lockWaitMs)) return false;
+    if (await lockAndCheck(db, trx, migration.version, settings)) return false;
     const { rows } = await sql<{ pid: number }>`
       select pg_backend_pid() as pid, set_config('lock_timeout', ${ms(settings.lockTimeoutMs)}, true),
              set_config('statement_timeout', ${ms(settings.statementTimeoutMs)}, true)`.execute(trx);
@@ -214,7 +220,7 @@ async function applyOutsideTransaction(
   found: (b: Blocker[]) => void,
   state: OutsideState,
 ): Promise<boolean> {
-  const applied = await db.transaction().execute((trx) => lockAndCheck(db, trx, migration.version, settings.lockWaitMs));
+  const applied = await db.transaction().execute((trx) => lockAndCheck(db, trx, migration.version, settings));
   if (applied) return false;
   return db.connection().execute(async (conn) => {
     const newlyInvalid = async () => (await invalidIndexes(conn)).filter((name) => !state.baseline.has(name));
@@ -302,6 +308,19 @@ async function recordedVersions(db: Kysely<DB>): Promise<Set<string>> {
  */
 export async function migrate(db: Kysely<DB>, dir = MIGRATIONS_DIR, options: MigrateOptions = {}): Promise<string[]> {
   const settings = options.settings ?? MIGRATION_DEFAULTS;
+  return withCallLimit(migrationCallLimitMs(settings), () => migrateEach(db, dir, options, settings));
+}
+
+/**
+ * How long the client waits for one statement of the runner: past PostgreSQL's own limits on it
+ * (MIGRATION_STATEMENT_TIMEOUT_MS, or MIGRATION_LOCK_WAIT_MS on the migration lock), so that the
+ * database's own cancel, which names the cause, comes first whenever the path works.
+ */
+function migrationCallLimitMs(settings: MigrationConfig): number {
+  return Math.max(LONG_WORK_LIMIT_MS, Math.max(settings.statementTimeoutMs, settings.lockWaitMs) + CLIENT_LIMIT_MARGIN_MS);
+}
+
+async function migrateEach(db: Kysely<DB>, dir: string, options: MigrateOptions, settings: MigrationConfig): Promise<string[]> {
   const recorded = await recordedVersions(db);
   const applied: string[] = [];
   for (const listed of await listMigrations(dir)) {

@@ -45,6 +45,7 @@ export interface CampaignsTable {
   budget_slots: Defaulted<number>;
   created_at: Defaulted<Date>;
   adopted_overspend_yen: Defaulted<number>;
+  budget_lease_coupons: Defaulted<number>;
 }
 
 export interface CampaignBudgetSlotsTable {
@@ -53,6 +54,16 @@ export interface CampaignBudgetSlotsTable {
   slot: number;
   budget_yen: number;
   issued_yen: Defaulted<number>;
+  leased_yen: Defaulted<number>;
+}
+
+export interface CampaignBudgetLeasesTable {
+  tenant_id: string;
+  campaign_id: string;
+  holder: string;
+  budget_yen: number;
+  issued_yen: Defaulted<number>;
+  expires_at: Date;
 }
 
 export interface CouponsTable {
@@ -157,6 +168,7 @@ export interface DB {
   contract_documents: ContractDocumentsTable;
   campaigns: CampaignsTable;
   campaign_budget_slots: CampaignBudgetSlotsTable;
+  campaign_budget_leases: CampaignBudgetLeasesTable;
   coupons: CouponsTable;
   member_monthly_usage: MemberMonthlyUsageTable;
   outbox_events: OutboxEventsTable;

@@ -13,6 +13,7 @@ export const SqlState = {
   cannotConnectNow: '57P03',
   idleInTransactionTimeout: '25P03',
   activeSqlTransaction: '25001',
+  readOnlyTransaction: '25006',
 } as const;
 
 export function sqlStateOf(error: unknown): string | null {

@@ -1,9 +1,16 @@
-import type { Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { DB } from '../db/schema.js';
-import { RollbackAndReturn, runInTransaction, type Isolation } from '../db/transaction.js';
+import {
+  AS_TRANSACTION,
+  RollbackAndReturn,
+  runInOneStatement,
+  runInTransaction,
+  type Isolation,
+  type OneStatementUnit,
+} from '../db/transaction.js';
 import { currentRequestScope } from '../request-scope.js';
 import { claimKey, claimValues, heldKey, type KeyScope } from '../idempotency/service.js';
-import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishValues } from '../bookkeeping/bookkeeping.js';
+import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishBase, type FinishOfResult } from '../bookkeeping/bookkeeping.js';
 import type { Context } from './context.js';
 import { AppError, ErrorCode, TryAgainError } from '../errors.js';
 
@@ -22,6 +29,12 @@ export interface MutationSpec<T> {
   /** The tenant the audit row belongs to, when it is not the session's (createTenant). */
   auditTenant?: (result: T) => string;
   isolation?: Isolation;
+  /**
+   * The unit's hot path as one statement in its own implicit transaction (runInOneStatement): tried
+   * first; when it answers AS_TRANSACTION, `work` runs as a transaction instead. It carries the
+   * claim and the audit row (and the stored response) in its statement, or writes nothing.
+   */
+  oneStatement?: (db: Kysely<DB>, bookkeeping: Bookkeeping<T>) => ReturnType<OneStatementUnit<T>>;
 }
 
 /**
@@ -42,68 +55,93 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
   const claim = idempotency
     ? claimValues(keyScope, { ...idempotency, operation: spec.operation }, ctx.services.config.idempotencyTtlHours)
     : null;
-  const finishValues = (value: T): FinishValues => ({
-    auditTenantId: spec.auditTenant?.(value) ?? session?.tenantId ?? '',
+  const finishBase: FinishBase = {
+    auditTenantId: session?.tenantId ?? '',
     actorUserId: session?.userId ?? null,
     role: session?.role ?? 'anonymous',
     operation: spec.operation,
-    entityIds: spec.entities(value),
     requestId: ctx.requestId,
-    ...(claim
-      ? {
-          keyTenantId: claim.keyTenantId,
-          keyUserId: claim.keyUserId,
-          keyRole: claim.keyRole,
-          key: claim.key,
-          response: JSON.stringify(value),
-        }
-      : {}),
+    ...(claim ? { keyTenantId: claim.keyTenantId, keyUserId: claim.keyUserId, keyRole: claim.keyRole, key: claim.key } : {}),
+  };
+  const finishOfResult = (value: T): FinishOfResult => ({
+    entityIds: spec.entities(value),
+    ...(spec.auditTenant ? { auditTenantId: spec.auditTenant(value) } : {}),
+    ...(claim ? { response: JSON.stringify(value) } : {}),
   });
   // Set by the attempt that found the key answered already (a later attempt starts over).
   let replayed = false;
-  const run = await runInTransaction<T>(
-    ctx.pool,
-    ctx.services.transactions,
-    {
-      deadline: ctx.deadline,
-      ...(spec.isolation ? { isolation: spec.isolation } : {}),
-      onRetry: (sqlState, attempt) => {
-        ctx.services.metrics.transactionRetries.inc({ sqlstate: sqlState });
-        ctx.log.debug({ sqlState, attempt }, 'transaction retried');
-      },
-    },
-    async (trx) => {
-      replayed = false;
-      const bookkeeping = new Bookkeeping<T>(claim, finishValues);
-      try {
-        if (claim && !spec.claimsKey) bookkeeping.claimed(await claimKey(trx, claim));
-        const value = await spec.work(trx, bookkeeping);
-        if (!bookkeeping.finished) await writeFinish(trx, bookkeeping, value);
-        return value;
-      } catch (error) {
-        // A refusal (RollbackAndReturn) passes through: the key and the audit row roll back with it.
-        if (!(error instanceof KeyHeldElsewhere)) throw error;
-        // A replay writes nothing; rolling back is what keeps it so even if the work wrote by mistake.
-        const held = await heldKey(trx, claim!);
-        if (held.kind === 'reused') throw keyReused();
-        replayed = true;
-        throw new RollbackAndReturn<T>(held.response as T);
-      }
-    },
-  ).catch((error: unknown) => {
-    // TRY_AGAIN names the attempts and the SQLSTATE that exhausted them; the request's log line carries both.
-    if (scope && error instanceof TryAgainError) {
-      scope.sqlState = error.sqlState ?? undefined;
-      if (error.attempts !== undefined) scope.attempts = error.attempts;
-    }
-    throw error;
-  });
+  /** A key another request claimed: its stored response, or a refusal when it was for another request. */
+  const replay = async (executor: Kysely<DB>): Promise<never> => {
+    const held = await heldKey(executor, claim!);
+    if (held.kind === 'reused') throw keyReused();
+    replayed = true;
+    throw new RollbackAndReturn<T>(held.response as T);
+  };
+  const onRetry = (sqlState: string, attempt: number) => {
+    ctx.services.metrics.transactionRetries.inc({ sqlstate: sqlState });
+    ctx.log.debug({ sqlState, attempt }, 'transaction retried');
+  };
+  const oneStatement = spec.oneStatement;
+  const fast = oneStatement
+    ? await runInOneStatement<T>(ctx.pool, ctx.services.transactions, { deadline: ctx.deadline, onRetry }, async (db) => {
+        const bookkeeping = new Bookkeeping<T>(claim, finishBase, finishOfResult);
+        try {
+          const value = await oneStatement(db, bookkeeping);
+          if (value !== AS_TRANSACTION && !bookkeeping.finished) {
+            throw new Error(`${spec.operation}: a one-statement unit must write its audit row in its statement`);
+          }
+          return value;
+        } catch (error) {
+          // Its statement wrote nothing when another request holds the key; reading the answer is all that is left.
+          if (error instanceof KeyHeldElsewhere) return replay(db);
+          throw error;
+        }
+      }).catch(rememberFailure)
+    : null;
+  const run =
+    fast && !('declined' in fast)
+      ? fast
+      : await runInTransaction<T>(
+          ctx.pool,
+          ctx.services.transactions,
+          {
+            deadline: ctx.deadline,
+            ...(spec.isolation ? { isolation: spec.isolation } : {}),
+            onRetry,
+            ...(fast ? { attemptsBefore: fast.attemptsMade } : {}),
+          },
+          async (trx) => {
+            replayed = false;
+            const bookkeeping = new Bookkeeping<T>(claim, finishBase, finishOfResult);
+            try {
+              if (claim && !spec.claimsKey) bookkeeping.claimed(await claimKey(trx, claim));
+              const value = await spec.work(trx, bookkeeping);
+              if (!bookkeeping.finished) await writeFinish(trx, bookkeeping, value);
+              return value;
+            } catch (error) {
+              // A refusal (RollbackAndReturn) passes through: the key and the audit row roll back with it.
+              if (!(error instanceof KeyHeldElsewhere)) throw error;
+              // A replay writes nothing; rolling back is what keeps it so even if the work wrote by mistake.
+              return replay(trx);
+            }
+          },
+        ).catch(rememberFailure);
   if (scope) {
     scope.attempts = (scope.attempts ?? 0) + run.attempts;
     if (replayed) scope.replayed = true;
   }
   if (run.attempts > 1) ctx.log.info({ attempts: run.attempts }, 'transaction committed after retries');
   return run.value;
+}
+
+/** TRY_AGAIN names the attempts and the SQLSTATE that exhausted them; the request's log line carries both. */
+function rememberFailure(error: unknown): never {
+  const scope = currentRequestScope();
+  if (scope && error instanceof TryAgainError) {
+    scope.sqlState = error.sqlState ?? undefined;
+    if (error.attempts !== undefined) scope.attempts = error.attempts;
+  }
+  throw error;
 }
 
 const keyReused = () =>

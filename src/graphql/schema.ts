@@ -5,6 +5,7 @@ import './types/viewer.js';
 import './types/tenants.js';
 import './types/contracts.js';
 import './types/coupons.js';
+import './types/redeem-coupon.js';
 import './types/huddles.js';
 import './types/outbox.js';
 import './types/audit.js';

@@ -4,11 +4,24 @@ import { badInput } from '../errors.js';
  * Input checks that run before any SQL, so a client reads which field is wrong. The database
  * repeats the important ones as CHECK constraints.
  */
+/**
+ * A text of 1 to `maxLength` characters once trimmed, counted in code points as PostgreSQL's
+ * char_length counts them: an emoji is one character, not its two UTF-16 units.
+ */
 export function requireText(value: string, field: string, maxLength: number): string {
   const trimmed = value.trim();
   if (trimmed.length === 0) throw badInput(`${field} must not be empty`, field);
-  if (trimmed.length > maxLength) throw badInput(`${field} must be at most ${maxLength} characters`, field);
+  // Each code point takes one or two UTF-16 units: only a string longer than the limit in units can be over it.
+  if (trimmed.length > maxLength && codePoints(trimmed) > maxLength) {
+    throw badInput(`${field} must be at most ${maxLength} characters`, field);
+  }
   return trimmed;
+}
+
+function codePoints(text: string): number {
+  let count = 0;
+  for (const _ of text) count++;
+  return count;
 }
 
 const IDENTIFIER = /^[A-Za-z0-9_-]{1,64}$/;

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { GraphQLSchema } from 'graphql';
+import proxyaddr from 'proxy-addr';
 import { ErrorCode } from '../errors.js';
 import { currentRequestScope } from '../request-scope.js';
 import type { AppServices } from '../graphql/context.js';
@@ -7,8 +8,8 @@ import { schema } from '../graphql/schema.js';
 import { createActionsHandler } from './actions.js';
 import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
 import { graphiqlOptions } from './graphiql.js';
-import { createGraphiQLPage, GRAPHIQL_PATH, wantsGraphiQLPage } from './graphiql-page.js';
-import { DrainState, readDeclaredBody, toFetchRequest, writeFetchResponse } from './node-server.js';
+import { createGraphiQLPage, wantsGraphiQLPage } from './graphiql-page.js';
+import { DrainState, MAX_REQUEST_HEADERS, readDeclaredBody, toFetchRequest, writeFetchResponse } from './node-server.js';
 import { createRequestLog, requestIdOf } from './request-log.js';
 import { health, readiness } from './routes/health.js';
 import { metricsRoute } from './routes/metrics.js';
@@ -21,6 +22,8 @@ export interface App {
   handleNode(req: IncomingMessage, res: ServerResponse): void;
   /** Set by the server that drains this app: /ready then fails. */
   drain: DrainState;
+  /** Whether a request's declared body is one the server would read (for `Expect: 100-continue`). */
+  acceptsBody(req: IncomingMessage): boolean;
   yoga: GraphQLServer;
   schema: GraphQLSchema;
 }
@@ -37,14 +40,40 @@ function isClientGone(error: unknown): boolean {
   return code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE' || message === 'aborted';
 }
 
-/** A refusal before GraphQL runs, shaped as GraphQL's own errors are: its code and the request id. */
-const refusal = (message: string, status: number, headers: Record<string, string> = {}) =>
-  Response.json(
-    { message, extensions: { code: ErrorCode.badUserInput, requestId: currentRequestScope()?.requestId } },
-    { status, headers },
+/**
+ * The client's address: the socket's peer, or, when TRUST_PROXY believes the peer, the address
+ * its X-Forwarded-For names (the nearest hop no trusted proxy vouches for).
+ */
+function clientAddresses(trustProxy: string[]): (req: IncomingMessage) => string {
+  if (trustProxy.length === 0) return (req) => req.socket.remoteAddress ?? 'unknown';
+  const trust = proxyaddr.compile(trustProxy);
+  return (req) => proxyaddr(req, trust);
+}
+
+/**
+ * A refusal before GraphQL runs, with its code and the request id: on /graphql a GraphQL
+ * response (`{"errors": [...]}`, what a GraphQL client reads), elsewhere Hasura's
+ * `{message, extensions}` (what /actions answers).
+ */
+export function refusalBody(path: string, message: string, extensions: Record<string, unknown>): string {
+  const error = { message, extensions };
+  return JSON.stringify(path === '/graphql' ? { errors: [error] } : error);
+}
+
+const refusal = (path: string, message: string, status: number, headers: Record<string, string> = {}, limit?: string) =>
+  new Response(
+    refusalBody(path, message, {
+      code: ErrorCode.badUserInput,
+      ...(limit ? { limit } : {}),
+      requestId: currentRequestScope()?.requestId,
+    }),
+    { status, headers: { 'content-type': 'application/json', ...headers } },
   );
 
-const notJson = () => refusal('POST bodies must be application/json (or application/graphql-response+json)', 415);
+const notJson = (path: string) => refusal(path, 'POST bodies must be application/json (or application/graphql-response+json)', 415);
+
+/** The URL every Node path builds from the request line and Host (as Yoga's adapter and toFetchRequest do). */
+const requestUrlParses = (req: IncomingMessage) => URL.canParse(`http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`);
 
 /**
  * The HTTP surface: /graphql and /actions, /health, /ready, /metrics and (in development)
@@ -58,9 +87,10 @@ export function createApp(services: AppServices): App {
   // GraphiQL's code is served from this process, not from a CDN: it works offline and behind firewalls.
   const graphiql = graphiqlSettings ? createGraphiQLPage({ ...graphiqlSettings, endpoint: '/graphql' }) : null;
   const drain = new DrainState();
-  const ready = readiness(services.pool, drain);
+  const ready = readiness({ database: services.health, drain });
   const metrics = metricsRoute(services.metrics, config.edge.metricsToken);
   const requestLog = createRequestLog(log, services.metrics);
+  const clientAddressOf = clientAddresses(config.edge.trustProxy);
 
   /** `actionBody`: the body of an /actions request that the Node path has already read. */
   async function route(request: Request, actionBody?: string): Promise<Response> {
@@ -68,7 +98,7 @@ export function createApp(services: AppServices): App {
     if (url.pathname === '/health' && request.method === 'GET') return health();
     if (url.pathname === '/ready' && request.method === 'GET') return ready();
     if (url.pathname === '/metrics' && request.method === 'GET') return metrics(request);
-    if (graphiql && url.pathname === GRAPHIQL_PATH && request.method === 'GET') return graphiql.serve(request);
+    if (graphiql?.serves(url.pathname) && (request.method === 'GET' || request.method === 'HEAD')) return graphiql.serve(request);
     if (url.pathname === '/graphql' && wantsGraphiQLPage(request.method, request.headers.get('accept'))) {
       if (graphiql) return graphiql.redirect();
       return new Response('GraphiQL is served in development only. GraphQL itself answers POST /graphql with a JSON body.\n', {
@@ -81,7 +111,7 @@ export function createApp(services: AppServices): App {
     }
     // A form or a text/plain body is what a page of another origin can post without a preflight:
     // refusing them before anything runs keeps mutations out of reach of cross-site forms.
-    if (request.method === 'POST' && !isGraphQLContentType(request.headers.get('content-type'))) return notJson();
+    if (request.method === 'POST' && !isGraphQLContentType(request.headers.get('content-type'))) return notJson(url.pathname);
     if (actionBody !== undefined && url.pathname === '/actions') return actions(request, actionBody);
     let buffered: Request;
     try {
@@ -89,7 +119,7 @@ export function createApp(services: AppServices): App {
     } catch (error) {
       if (!(error instanceof BodyTooLargeError)) throw error;
       // The rest of the body was never read: the connection cannot carry another request.
-      return refusal(error.message, 413, { connection: 'close' });
+      return refusal(url.pathname, error.message, 413, { connection: 'close' }, 'MAX_BODY_BYTES');
     }
     if (url.pathname === '/actions') return actions(buffered);
     // Media types are case-insensitive; Yoga compares them as written.
@@ -99,8 +129,9 @@ export function createApp(services: AppServices): App {
   }
 
   /** The Fetch path: routing, a 500 for a crash outside GraphQL, the request id on the response. */
-  function serveFetch(request: Request, path: string, requestId: string, actionBody?: string): Promise<Response> {
-    const line = { method: request.method, path, requestId, header: (name: string) => request.headers.get(name) ?? undefined };
+  function serveFetch(request: Request, path: string, requestId: string, clientAddress?: string, actionBody?: string): Promise<Response> {
+    const header = (name: string) => request.headers.get(name) ?? undefined;
+    const line = { method: request.method, path, requestId, header, ...(clientAddress === undefined ? {} : { clientAddress }) };
     return requestLog.begin(line, async (finish, traceparent) => {
       let response: Response;
       try {
@@ -131,23 +162,36 @@ export function createApp(services: AppServices): App {
     schema,
     drain,
     fetch: (request) => serveFetch(request, new URL(request.url).pathname, requestIdOf(request.headers.get('x-request-id'))),
+    acceptsBody: (req) => !(Number(req.headers['content-length'] ?? 0) > config.maxBodyBytes),
     handleNode(req, res) {
       const requestId = requestIdOf(req.headers['x-request-id']);
+      const clientAddress = clientAddressOf(req);
       const path = (req.url ?? '/').split('?')[0]!;
       const method = req.method ?? 'GET';
       const header = (name: string) => {
         const value = req.headers[name];
         return Array.isArray(value) ? value[0] : value;
       };
-      if (NOT_FETCH_METHODS.has(method)) {
-        requestLog.begin({ method, path, requestId, header }, (finish) => {
-          const body = { message: `${method} is not served here`, extensions: { code: ErrorCode.badUserInput, requestId } };
-          res.writeHead(405, { allow: 'GET, POST, OPTIONS', 'content-type': 'application/json', 'x-request-id': requestId });
-          res.end(JSON.stringify(body));
-          finish(405);
+      /** Answers at once on the socket, before anything else reads the request. */
+      const refuse = (status: number, message: string, headers: Record<string, string> = {}) =>
+        requestLog.begin({ method, path, requestId, clientAddress, header }, (finish) => {
+          res.writeHead(status, { ...headers, 'content-type': 'application/json', 'x-request-id': requestId });
+          res.end(refusalBody(path, message, { code: ErrorCode.badUserInput, requestId }));
+          finish(status);
         });
-        return;
+      // Node keeps the first MAX_REQUEST_HEADERS headers and drops the rest unseen: a session
+      // header past the cut would be judged by its absence. Nothing of such a request is read.
+      if (req.rawHeaders.length >= 2 * MAX_REQUEST_HEADERS) {
+        log.debug({ requestId, headers: req.rawHeaders.length / 2 }, 'refused a request with too many headers');
+        return refuse(431, `A request may carry fewer than ${MAX_REQUEST_HEADERS} headers`, { connection: 'close' });
       }
+      // A Host that is not an authority (x:99999, [::1, ex ample) or a target the URL parser
+      // refuses is the client's mistake: 400, never a crash with a stack.
+      if (!requestUrlParses(req)) {
+        log.debug({ requestId }, 'refused a request whose Host or target is not a valid URL');
+        return refuse(400, 'The Host header and the request target must form a valid URL', { connection: 'close' });
+      }
+      if (NOT_FETCH_METHODS.has(method)) return refuse(405, `${method} is not served here`, { allow: 'GET, POST, OPTIONS' });
       const declaredLength = Number(req.headers['content-length'] ?? 'NaN');
       // The hot path: GraphQL with a declared, acceptable length goes straight to Yoga's own Node
       // adapter (Node's parser holds the body to that length). Everything else (a browser asking
@@ -159,7 +203,7 @@ export function createApp(services: AppServices): App {
       if (path === '/graphql' && !pageRequest && (method === 'GET' || isJsonPost)) {
         // Media types are case-insensitive; Yoga compares them as written.
         if (isJsonPost) req.headers['content-type'] = req.headers['content-type']!.toLowerCase();
-        requestLog.begin({ method, path, requestId, header }, (finish, traceparent) => {
+        requestLog.begin({ method, path, requestId, clientAddress, header }, (finish, traceparent) => {
           res.setHeader('x-request-id', requestId);
           if (traceparent) res.setHeader('traceparent', traceparent);
           res.once('finish', () => finish(res.statusCode));
@@ -172,10 +216,10 @@ export function createApp(services: AppServices): App {
       const served =
         path === '/actions' && isJsonPost
           ? readDeclaredBody(req).then(
-              (body) => serveFetch(toFetchRequest(req, res, false), path, requestId, body),
+              (body) => serveFetch(toFetchRequest(req, res, false), path, requestId, clientAddress, body),
               () => null, // the client left before its body arrived: nobody to answer
             )
-          : serveFetch(toFetchRequest(req, res), path, requestId);
+          : serveFetch(toFetchRequest(req, res), path, requestId, clientAddress);
       served
         .then((response) => response && writeFetchResponse(response, res))
         .catch((error: unknown) => {

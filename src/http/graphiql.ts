@@ -7,9 +7,13 @@ export const DEMO_HEADERS = {
   'x-hasura-user-id': 'member-1',
 } as const;
 
+/** acme's first contract in db/seed/demo.sql: step 2 of the walkthrough runs with it. */
+export const DEMO_CONTRACT_ID = '11111111-1111-4111-8111-111111111111';
+
 const DEFAULT_QUERY = `# Headers (below) act as the demo member of tenant "acme".
-# 1. Run ListContracts and copy a contract id.
-# 2. Run CreateDocument with it: the tenant's next document number comes back.
+# 1. Run ListContracts: the tenant's contracts and their documents.
+# 2. Run CreateDocument: Variables (below) names the first contract; paste
+#    another id from step 1 to number that one. The next number comes back.
 # 3. Run IssueWelcome twice: ISSUED, then ALREADY_ISSUED with the same coupon.
 
 query ListContracts {
@@ -36,6 +40,8 @@ export function graphiqlOptions(config: AppConfig) {
   return {
     title: 'Mutation backend',
     defaultQuery: DEFAULT_QUERY,
+    // The Variables pane of a first visit: CreateDocument runs as it stands.
+    variables: JSON.stringify({ contractId: DEMO_CONTRACT_ID }, null, 2),
     // Only dev mode trusts these headers; with a secret or JWT configured the caller brings their own.
     headers: isDevMode(config) ? JSON.stringify(DEMO_HEADERS, null, 2) : undefined,
     shouldPersistHeaders: false,

@@ -10,6 +10,8 @@ export interface NodeHandler {
   handleNode(req: IncomingMessage, res: ServerResponse): void;
   /** What the handler's /ready reads; the server sets it when it begins to drain. */
   drain?: DrainState;
+  /** Whether the body a request declares is one the handler would read; without it, every body is. */
+  acceptsBody?(req: IncomingMessage): boolean;
 }
 
 /**
@@ -25,6 +27,12 @@ export class DrainState {
     this.#draining = true;
   }
 }
+
+/**
+ * Request headers Node keeps (server.maxHeadersCount); it drops the ones past it without a word,
+ * so the handler refuses a request that reaches it (431) before reading any.
+ */
+export const MAX_REQUEST_HEADERS = 1_000;
 
 /**
  * A Node request as a Fetch Request (the body streams through, unless `withBody` is false because
@@ -169,6 +177,14 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       else handle();
     },
   );
+  // The handler refuses a request that reaches the cut; Node's default keeps as many, but say it.
+  server.maxHeadersCount = MAX_REQUEST_HEADERS;
+  // A body the handler would refuse (over MAX_BODY_BYTES) is answered 413 before the client is
+  // told to send it; Node's default answers 100 Continue to every Expect: 100-continue.
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    if (app.acceptsBody?.(req) ?? true) res.writeContinue();
+    server.emit('request', req, res);
+  });
   // Longer than the idle timeout of any proxy in front (docs/operations.md, "Keep-alive"), so the
   // proxy, never this server, closes an idle connection: a close from this side can cross a request
   // the proxy is just sending on it. Node announces it (Keep-Alive: timeout=N), closes 1 s after

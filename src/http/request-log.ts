@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { runInRequestScope, type RequestScope } from '../request-scope.js';
-import { contextFrom, SpanKind, SpanStatusCode, startSpan, traceContext, traceparentOf } from '../tracing.js';
+import { contextFrom, isTracedPath, SpanKind, SpanStatusCode, startSpan, traceContext, traceparentOf, untraced } from '../tracing.js';
 import type { Span } from '@opentelemetry/api';
 import { INVALID_OPERATION } from './operation.js';
 
@@ -28,6 +28,8 @@ export interface RequestLine {
   method: string;
   path: string;
   requestId: string;
+  /** The client's address (see RequestScope); in-process callers have none. */
+  clientAddress?: string;
   header(name: string): string | undefined;
 }
 
@@ -43,14 +45,17 @@ export interface RequestLog {
 /** One line per request: what ran, how it ended, how long it took, how many attempts. No payloads. */
 export function createRequestLog(log: Logger, metrics: Metrics): RequestLog {
   return {
-    begin({ method, path, requestId, header }, serve) {
+    begin({ method, path, requestId, clientAddress, header }, serve) {
       const started = performance.now();
-      const scope: RequestScope = { requestId };
-      const server = startSpan(`${method} ${path}`, {
-        kind: SpanKind.SERVER,
-        parent: contextFrom({ traceparent: header('traceparent'), tracestate: header('tracestate') }),
-        attributes: { 'http.request.method': method, 'url.path': path, 'http.route': path, 'url.scheme': 'http' },
-      });
+      const scope: RequestScope = clientAddress === undefined ? { requestId } : { requestId, clientAddress };
+      const traced = isTracedPath(path);
+      const server = !traced
+        ? null
+        : startSpan(`${method} ${path}`, {
+            kind: SpanKind.SERVER,
+            parent: contextFrom({ traceparent: header('traceparent'), tracestate: header('tracestate') }),
+            attributes: { 'http.request.method': method, 'url.path': path, 'http.route': path, 'url.scheme': 'http' },
+          });
       const finish = (status: number) => {
         const { outcome, attempts, replayed, sqlState } = scope;
         const seconds = (performance.now() - started) / 1000;
@@ -79,7 +84,9 @@ export function createRequestLog(log: Logger, metrics: Metrics): RequestLog {
         if (server) endServerSpan(server.span, status, scope);
       };
       const run = () => runInRequestScope(scope, () => serve(finish, server ? traceparentOf(server.context) : null));
-      return server ? traceContext.with(server.context, run) : run();
+      // A probe or a scrape makes no trace, and neither do its queries (/ready's select 1).
+      if (server) return traceContext.with(server.context, run);
+      return traced ? run() : untraced(run);
     },
   };
 }

@@ -2,48 +2,71 @@ import { randomUUID } from 'node:crypto';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import type { AppServices, Context } from '../graphql/context.js';
+import type { Session } from '../identity/session.js';
 import { createTurns } from '../graphql/read.js';
 import { schema } from '../graphql/schema.js';
-import { resolveSession, sessionFromVariables } from '../identity/session.js';
+import { sessionFromVariables, sessionOfRequest } from '../identity/session.js';
 import { currentRequestScope } from '../request-scope.js';
-import { useAdmission } from './plugins/admission.js';
+import { useAdmission, type IdentifiedContext } from './plugins/admission.js';
 import { corsOptions, useVaryOnOrigin } from './plugins/cors.js';
 import { useDocumentLimits } from './plugins/document-limits.js';
 import { clientErrorCode, maskUnexpected, useErrorContract } from './plugins/error-contract.js';
 import { useIdempotencyKey } from './plugins/idempotency-key.js';
 import { useRequestOutcome } from './plugins/request-outcome.js';
 import { useWellFormedStrings } from './plugins/string-inputs.js';
+import { useWriteBudget } from './plugins/write-budget.js';
+import { documentCaches } from './document-cache.js';
 import { useOperationSpans } from './plugins/tracing.js';
 import { useTrustedDocuments } from './plugins/trusted-documents.js';
 
 /** What the /actions adapter hands to Yoga: the session from Hasura's body, already authenticated. */
-export interface ServerContext {
+export interface ServerContext extends IdentifiedContext {
   actionSessionVariables?: Record<string, unknown>;
 }
 
 export type GraphQLServer = YogaServerInstance<ServerContext, Context>;
 
-/** One GraphQL context per request: the session, the deadline, the client's signal, the root pool. */
-function contextFactory(services: AppServices) {
-  const { config, log } = services;
-  return async ({ request, actionSessionVariables }: ServerContext & { request: Request }): Promise<Context> => ({
-    services,
-    pool: services.pool,
-    session: actionSessionVariables ? sessionFromVariables(actionSessionVariables) : await resolveSession(request.headers, config, log),
-    requestId: currentRequestScope()?.requestId ?? randomUUID(),
-    deadline: Date.now() + config.requestDeadlineMs,
-    signal: request.signal,
-    turns: createTurns(),
-    log,
-    idempotencyKeyHeader: request.headers.get('idempotency-key'),
-    idempotency: null,
-  });
+/** The session of a GraphQL request: Hasura's body on /actions, else the request's headers. */
+function identify(services: AppServices) {
+  return (request: Request, { actionSessionVariables }: ServerContext): Promise<Session | null> =>
+    actionSessionVariables
+      ? Promise.resolve().then(() => sessionFromVariables(actionSessionVariables))
+      : sessionOfRequest(request, services.config, services.log);
 }
 
 /**
- * Yoga with the project's plugins, in the order they act on an operation: the edge's refusals
- * first (trusted documents, limits, strings, the key), then a turn (admission), then the error
- * contract on whatever comes out.
+ * One GraphQL context per request: the session and deadline admission decided on (see
+ * plugins/admission.ts), the client's signal, the root pool.
+ */
+function contextFactory(services: AppServices) {
+  const { log } = services;
+  return ({ request, identified }: ServerContext & { request: Request }): Context => {
+    if (identified === undefined) throw new Error('A GraphQL context was built for an operation that was not admitted');
+    return {
+      services,
+      pool: services.pool,
+      session: identified.session,
+      requestId: currentRequestScope()?.requestId ?? randomUUID(),
+      deadline: identified.deadline,
+      signal: request.signal,
+      turns: createTurns(),
+      log,
+      idempotencyKeyHeader: request.headers.get('idempotency-key'),
+      idempotency: null,
+    };
+  };
+}
+
+function cacheOptions(budgetBytes: number) {
+  const caches = documentCaches(budgetBytes);
+  return caches === null ? false : { ...caches, validationCache: true };
+}
+
+/**
+ * Yoga with the project's plugins. Trusted documents pick the document by hash first; then
+ * admission identifies the caller and waits for a turn, inside which the document is parsed,
+ * validated and refused by the edge's checks (limits, strings, the key, the write budget) or
+ * executed; the error contract shapes whatever comes out.
  */
 export function createGraphQLServer(services: AppServices): GraphQLServer {
   const { config, log } = services;
@@ -67,6 +90,8 @@ export function createGraphQLServer(services: AppServices): GraphQLServer {
           : log.error({ yoga: args.map(String) }, 'yoga'),
     },
     maskedErrors: { maskError: maskUnexpected(log) },
+    // Bounded by bytes: 3,000 distinct 95 KB documents must not each stay in memory for an hour.
+    parserAndValidationCache: cacheOptions(edge.documentCacheBytes),
     cors: corsOptions(edge.corsOrigins),
     plugins: [
       ...(edge.introspection ? [] : [useDisableIntrospection()]),
@@ -79,10 +104,17 @@ export function createGraphQLServer(services: AppServices): GraphQLServer {
         maxAliases: edge.maxAliases,
         maxTokens: edge.maxQueryTokens,
         maxCost: edge.maxQueryCost,
+        maxSelections: edge.maxSelections,
       }),
       useWellFormedStrings(),
       useIdempotencyKey(),
-      useAdmission(services.admission),
+      useWriteBudget(services.writeBudget),
+      useAdmission({
+        admission: services.admission,
+        identify: identify(services),
+        maskError: maskUnexpected(log),
+        requestDeadlineMs: config.requestDeadlineMs,
+      }),
       useErrorContract({ hideSuggestions: !edge.introspection }),
     ],
     context: contextFactory(services),

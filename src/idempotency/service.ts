@@ -89,14 +89,23 @@ export const claimValues = (scope: KeyScope, request: IdempotentRequest, ttlHour
  * A key another transaction holds makes this insert wait for that transaction: when it commits,
  * the claim comes back empty and the request replays its response; when it rolls back, this one
  * takes the key and executes. So one key executes at most once.
+ *
+ * `claimed`: a statement that writes its whole change (the one-statement coupon issue) claims
+ * only when `when` holds, over the rows of `from`, and stores its `response` with the claim: a
+ * statement cannot update a row it inserts, and the claim is its first write. The response then
+ * commits with the change or rolls back with it.
  */
-export function claimCte(p: Slots<ClaimValues>) {
+export function claimCte(
+  p: Slots<ClaimValues>,
+  claimed?: { when: RawBuilder<unknown>; from: RawBuilder<unknown>; response: RawBuilder<unknown> },
+) {
   return sql`claim as (
-    insert into idempotency_keys (tenant_id, user_id, role, key, fingerprint, operation, expires_at)
-    values (${p.keyTenantId}, ${p.keyUserId}, ${p.keyRole}, ${p.key}, ${p.fingerprint}, ${p.operation},
-            now() + make_interval(hours => ${p.ttlHours}))
+    insert into idempotency_keys (tenant_id, user_id, role, key, fingerprint, operation, expires_at, response)
+    select ${p.keyTenantId}, ${p.keyUserId}, ${p.keyRole}, ${p.key}, ${p.fingerprint}, ${p.operation},
+           now() + make_interval(hours => ${p.ttlHours}), ${claimed?.response ?? sql`null::jsonb`}
+      ${claimed ? sql`from ${claimed.from} where ${claimed.when}` : sql``}
     on conflict (tenant_id, user_id, role, key) do update
-      set fingerprint = excluded.fingerprint, operation = excluded.operation, response = null,
+      set fingerprint = excluded.fingerprint, operation = excluded.operation, response = excluded.response,
           created_at = now(), expires_at = excluded.expires_at
       where idempotency_keys.expires_at <= now()
     returning key)`;
@@ -110,7 +119,7 @@ export async function claimKey(trx: Transaction<DB>, claim: ClaimValues): Promis
 }
 
 /** What a key that another request claimed answers: its stored response for the same request, else a refusal. */
-export async function heldKey(trx: Transaction<DB>, claim: ClaimValues): Promise<Claim> {
+export async function heldKey(trx: Kysely<DB>, claim: ClaimValues): Promise<Claim> {
   const existing = await trx
     .selectFrom('idempotency_keys')
     .select(['fingerprint', 'response'])

@@ -20,19 +20,19 @@ export interface TenantAdminSession extends Session {
   tenantId: string;
 }
 
-/** The platform operator: role admin with no tenant. */
+/** The platform operator: a role of its own, acting for no tenant. */
 export interface OperatorSession extends Session {
-  role: 'admin';
+  role: 'operator';
   tenantId: null;
 }
 
 /** The Hasura role each scope stands for, in the generated action permissions. */
-export const HASURA_ROLE_OF: Record<AccessScope, Role> = { member: 'user', tenantAdmin: 'admin', operator: 'admin' };
+export const HASURA_ROLE_OF: Record<AccessScope, Role> = { member: 'user', tenantAdmin: 'admin', operator: 'operator' };
 
 const SCOPE_DESCRIPTIONS: Record<AccessScope, string> = {
   member: 'a member (role user with x-hasura-tenant-id and x-hasura-user-id)',
   tenantAdmin: "the tenant's admin (role admin with x-hasura-tenant-id)",
-  operator: 'the platform operator (role admin without x-hasura-tenant-id)',
+  operator: 'the platform operator (role operator)',
 };
 
 export const NO_SCOPES: AccessScopes = { member: false, tenantAdmin: false, operator: false };
@@ -43,8 +43,8 @@ export const NO_SCOPES: AccessScopes = { member: false, tenantAdmin: false, oper
  */
 export function scopesOf(session: Session | null, tenantExists: boolean): AccessScopes {
   if (session === null) return NO_SCOPES;
-  if (session.tenantId === null) return { ...NO_SCOPES, operator: session.role === 'admin' };
-  if (!tenantExists) return NO_SCOPES;
+  if (session.role === 'operator') return { ...NO_SCOPES, operator: true };
+  if (session.tenantId === null || !tenantExists) return NO_SCOPES;
   return { member: session.role === 'user' && session.userId !== null, tenantAdmin: session.role === 'admin', operator: false };
 }
 

@@ -5,11 +5,12 @@ import { forbidden, unauthenticated } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { jwtVerifierFor } from './jwt.js';
 
-export type Role = 'user' | 'admin';
+export type Role = 'user' | 'admin' | 'operator';
 
 /**
- * Hasura session variables, trusted only after one of the checks below. `tenantId` null with
- * role admin is the platform operator.
+ * Hasura session variables, trusted only after one of the checks below. The platform operator is
+ * a role of its own (`operator`), never inferred from a missing tenant: every other role needs
+ * `x-hasura-tenant-id`.
  */
 export interface Session {
   role: Role;
@@ -17,7 +18,7 @@ export interface Session {
   tenantId: string | null;
 }
 
-const ROLES: readonly string[] = ['user', 'admin'];
+const ROLES: readonly string[] = ['user', 'admin', 'operator'];
 const TENANT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const USER_ID = /^[\x21-\x7e]{1,128}$/;
 
@@ -42,9 +43,10 @@ function expectedDigest(expected: string): Buffer {
 
 /**
  * Builds a session from Hasura-style variables (names case-insensitive, values strings). A
- * variable that is present is judged as sent: an empty or null tenant id is refused, never read
- * as "no tenant" (which, for an admin, is the platform operator), and a name given twice in two
- * cases is refused rather than one of them winning.
+ * variable that is present is judged as sent: an empty or null tenant id is refused, and a name
+ * given twice in two cases is refused rather than one of them winning. A role other than
+ * `operator` without a tenant is refused: a tenant id that went missing (a header past a proxy's
+ * limit, a claim left out) grants nothing.
  */
 export function sessionFromVariables(variables: Record<string, unknown>): Session | null {
   const lower = new Map<string, unknown>();
@@ -67,7 +69,15 @@ export function sessionFromVariables(variables: Record<string, unknown>): Sessio
   const userId = text('x-hasura-user-id');
   if (tenantId !== null && !TENANT_ID.test(tenantId)) throw unauthenticated('Malformed x-hasura-tenant-id');
   if (userId !== null && !USER_ID.test(userId)) throw unauthenticated('Malformed x-hasura-user-id');
+  // The operator acts for the platform, not for a tenant: a tenant id beside the role is not used.
+  if (role === 'operator') return { role, tenantId: null, userId };
+  if (tenantId === null) throw unauthenticated(`Role ${role} needs x-hasura-tenant-id (the platform operator is role operator)`);
   return { role: role as Role, tenantId, userId };
+}
+
+/** A presented x-action-secret is right only when ACTION_SECRET is set and equal to it. */
+export function actionSecretMatches(presented: string, config: AppConfig): boolean {
+  return config.actionSecret !== null && secretMatches(presented, config.actionSecret);
 }
 
 /** The token of an `Authorization: Bearer <token>` header, or null. */
@@ -116,6 +126,19 @@ async function sessionFromJwt(token: string, jwt: JwtConfig, requestedRole: stri
   return session;
 }
 
+/** One resolution per request, whoever asks (trusted documents, admission). */
+const sessionsOfRequests = new WeakMap<Request, Promise<Session | null>>();
+
+/** `resolveSession` of a request's headers, worked out once per request. */
+export function sessionOfRequest(request: Request, config: AppConfig, log?: Logger): Promise<Session | null> {
+  let found = sessionsOfRequests.get(request);
+  if (found === undefined) {
+    found = resolveSession(request.headers, config, log);
+    sessionsOfRequests.set(request, found);
+  }
+  return found;
+}
+
 /**
  * Decides who is calling, from exactly one trusted source (docs/design.md §6). Returns null for an
  * anonymous caller (introspection still works); throws for credentials that are presented and
@@ -123,15 +146,12 @@ async function sessionFromJwt(token: string, jwt: JwtConfig, requestedRole: stri
  */
 export async function resolveSession(headers: Headers, config: AppConfig, log?: Logger): Promise<Session | null> {
   const forwarded = hasuraHeaders(headers);
+  const presentedSecret = headers.get('x-action-secret');
+  // A wrong secret is refused whatever else the request carries: a valid JWT beside it included.
+  if (presentedSecret !== null && !actionSecretMatches(presentedSecret, config)) throw unauthenticated('Invalid x-action-secret');
   const token = presentedJwt(headers, config.jwt);
   if (token !== null && config.jwt !== null) return sessionFromJwt(token, config.jwt, forwarded['x-hasura-role'] ?? null, log);
-  const presentedSecret = headers.get('x-action-secret');
-  if (presentedSecret !== null) {
-    if (config.actionSecret === null || !secretMatches(presentedSecret, config.actionSecret)) {
-      throw unauthenticated('Invalid x-action-secret');
-    }
-    return sessionFromVariables(forwarded);
-  }
+  if (presentedSecret !== null) return sessionFromVariables(forwarded);
   if (isDevMode(config)) return sessionFromVariables(forwarded);
   if (Object.keys(forwarded).length > 0) {
     throw unauthenticated('x-hasura-* headers are trusted only with the action secret or inside a JWT');

@@ -37,6 +37,8 @@ export type AuditEntry = {
 
 export type Campaign = {
   __typename?: 'Campaign';
+  /** Coupons a server process leases from the budget at a time; 0: every issue takes from the budget rows. */
+  budgetLeaseCoupons: Scalars['Int']['output'];
   /** How many rows the budget is split over. */
   budgetSlots: Scalars['Int']['output'];
   budgetYen: Scalars['Int']['output'];
@@ -44,7 +46,7 @@ export type Campaign = {
   /** The value of each coupon, in yen. */
   discountYen: Scalars['Int']['output'];
   id: Scalars['ID']['output'];
-  /** Yen issued so far: the sum of the budget slots. */
+  /** Yen issued so far: the sum of the budget slots and of the leases. */
   issuedYen: Scalars['Int']['output'];
   name: Scalars['String']['output'];
   remainingYen: Scalars['Int']['output'];
@@ -111,6 +113,8 @@ export type Coupon = {
 };
 
 export type CreateCampaignInput = {
+  /** Budget leases (0 to 10000 coupons, with budgetSlots 1): each server process leases this many coupons' worth of the budget at a time and issues from its lease first; 0 (the default) takes every issue from the budget rows. */
+  budgetLeaseCoupons?: InputMaybe<Scalars['Int']['input']>;
   /** Rows the budget is split over (1 to 64); more rows let a hot campaign issue in parallel. */
   budgetSlots?: InputMaybe<Scalars['Int']['input']>;
   /** The most the campaign may issue in all, in yen. */
@@ -253,7 +257,7 @@ export type Mutation = {
   createContract: CreateContractPayload;
   /** Issues the contract's next document with the tenant's next number. A contract of another tenant is NOT_FOUND. */
   createContractDocument: CreateContractDocumentPayload;
-  /** Creates a tenant. Platform operator only (role admin without a tenant id). */
+  /** Creates a tenant. Platform operator only (role operator). */
   createTenant: CreateTenantPayload;
   /** Records that the member is still in the objective's huddle; NOT_IN_HUDDLE (nothing changed) when they are not. */
   heartbeatHuddle: HuddlePayload;
@@ -263,6 +267,8 @@ export type Mutation = {
   joinHuddle: HuddlePayload;
   /** Takes the member out of the objective's huddle; the last one out ends it. */
   leaveHuddle: HuddlePayload;
+  /** Redeems one of the session's member's coupons, once: REDEEMED the first time, ALREADY_REDEEMED after. A voided coupon is refused (VOIDED); another member's coupon is NOT_FOUND. */
+  redeemCoupon: RedeemCouponPayload;
 };
 
 
@@ -303,6 +309,11 @@ export type MutationJoinHuddleArgs = {
 
 export type MutationLeaveHuddleArgs = {
   input: HuddleInput;
+};
+
+
+export type MutationRedeemCouponArgs = {
+  input: RedeemCouponInput;
 };
 
 export type OutboxStats = {
@@ -376,6 +387,26 @@ export type QueryHuddleArgs = {
 export type QueryMyCouponsArgs = {
   first?: InputMaybe<Scalars['Int']['input']>;
 };
+
+export type RedeemCouponInput = {
+  couponId: Scalars['UUID']['input'];
+};
+
+export type RedeemCouponPayload = {
+  __typename?: 'RedeemCouponPayload';
+  coupon: Coupon;
+  /** When the coupon was redeemed (this time or the first time); null when it is voided. */
+  redeemedAt?: Maybe<Scalars['DateTime']['output']>;
+  status: RedeemCouponStatus;
+};
+
+export type RedeemCouponStatus =
+  /** The coupon was redeemed before; redeemedAt says when. Nothing changed. */
+  | 'ALREADY_REDEEMED'
+  /** The coupon is redeemed now, by this request. */
+  | 'REDEEMED'
+  /** The coupon was voided and cannot be redeemed. Nothing was written. */
+  | 'VOIDED';
 
 export type Tenant = {
   __typename?: 'Tenant';
@@ -460,6 +491,13 @@ export type IssueCouponMutationVariables = Exact<{
 
 export type IssueCouponMutation = { __typename?: 'Mutation', issueCoupon: { __typename?: 'IssueCouponPayload', status: IssueCouponStatus, coupon?: { __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string } | null } };
 
+export type RedeemCouponMutationVariables = Exact<{
+  input: RedeemCouponInput;
+}>;
+
+
+export type RedeemCouponMutation = { __typename?: 'Mutation', redeemCoupon: { __typename?: 'RedeemCouponPayload', status: RedeemCouponStatus, redeemedAt?: string | null, coupon: { __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string } } };
+
 export type CampaignQueryVariables = Exact<{
   id: Scalars['ID']['input'];
 }>;
@@ -526,6 +564,7 @@ export const ViewerDocument = {"__meta__":{"hash":"ebe997e6bbb8a453cb5dfb9f66e36
 export const AuditLogDocument = {"__meta__":{"hash":"ca2b1341fdfb71d1a5abe07ed24b26da915c9ebe49750419264aafbae989eaec"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"AuditLog"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"limit"}},"type":{"kind":"NamedType","name":{"kind":"Name","value":"Int"}}},{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"after"}},"type":{"kind":"NamedType","name":{"kind":"Name","value":"ID"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"auditLog"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"limit"},"value":{"kind":"Variable","name":{"kind":"Name","value":"limit"}}},{"kind":"Argument","name":{"kind":"Name","value":"after"},"value":{"kind":"Variable","name":{"kind":"Name","value":"after"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"actorUserId"}},{"kind":"Field","name":{"kind":"Name","value":"role"}},{"kind":"Field","name":{"kind":"Name","value":"operation"}},{"kind":"Field","name":{"kind":"Name","value":"entityIds"}},{"kind":"Field","name":{"kind":"Name","value":"requestId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]} as unknown as DocumentNode<AuditLogQuery, AuditLogQueryVariables>;
 export const CreateCampaignDocument = {"__meta__":{"hash":"ef30dcab5d6f397e43aca565c1a8740a279d0c8962d34e17b37751b69081cb5c"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateCampaign"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateCampaignInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createCampaign"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"campaign"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetSlots"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"remainingYen"}}]}}]}}]}}]} as unknown as DocumentNode<CreateCampaignMutation, CreateCampaignMutationVariables>;
 export const IssueCouponDocument = {"__meta__":{"hash":"146ab11f97c6ed522f32f42ed74ae087d6291f72107bfc979a324e28912a76d2"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"IssueCoupon"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"IssueCouponInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"issueCoupon"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"coupon"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}}]}}]}}]}}]} as unknown as DocumentNode<IssueCouponMutation, IssueCouponMutationVariables>;
+export const RedeemCouponDocument = {"__meta__":{"hash":"9d74c32cc775828693a9f7195f67126ac82764828c5941aced929982cb4dc2be"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"RedeemCoupon"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"RedeemCouponInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"redeemCoupon"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"redeemedAt"}},{"kind":"Field","name":{"kind":"Name","value":"coupon"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}}]}}]}}]}}]} as unknown as DocumentNode<RedeemCouponMutation, RedeemCouponMutationVariables>;
 export const CampaignDocument = {"__meta__":{"hash":"3dece9176c91ee087c401c0abfa3f9dbaa978d1dd9a1701bbd8ae0a68bc6f02f"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Campaign"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"id"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"ID"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"campaign"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"id"},"value":{"kind":"Variable","name":{"kind":"Name","value":"id"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetSlots"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"remainingYen"}}]}}]}}]} as unknown as DocumentNode<CampaignQuery, CampaignQueryVariables>;
 export const MyCouponsDocument = {"__meta__":{"hash":"7cc71847d7acc67a39a77a06f7f70b34242acac8ddadd19211173abf9fdb0b63"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"MyCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"myCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}}]}}]}}]} as unknown as DocumentNode<MyCouponsQuery, MyCouponsQueryVariables>;
 export const OutboxStatsDocument = {"__meta__":{"hash":"caa356005979e5e2033cd2d13481090558e19359097632596835be47953579d3"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"OutboxStats"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"outboxStats"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"pending"}},{"kind":"Field","name":{"kind":"Name","value":"dead"}},{"kind":"Field","name":{"kind":"Name","value":"oldestPendingAgeSeconds"}}]}}]}}]} as unknown as DocumentNode<OutboxStatsQuery, OutboxStatsQueryVariables>;

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
 import { issueCouponForSession } from '../../src/graphql/types/coupons.js';
@@ -24,6 +26,9 @@ import {
   type CouponScenario,
   type SendOptions,
 } from './scenarios/coupons.js';
+import { measureCpu, postgresPids } from './cpu.js';
+import { startLockSampler } from './lock-sampler.js';
+import { DEFAULT_CALIBRATION, type Calibration } from './sim/calibration.js';
 import { countBy, summarize } from './stats.js';
 import {
   currentCommit,
@@ -42,6 +47,16 @@ interface Figures {
   violations: number;
   retries: number;
   tryAgain: number;
+  /** Yen issued beyond the budgets (must be 0). */
+  overspendYen: number;
+  /** Hot rows: the budget left unissued when the first BUDGET_EXCEEDED was answered, and at the end; null elsewhere. */
+  strandedAtFirstRefusalYen: number | null;
+  strandedAtEndYen: number | null;
+  /** Mean time a budget row (slot or lease) was held per coupon issued, sampled in PostgreSQL (lock-sampler.ts); null where not sampled. */
+  lockHoldMs: number | null;
+  /** CPU milliseconds per request by part (server, PostgreSQL, delay proxy, load generator), and the machine's busy cores. */
+  cpuMsPerRequest: Record<string, number>;
+  machineBusyCores: number;
 }
 
 interface Row {
@@ -49,6 +64,12 @@ interface Row {
   clients: number;
   run: (runId: string) => Promise<Figures>;
   runs: Figures[];
+}
+
+/** One column of the table: its header, and the cell of a row from the row's runs. */
+interface Column {
+  header: string;
+  cell(row: Row): string;
 }
 
 const LABEL = {
@@ -63,7 +84,13 @@ const LABEL = {
   traced: 'ours with tracing on (every request sampled and exported)',
   hotOneSlot: 'hot campaign, 1 budget slot, 1 ms round trip',
   hotSixteenSlots: 'hot campaign, 16 budget slots, 1 ms round trip',
+  hotLeases: 'hot campaign, budget leases, 1 ms round trip',
+  hotSerializable: 'hot campaign, SERIALIZABLE, 1 ms round trip',
+  notHot: 'not hot: reference campaigns, 1 ms round trip',
 } as const;
+
+/** What the baseline's rows are called: the same label, measured on the other checkout (`--baseline`). */
+const BEFORE = ' (before)';
 
 /** The peers run the same HTTP server with another coupon strategy (test/load/strategies.ts). */
 const PEERS = [
@@ -79,6 +106,8 @@ const WARM_UP_MEMBERS = 150;
 const HOT_CLIENTS = 128;
 const HOT_MEMBERS = 4_000;
 const HOT_SLOTS = 16;
+/** Coupons a server process leases at a time on the hot campaign with leases (1/40 of its budget). */
+const HOT_LEASE_COUPONS = 50;
 /** Half the round trip to a database in a neighbouring zone of the same region. */
 const ONE_WAY_DELAY_MS = 0.5;
 const FEATURE_CLIENTS = 32;
@@ -89,25 +118,34 @@ const FEATURE_CLIENTS = 32;
 const ACTION_SECRET = 'bench-only-action-secret-0123456789';
 const SESSIONS = headerSessions({ 'x-action-secret': ACTION_SECRET });
 
-const USAGE = `usage: npm run bench [-- --concurrency 8,32,128] [--repeat 3] [--members 600] [--json FILE]
+const USAGE = `usage: npm run bench [-- --concurrency 8,32,128] [--repeat 3] [--members 600] [--json FILE] [--baseline DIR] [--calibration FILE]
 
 Runs the coupon reference scenario (scaled to --members: 6 requests each) against each strategy
 through the real HTTP endpoint, keyed and through /actions, and the same unit of work straight
-through pg; then one hot campaign (4,000 members, 128 clients) with 1 and with 16 budget slots
-behind a TCP proxy that adds ${ONE_WAY_DELAY_MS} ms each way. Every row runs --repeat times, all
-rows interleaved, and the table shows the medians. Prints one table and checks the targets.`;
+through pg; then one hot campaign (4,000 members, 128 clients) with 1 and with 16 budget slots,
+with budget leases and at SERIALIZABLE, and the reference campaigns under the same load, behind a
+TCP proxy that adds ${ONE_WAY_DELAY_MS} ms each way. Every row runs --repeat times, all rows
+interleaved, and the table shows the medians. Prints one table and checks the targets.
+
+--baseline DIR   also runs the servers of another checkout (its own npm ci done) on a database of
+                 their own, as rows marked "${BEFORE.trim()}", interleaved with the rest
+--calibration F  where to write what \`npm run sim\` is calibrated with (default ${DEFAULT_CALIBRATION})`;
 
 function parseArgs(argv: string[]) {
   let concurrency = [8, 32, 128];
   let repeats = DEFAULT_REPEATS;
   let members = DEFAULT_MEMBERS;
   let json: string | null = null;
+  let baseline: string | null = null;
+  let calibration = DEFAULT_CALIBRATION;
   const whole = (raw: string | undefined) => (raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : NaN);
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--concurrency') concurrency = (argv[++i] ?? '').split(',').map(Number);
     else if (argv[i] === '--repeat') repeats = whole(argv[++i]);
     else if (argv[i] === '--members') members = whole(argv[++i]);
     else if (argv[i] === '--json') json = argv[++i] ?? null;
+    else if (argv[i] === '--baseline') baseline = argv[++i] ?? null;
+    else if (argv[i] === '--calibration') calibration = argv[++i] ?? calibration;
     else if (argv[i] === '--help') {
       console.log(USAGE);
       process.exit(0);
@@ -122,20 +160,54 @@ function parseArgs(argv: string[]) {
     );
     process.exit(2);
   }
-  return { concurrency, repeats, members, json };
+  return { concurrency, repeats, members, json, baseline, calibration };
 }
 
-/** One run of `scenario` through a server's HTTP endpoint, its invariants counted in SQL afterwards. */
+/** Where a server runs: its process, the database it uses (for its CPU), and the proxy in between, if any. */
+interface Target {
+  server: ServerProcess;
+  sql: pg.Pool;
+  /** The database itself (not through the proxy): where its rows' locks are sampled. */
+  databaseUrl: string;
+  dataDir: string;
+  proxyPid?: number;
+}
+
+/** The yen of a tenant's coupons and budgets, per campaign. */
+async function budgetStanding(sql: pg.Pool, tenantId: string) {
+  return (
+    await sql.query<{ budget_yen: number; coupons_yen: number }>(
+      `select c.budget_yen, coalesce((select sum(k.amount_yen) from coupons k
+                                       where k.tenant_id = c.tenant_id and k.campaign_id = c.id and k.voided_at is null), 0)::int as coupons_yen
+         from campaigns c where c.tenant_id = $1`,
+      [tenantId],
+    )
+  ).rows;
+}
+
+/**
+ * One run of `scenario` through a server's HTTP endpoint, its invariants counted in SQL afterwards;
+ * the overspend, the budget left when the first refusal came and at the end (`hot`: one campaign),
+ * the budget row's hold time from the server's metrics, and the CPU each process used.
+ */
 async function throughEndpoint(
-  server: ServerProcess,
-  sql: pg.Pool,
+  target: Target,
   scenario: CouponScenario,
   clients: number,
   send: SendOptions = {},
+  hot = false,
 ): Promise<Figures> {
+  const { server, sql } = target;
   const client = new LoadClient(server.url, clients);
   const total = scenario.members.length * scenario.campaigns.length * scenario.sends;
   const retriesBefore = await scrapeCounter(server.metricsUrl, 'transaction_retries_total');
+  const locks = target.proxyPid ? await startLockSampler(target.databaseUrl, scenario.tenantId) : null;
+  let firstRefusal: Promise<number> | null = null;
+  const cpu = measureCpu(() => ({
+    server: [server.child.pid!],
+    PostgreSQL: postgresPids(target.dataDir),
+    ...(target.proxyPid ? { 'delay proxy': [target.proxyPid] } : {}),
+  }));
   try {
     const result = await runLoad({
       client,
@@ -144,13 +216,28 @@ async function throughEndpoint(
       concurrency: clients,
       amount: { requests: total },
       sql,
+      onAnswer: (outcome) => {
+        if (hot && outcome === 'BUDGET_EXCEEDED' && firstRefusal === null) {
+          firstRefusal = budgetStanding(sql, scenario.tenantId).then(([c]) => (c ? c.budget_yen - c.coupons_yen : 0));
+        }
+      },
     });
+    const used = cpu();
+    const heldRowSeconds = await locks?.stop();
+    const standing = await budgetStanding(sql, scenario.tenantId);
+    const issued = standing.reduce((sum, c) => sum + c.coupons_yen, 0) / (scenario.campaigns[0]?.discountYen ?? 1);
     return {
       requestsPerSecond: result.requestsPerSecond,
       p99: result.latency.p99,
       violations: result.violations?.length ?? 0,
       retries: (await scrapeCounter(server.metricsUrl, 'transaction_retries_total')) - retriesBefore,
       tryAgain: result.outcomes['TRY_AGAIN'] ?? 0,
+      overspendYen: standing.reduce((sum, c) => sum + Math.max(0, c.coupons_yen - c.budget_yen), 0),
+      strandedAtFirstRefusalYen: hot ? await (firstRefusal ?? Promise.resolve(0)) : null,
+      strandedAtEndYen: hot ? standing.reduce((sum, c) => sum + Math.max(0, c.budget_yen - c.coupons_yen), 0) : null,
+      lockHoldMs: heldRowSeconds !== undefined && issued > 0 ? (heldRowSeconds * 1000) / issued : null,
+      cpuMsPerRequest: Object.fromEntries(Object.entries(used.parts).map(([part, seconds]) => [part, (seconds * 1000) / result.requests])),
+      machineBusyCores: used.machineBusy / used.wall,
     };
   } finally {
     client.close();
@@ -217,12 +304,19 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
     const wallMs = performance.now() - started;
     const counts = countBy(outcomes, (o) => o.outcome);
     const invariants = await checkCouponInvariants(sql, scenario, counts['ISSUED'] ?? 0);
+    const standing = await budgetStanding(sql, scenario.tenantId);
     return {
       requestsPerSecond: (outcomes.length / wallMs) * 1000,
       p99: summarize(outcomes.map((o) => o.latencyMs)).p99,
       violations: invariants.violations.length,
       retries: (await retryCount()) - retriesBefore,
       tryAgain: counts['TRY_AGAIN'] ?? 0,
+      overspendYen: standing.reduce((sum, c) => sum + Math.max(0, c.coupons_yen - c.budget_yen), 0),
+      strandedAtFirstRefusalYen: null,
+      strandedAtEndYen: null,
+      lockHoldMs: null,
+      cpuMsPerRequest: {},
+      machineBusyCores: 0,
     };
   }
   return { run, close: () => database.close() };
@@ -234,18 +328,44 @@ const median = (values: number[]) => {
   return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 };
 
+/** The median of a figure over a row's runs, or '-' where the row has none. */
+const medianOf = (row: Row, figure: (f: Figures) => number | null, digits: number) => {
+  const values = row.runs.map(figure).filter((v): v is number => v !== null);
+  return values.length ? median(values).toFixed(digits) : '-';
+};
+
+/** The table's columns, in order: a new column is one more entry here. */
+const COLUMNS: Column[] = [
+  { header: 'strategy', cell: (row) => row.label },
+  { header: 'clients', cell: (row) => String(row.clients) },
+  { header: 'req/s', cell: (row) => medianOf(row, (r) => r.requestsPerSecond, 0) },
+  {
+    header: 'req/s range',
+    cell: (row) => {
+      const rates = row.runs.map((r) => r.requestsPerSecond);
+      return `${Math.min(...rates).toFixed(0)}-${Math.max(...rates).toFixed(0)}`;
+    },
+  },
+  { header: 'p99 ms', cell: (row) => medianOf(row, (r) => r.p99, 1) },
+  { header: 'violations', cell: (row) => String(Math.max(...row.runs.map((r) => r.violations))) },
+  { header: 'retries', cell: (row) => medianOf(row, (r) => r.retries, 0) },
+  { header: 'TRY_AGAIN', cell: (row) => String(Math.max(...row.runs.map((r) => r.tryAgain))) },
+  { header: 'overspend yen', cell: (row) => String(Math.max(...row.runs.map((r) => r.overspendYen))) },
+  {
+    header: 'stranded yen',
+    cell: (row) => {
+      const first = medianOf(row, (r) => r.strandedAtFirstRefusalYen, 0);
+      return first === '-' ? '-' : `${first} / ${medianOf(row, (r) => r.strandedAtEndYen, 0)}`;
+    },
+  },
+  { header: 'lock hold ms', cell: (row) => medianOf(row, (r) => r.lockHoldMs, 2) },
+];
+
 function table(rows: Row[]): string {
   const lines = [
-    '| strategy | clients | req/s | req/s range | p99 ms | violations | retries | TRY_AGAIN |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-    ...rows.map((row) => {
-      const rates = row.runs.map((r) => r.requestsPerSecond);
-      return (
-        `| ${row.label} | ${row.clients} | ${median(rates).toFixed(0)} | ${Math.min(...rates).toFixed(0)}-${Math.max(...rates).toFixed(0)} | ` +
-        `${median(row.runs.map((r) => r.p99)).toFixed(1)} | ${Math.max(...row.runs.map((r) => r.violations))} | ` +
-        `${median(row.runs.map((r) => r.retries)).toFixed(0)} | ${Math.max(...row.runs.map((r) => r.tryAgain))} |`
-      );
-    }),
+    `| ${COLUMNS.map((c) => c.header).join(' | ')} |`,
+    `| ${COLUMNS.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`,
+    ...rows.map((row) => `| ${COLUMNS.map((c) => c.cell(row)).join(' | ')} |`),
   ];
   return lines.join('\n');
 }
@@ -333,20 +453,57 @@ function targets(rows: Row[]): string[] {
       ),
     );
   }
+  const notHot = find(LABEL.notHot, HOT_CLIENTS);
+  if (one && notHot) {
+    const ratio = pairedRatio(one, notHot);
+    lines.push(
+      verdict(ratio >= 0.9, `hot campaign, one budget row against the not-hot campaigns: ${ratio.toFixed(2)} of the req/s (target 0.9)`),
+    );
+  }
+  const overspent = rows.filter((r) => r.label !== LABEL.naive && r.runs.some((run) => run.overspendYen > 0));
+  lines.push(
+    verdict(
+      overspent.length === 0,
+      `no overspend in any correct row${overspent.length ? ` (${overspent.map((r) => r.label).join(', ')})` : ''}`,
+    ),
+  );
+  // Each row against the same row on the baseline, in the same passes.
+  for (const row of rows) {
+    const before = rows.find((r) => r.label === `${row.label}${BEFORE}` && r.clients === row.clients);
+    if (!before) continue;
+    const holds = [before, row].map((r) => medianOf(r, (f) => f.lockHoldMs, 2));
+    lines.push(
+      `INFO ${row.label} at ${row.clients}: ${pairedRatio(row, before).toFixed(2)}x the req/s of before, ` +
+        `p99 ${medianOf(before, (f) => f.p99, 1)} -> ${medianOf(row, (f) => f.p99, 1)} ms, lock hold ${holds[0]} -> ${holds[1]} ms`,
+    );
+  }
   return lines;
 }
 
-async function main() {
-  const { concurrency, repeats, members, json } = parseArgs(process.argv.slice(2));
-  const machine = machineDescription();
-  const commit = currentCommit();
-  console.log(`bench on ${machine}, commit ${commit}`);
+/** The median round trip of `select 1` on `databaseUrl`, in ms: what the proxy adds, measured. */
+async function roundTripMs(databaseUrl: string): Promise<number> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const times: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      const started = performance.now();
+      await client.query('select 1');
+      times.push(performance.now() - started);
+    }
+    return median(times);
+  } finally {
+    await client.end();
+  }
+}
+
+/** One database with its delay proxy, and the servers of one checkout on it (the baseline's, or this one's). */
+async function startSide(project: string | null, members: number, withPeers: boolean) {
   const database = await startScratchDatabase();
   const sql = new pg.Pool({ connectionString: database.databaseUrl, max: 2 });
   // An idle connection the server drops must not take the whole run down with it.
   sql.on('error', (error) => console.error(`database connection lost: ${error.message}`));
   const proxy = await startDelayProxyProcess(database.databaseUrl, ONE_WAY_DELAY_MS);
-  const collector = await startSpanSink();
   const serverEnv = (databaseUrl: string, strategy: string) => ({
     DATABASE_URL: databaseUrl,
     BENCH_STRATEGY: strategy,
@@ -354,54 +511,113 @@ async function main() {
     NODE_ENV: 'production',
     ACTION_SECRET,
   });
-  const servers = new Map<string, ServerProcess>();
-  const raw = rawTarget(database.databaseUrl, sql);
+  const start = (databaseUrl: string, strategy: string, extra: Record<string, string> = {}) =>
+    startServerProcess('test/load/bench-server.ts', { ...serverEnv(databaseUrl, strategy), ...extra }, project ?? undefined);
+  const targets = new Map<string, Target>();
+  const near = (server: ServerProcess): Target => ({ server, sql, databaseUrl: database.databaseUrl, dataDir: database.dataDir });
+  const far = (server: ServerProcess): Target => ({ ...near(server), proxyPid: proxy.pid });
+  for (const strategy of ['conditional', ...(withPeers ? PEERS.map((p) => p.server) : [])])
+    targets.set(strategy, near(await start(database.databaseUrl, strategy)));
+  targets.set('distant', far(await start(proxy.databaseUrl, 'conditional')));
+  targets.set('distant serializable', far(await start(proxy.databaseUrl, 'serializable')));
+  return {
+    database,
+    sql,
+    proxy,
+    targets,
+    start,
+    near,
+    async stop() {
+      for (const target of targets.values()) await target.server.stop();
+      await proxy.stop();
+      await sql.end();
+      await database.stop();
+    },
+    members,
+  };
+}
+
+async function main() {
+  const { concurrency, repeats, members, json, baseline, calibration } = parseArgs(process.argv.slice(2));
+  const machine = machineDescription();
+  const commit = currentCommit();
+  console.log(`bench on ${machine}, commit ${commit}${baseline ? `, against the checkout in ${baseline}` : ''}`);
+  const collector = await startSpanSink();
+  const sides: Awaited<ReturnType<typeof startSide>>[] = [];
+  let raw: ReturnType<typeof rawTarget> | null = null;
   let run = 0;
   const runId = () => `b${(run++).toString(36)}${Date.now().toString(36)}`;
-  const reference = (id: string, slots = 1) => {
-    const scenario = referenceScenario(id, members);
+  const reference = (id: string, slots = 1, scaled = members) => {
+    const scenario = referenceScenario(id, scaled);
     for (const campaign of scenario.campaigns) campaign.budgetSlots = slots;
     return scenario;
   };
+  const leased = (id: string) => {
+    const scenario = hotCampaignScenario(id, HOT_MEMBERS, 1);
+    for (const campaign of scenario.campaigns) campaign.budgetLeaseCoupons = HOT_LEASE_COUPONS;
+    return scenario;
+  };
   try {
-    for (const strategy of ['conditional', ...PEERS.map((p) => p.server)]) {
-      servers.set(strategy, await startServerProcess('test/load/bench-server.ts', serverEnv(database.databaseUrl, strategy)));
-    }
-    const distant = await startServerProcess('test/load/bench-server.ts', serverEnv(proxy.databaseUrl, 'conditional'));
+    const here = await startSide(null, members, true);
+    sides.push(here);
+    const before = baseline ? await startSide(baseline, members, false) : null;
+    if (before) sides.push(before);
     // Tracing costs nothing when it is off (every other row); this row shows what it costs when on.
-    servers.set(
+    here.targets.set(
       'traced',
-      await startServerProcess('test/load/bench-server.ts', {
-        ...serverEnv(database.databaseUrl, 'conditional'),
-        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: collector.url,
-        OTEL_TRACES_SAMPLER: 'always_on',
-      }),
+      here.near(
+        await here.start(here.database.databaseUrl, 'conditional', {
+          OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: collector.url,
+          OTEL_TRACES_SAMPLER: 'always_on',
+        }),
+      ),
     );
-    servers.set('distant', distant);
-    const ours = servers.get('conditional')!;
+    raw = rawTarget(here.database.databaseUrl, here.sql);
 
     // A fresh process compiles and optimizes its code on its first requests: keep that out of the figures.
-    for (const server of servers.values()) await throughEndpoint(server, sql, referenceScenario(runId(), WARM_UP_MEMBERS), 32);
-    await throughEndpoint(ours, sql, referenceScenario(runId(), WARM_UP_MEMBERS), 32, { idempotencyKeys: true, viaActions: true });
+    for (const side of sides) {
+      for (const target of side.targets.values()) await throughEndpoint(target, referenceScenario(runId(), WARM_UP_MEMBERS), 32);
+      await throughEndpoint(side.targets.get('conditional')!, referenceScenario(runId(), WARM_UP_MEMBERS), 32, {
+        idempotencyKeys: true,
+        viaActions: true,
+      });
+    }
     await raw.run(referenceScenario(runId(), WARM_UP_MEMBERS), 32);
 
     const rows: Row[] = [];
     const row = (label: string, clients: number, measure: Row['run']) => rows.push({ label, clients, run: measure, runs: [] });
+    /** A row on this checkout, and the same on the baseline's right after it, so that each pair meets the same machine. */
+    const paired = (label: string, clients: number, measure: (side: (typeof sides)[number], id: string) => Promise<Figures>) => {
+      row(label, clients, (id) => measure(here, id));
+      if (before) row(`${label}${BEFORE}`, clients, (id) => measure(before, id));
+    };
+    const hotMembers = Math.round(HOT_MEMBERS / 6);
     for (const clients of concurrency) {
       // Each comparison's rows sit next to each other, so every pair is measured under the same load of the machine.
-      row(LABEL.ours, clients, (id) => throughEndpoint(ours, sql, reference(id), clients));
+      paired(LABEL.ours, clients, (side, id) => throughEndpoint(side.targets.get('conditional')!, reference(id), clients));
       if (clients === FEATURE_CLIENTS) {
-        row(LABEL.keyed, clients, (id) => throughEndpoint(ours, sql, reference(id), clients, { idempotencyKeys: true }));
-        row(LABEL.actions, clients, (id) => throughEndpoint(ours, sql, reference(id), clients, { viaActions: true }));
-        row(LABEL.traced, clients, (id) => throughEndpoint(servers.get('traced')!, sql, reference(id), clients));
+        paired(LABEL.keyed, clients, (side, id) =>
+          throughEndpoint(side.targets.get('conditional')!, reference(id), clients, { idempotencyKeys: true }),
+        );
+        paired(LABEL.actions, clients, (side, id) =>
+          throughEndpoint(side.targets.get('conditional')!, reference(id), clients, { viaActions: true }),
+        );
+        row(LABEL.traced, clients, (id) => throughEndpoint(here.targets.get('traced')!, reference(id), clients));
       }
-      row(LABEL.raw, clients, (id) => raw.run(reference(id), clients));
-      for (const peer of PEERS) row(peer.label, clients, (id) => throughEndpoint(servers.get(peer.server)!, sql, reference(id), clients));
-      row(LABEL.oursSlotted, clients, (id) => throughEndpoint(ours, sql, reference(id, HOT_SLOTS), clients));
+      row(LABEL.raw, clients, (id) => raw!.run(reference(id), clients));
+      for (const peer of PEERS) row(peer.label, clients, (id) => throughEndpoint(here.targets.get(peer.server)!, reference(id), clients));
+      paired(LABEL.oursSlotted, clients, (side, id) =>
+        throughEndpoint(side.targets.get('conditional')!, reference(id, HOT_SLOTS), clients),
+      );
     }
-    row(LABEL.hotOneSlot, HOT_CLIENTS, (id) => throughEndpoint(distant, sql, hotCampaignScenario(id, HOT_MEMBERS, 1), HOT_CLIENTS));
-    row(LABEL.hotSixteenSlots, HOT_CLIENTS, (id) =>
-      throughEndpoint(distant, sql, hotCampaignScenario(id, HOT_MEMBERS, HOT_SLOTS), HOT_CLIENTS),
+    const hot = (side: (typeof sides)[number], key: string, scenario: CouponScenario) =>
+      throughEndpoint(side.targets.get(key)!, scenario, HOT_CLIENTS, {}, true);
+    paired(LABEL.hotOneSlot, HOT_CLIENTS, (side, id) => hot(side, 'distant', hotCampaignScenario(id, HOT_MEMBERS, 1)));
+    paired(LABEL.hotSixteenSlots, HOT_CLIENTS, (side, id) => hot(side, 'distant', hotCampaignScenario(id, HOT_MEMBERS, HOT_SLOTS)));
+    row(LABEL.hotLeases, HOT_CLIENTS, (id) => hot(here, 'distant', leased(id)));
+    paired(LABEL.hotSerializable, HOT_CLIENTS, (side, id) => hot(side, 'distant serializable', hotCampaignScenario(id, HOT_MEMBERS, 1)));
+    paired(LABEL.notHot, HOT_CLIENTS, (side, id) =>
+      throughEndpoint(side.targets.get('distant')!, reference(id, 1, hotMembers), HOT_CLIENTS),
     );
 
     for (let repeat = 1; repeat <= repeats; repeat++) {
@@ -411,33 +627,81 @@ async function main() {
         measured.runs.push(figures);
         console.log(
           `  [${repeat}/${repeats}] ${measured.label} at ${measured.clients}: ${figures.requestsPerSecond.toFixed(0)} req/s, ` +
-            `p99 ${figures.p99.toFixed(1)} ms, ${figures.violations} violations`,
+            `p99 ${figures.p99.toFixed(1)} ms, ${figures.violations} violations` +
+            (figures.lockHoldMs !== null ? `, lock hold ${figures.lockHoldMs.toFixed(2)} ms` : ''),
         );
       }
     }
+    // The hold with the machine as quiet as it gets: one client, one budget row, through the proxy.
+    const quiet = await throughEndpoint(here.targets.get('distant')!, hotCampaignScenario(runId(), 400, 1), 1, {}, true);
+    const rttMs = await roundTripMs(here.proxy.databaseUrl);
+    const directRttMs = await roundTripMs(here.database.databaseUrl);
     const requestsPerRun = members * 6;
     console.log(
       `\nCoupon reference scenario, ${requestsPerRun.toLocaleString('en')} requests per run (${members} members x 3 campaigns x 2 sends); ` +
-        `hot campaign ${HOT_MEMBERS.toLocaleString('en')} requests per run at ${HOT_CLIENTS} clients through a ${ONE_WAY_DELAY_MS} ms-each-way proxy.\n` +
-        `Every row ran ${repeats} times, all rows interleaved (every other pass in reverse order); req/s and p99 are medians, ` +
-        `violations and TRY_AGAIN the worst run. ${machine}, commit ${commit}:\n`,
+        `hot campaign ${HOT_MEMBERS.toLocaleString('en')} requests per run at ${HOT_CLIENTS} clients through a ${ONE_WAY_DELAY_MS} ms-each-way proxy ` +
+        `(select 1 took ${rttMs.toFixed(2)} ms through it, ${directRttMs.toFixed(2)} ms without).\n` +
+        `Every row ran ${repeats} times, all rows interleaved (every other pass in reverse order); req/s, p99, stranded and lock hold are medians, ` +
+        `violations, overspend and TRY_AGAIN the worst run. Stranded: yen left when the first BUDGET_EXCEEDED came / at the end. ` +
+        `Lock hold: the time a budget row (slot or lease) was locked per coupon issued, sampled in PostgreSQL (rows at 1 ms). ${machine}, commit ${commit}:\n`,
     );
     console.log(table(rows));
     console.log('\nTargets:');
     for (const line of targets(rows)) console.log(`  ${line}`);
+    await writeCalibration(calibration, {
+      machine,
+      commit,
+      rttMs,
+      directRttMs,
+      quietHoldMs: quiet.lockHoldMs ?? 0,
+      rows: rows.filter((r) => !r.label.endsWith(BEFORE)),
+    });
+    console.log(`\ncalibration for npm run sim written to ${calibration}`);
     if (json)
       await writeFile(
         json,
         `${JSON.stringify({ machine, commit, repeats, requestsPerRun, rows: rows.map(({ run: _run, ...r }) => r) }, null, 2)}\n`,
       );
   } finally {
-    for (const server of servers.values()) await server.stop();
-    await raw.close();
-    await proxy.stop();
+    for (const side of sides) await side.stop();
+    await raw?.close();
     await collector.close();
-    await sql.end();
-    await database.stop();
   }
+}
+
+/** What the simulation is calibrated with: the round trip, and per row its figures and the CPU per request of each process. */
+async function writeCalibration(
+  file: string,
+  run: { machine: string; commit: string; rttMs: number; directRttMs: number; quietHoldMs: number; rows: Row[] },
+) {
+  const calibration: Calibration = {
+    measured: new Date().toISOString().slice(0, 10),
+    machine: run.machine,
+    commit: run.commit,
+    cores: os.cpus().length,
+    proxyRttMs: 2 * ONE_WAY_DELAY_MS,
+    rttMs: run.rttMs,
+    directRttMs: run.directRttMs,
+    quietHoldMs: run.quietHoldMs,
+    hot: { clients: HOT_CLIENTS, members: HOT_MEMBERS, discountYen: 100, leaseCoupons: HOT_LEASE_COUPONS, slots: HOT_SLOTS },
+    rows: run.rows
+      .filter((row) => row.clients === HOT_CLIENTS && row.label.includes('1 ms round trip'))
+      .map((row) => ({
+        label: row.label,
+        requestsPerSecond: median(row.runs.map((r) => r.requestsPerSecond)),
+        p99Ms: median(row.runs.map((r) => r.p99)),
+        lockHoldMs: row.runs.some((r) => r.lockHoldMs !== null) ? median(row.runs.map((r) => r.lockHoldMs ?? 0)) : null,
+        retriesPerRequest: median(row.runs.map((r) => r.retries)) / HOT_MEMBERS,
+        strandedAtFirstRefusalYen:
+          row.runs[0]!.strandedAtFirstRefusalYen === null ? null : median(row.runs.map((r) => r.strandedAtFirstRefusalYen ?? 0)),
+        cpuMsPerRequest: Object.fromEntries(
+          Object.keys(row.runs[0]!.cpuMsPerRequest).map((part) => [part, median(row.runs.map((r) => r.cpuMsPerRequest[part] ?? 0))]),
+        ),
+        machineBusyCores: median(row.runs.map((r) => r.machineBusyCores)),
+      })),
+  };
+  await mkdir(path.dirname(file), { recursive: true });
+  await writeFile(file, `${JSON.stringify(calibration, null, 2)}\n`);
 }
 
 main().catch((error: unknown) => {

@@ -1,14 +1,25 @@
 import { writeFile } from 'node:fs/promises';
-import pg from 'pg';
+import { loadEnvFile } from '../../src/cli/env-file.js';
+import { ConfigError, loadConfig, type AppConfig } from '../../src/config.js';
 import { LOAD_USAGE, parseLoadArgs, UsageError, type LoadArgs } from './args.js';
 import { LoadClient } from './client.js';
-import { renderReport, type ReportContext } from './report.js';
+import { describeLoad, renderReport, type MachineLoad, type ReportContext } from './report.js';
 import { runLoad, type LoadResult } from './run.js';
 import type { LoadScenario } from './scenario.js';
 import { couponsScenario, headerSessions } from './scenarios/coupons.js';
 import { documentsScenario } from './scenarios/documents.js';
 import { huddlesScenario } from './scenarios/huddles.js';
-import { currentCommit, machineDescription, startScratchDatabase, startServerProcess } from './target.js';
+import {
+  currentCommit,
+  describeGivenServer,
+  describeOwnServer,
+  machineDescription,
+  machineLoadNow,
+  serverProcessEnv,
+  sqlPool,
+  startScratchDatabase,
+  startServerProcess,
+} from './target.js';
 
 const PROGRESS_LOG_INTERVAL_MS = 2_000;
 /** A send this much after its scheduled time means the generator, not the server, was the bottleneck. */
@@ -22,7 +33,9 @@ export function buildScenario(args: LoadArgs, runId: string): LoadScenario {
     case 'documents':
       return documentsScenario(runId, 3, total);
     case 'huddles':
-      return huddlesScenario(runId, 20, Math.max(2, Math.ceil(args.concurrency / 10)), total);
+      // At least 80 members, so that at full speed (2,000 requests/s on two cores) none writes faster
+      // than 25 a second: under MEMBER_WRITE_RATE.
+      return huddlesScenario(runId, 20, Math.max(4, Math.ceil(args.concurrency / 10)), total);
   }
 }
 
@@ -43,10 +56,19 @@ function sendLag(result: LoadResult): string {
     : `${late} requests sent more than ${LATE_SEND_MS} ms late (at most ${worst.toFixed(0)} ms): the load generator fell behind`;
 }
 
-export function formatResult(result: LoadResult): string {
+/** How the run met the machine and the server: printed with the figures, so that two runs can be told apart. */
+export interface RunCircumstances {
+  server: Record<string, string>;
+  load: MachineLoad;
+}
+
+export function formatResult(result: LoadResult, circumstances?: RunCircumstances): string {
   const { latency } = result;
+  const { server, load } = circumstances ?? {};
   const lines = [
     `scenario ${result.scenario}, ${describeModel(result)}`,
+    ...Object.entries(server ?? {}).map(([key, value], i) => `${i === 0 ? 'server' : ''}`.padEnd(14) + `${key}: ${value}`),
+    ...(load ? [`machine load  ${describeLoad(load)}`] : []),
     `requests      ${result.requests} in ${(result.wallMs / 1000).toFixed(2)} s`,
     ...(result.offeredRate !== null
       ? [
@@ -75,15 +97,17 @@ export function formatResult(result: LoadResult): string {
       : result.violations.length === 0
         ? 'invariants    all held (checked in SQL)'
         : `invariants    VIOLATED:\n${result.violations.map((v) => `  - ${v}`).join('\n')}`,
+    ...(result.checks ?? []).map((check) => `  ${check.violations.length ? 'VIOLATED' : 'held'}  ${check.invariant}: ${check.counted}`),
   ];
   return lines.join('\n');
 }
 
-function reportContext(args: LoadArgs, url: string): ReportContext {
+function reportContext(args: LoadArgs, url: string, circumstances: RunCircumstances): ReportContext {
   return {
     date: new Date(),
     commit: currentCommit(),
     machine: machineDescription(),
+    ...circumstances,
     configuration: {
       scenario: args.scenario,
       model: describeModel({ model: args.rate === null ? 'closed' : 'open', offeredRate: args.rate, concurrency: args.concurrency }),
@@ -108,11 +132,23 @@ async function main(): Promise<number> {
     console.log(LOAD_USAGE);
     return 0;
   }
+  let ownServer: AppConfig | null = null;
+  try {
+    // The .env file as npm start reads it, and the configuration the server will start with:
+    // a wrong value stops here, and the report states the settings.
+    loadEnvFile();
+    if (args.url === null) ownServer = loadConfig(serverProcessEnv({ DATABASE_URL: 'postgres://scratch@127.0.0.1/postgres' }, 0));
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(`Configuration error: ${error.message}`);
+    return 2;
+  }
+  const loadBefore = machineLoadNow();
   const database = args.url === null ? await startScratchDatabase() : null;
   const server = database ? await startServerProcess('src/main.ts', { DATABASE_URL: database.databaseUrl }) : null;
   const url = args.url ?? server!.url;
   const databaseUrl = args.databaseUrl ?? database?.databaseUrl ?? null;
-  const sql = databaseUrl ? new pg.Pool({ connectionString: databaseUrl, max: 2 }) : null;
+  const sql = databaseUrl ? sqlPool(databaseUrl) : null;
   // An idle connection the server drops must not take the whole run down with it.
   sql?.on('error', (error) => console.error(`database connection lost: ${error.message}`));
   const client = new LoadClient(url, args.concurrency, { resend: args.resend });
@@ -139,14 +175,20 @@ async function main(): Promise<number> {
       },
     });
     if (process.stderr.isTTY) process.stderr.write('\n');
-    console.log(formatResult(result));
+    const circumstances: RunCircumstances = {
+      server: ownServer
+        ? describeOwnServer(ownServer, 'a fresh embedded PostgreSQL on this machine, default durability')
+        : describeGivenServer(url),
+      load: { cores: loadBefore.cores, before: loadBefore.averages, after: machineLoadNow().averages },
+    };
+    console.log(formatResult(result, circumstances));
     if (args.json) {
       const { samples: _samples, ...summary } = result;
       await writeFile(args.json, `${JSON.stringify(summary, null, 2)}\n`);
       console.log(`summary written to ${args.json}`);
     }
     if (args.report) {
-      await writeFile(args.report, renderReport(result, reportContext(args, url)));
+      await writeFile(args.report, renderReport(result, reportContext(args, url, circumstances)));
       console.log(`report written to ${args.report}`);
     }
     return result.violations !== null && result.violations.length > 0 ? 1 : 0;

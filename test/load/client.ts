@@ -20,6 +20,11 @@ export interface LoadClientOptions {
   resendDeadlineMs?: number;
   /** A request whose connection stays silent this long fails (NO_ANSWER) instead of waiting for ever. */
   requestTimeoutMs?: number;
+  /**
+   * A new connection per request instead of keep-alive: a probe that must not mistake the race of
+   * a request with the server closing an idle socket (its keep-alive timeout) for a failure.
+   */
+  keepAlive?: boolean;
 }
 
 const MUTATION = /^\s*mutation\b/;
@@ -39,7 +44,7 @@ export class LoadClient {
     private readonly options: LoadClientOptions = {},
   ) {
     this.url = new URL(graphqlUrl);
-    this.agent = new http.Agent({ keepAlive: true, maxSockets: connections, maxFreeSockets: connections });
+    this.agent = new http.Agent({ keepAlive: options.keepAlive ?? true, maxSockets: connections, maxFreeSockets: connections });
   }
 
   async open(): Promise<void> {

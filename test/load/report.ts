@@ -1,4 +1,5 @@
 import type { LoadResult } from './run.js';
+import { summarize } from './stats.js';
 
 const escape = (text: string) => text.replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -9,6 +10,22 @@ export interface ReportContext {
   machine: string;
   /** What ran and how: scenario, model, rate, connections, amount, target. */
   configuration: Record<string, string>;
+  /** The server's mode and settings (pool, in-flight limit, ...), or what is known of a server given by URL. */
+  server: Record<string, string>;
+  /** The machine's load averages (1, 5 and 15 minutes) before the set-up and after the run. */
+  load: MachineLoad;
+}
+
+export interface MachineLoad {
+  cores: number;
+  before: number[];
+  after: number[];
+}
+
+/** Load averages in words: the three figures, before and after, against the number of cores. */
+export function describeLoad(load: MachineLoad): string {
+  const figures = (values: number[]) => values.map((value) => value.toFixed(2)).join(' / ');
+  return `${figures(load.before)} before, ${figures(load.after)} after (1 / 5 / 15 min; ${load.cores} cores)`;
 }
 
 interface Chart {
@@ -18,8 +35,17 @@ interface Chart {
   xTitle: string;
   yTitle: string;
   color: string;
+  /** Bars drawn in another colour (a partial second), by index. */
+  marked?: { index: number; color: string };
   /** A horizontal reference line (the offered rate), drawn dashed and labelled. */
   reference?: { value: number; label: string };
+}
+
+interface LineChart {
+  series: { name: string; color: string; values: number[] }[];
+  labels: string[];
+  xTitle: string;
+  yTitle: string;
 }
 
 const WIDTH = 760;
@@ -33,42 +59,91 @@ function niceCeiling(max: number): number {
   return [1, 2, 2.5, 5, 10].map((step) => step * magnitude).find((candidate) => candidate >= max)!;
 }
 
-/** A bar chart with both axes drawn, ticked and titled with their units. */
-function barChart(chart: Chart): string {
-  const top = niceCeiling(Math.max(...chart.values, chart.reference?.value ?? 0));
+/** The frame of a chart: both axes drawn, ticked and titled with their units, for values up to `top`. */
+function frame(top: number, labels: string[], xTitle: string, yTitle: string) {
   const plotWidth = WIDTH - PLOT.left - PLOT.right;
   const plotHeight = HEIGHT - PLOT.top - PLOT.bottom;
   const y = (value: number) => PLOT.top + plotHeight - (value / top) * plotHeight;
-  const barWidth = plotWidth / Math.max(1, chart.values.length);
-  const bars = chart.values
-    .map((value, i) => {
-      const x = PLOT.left + i * barWidth;
-      return `<rect x="${x.toFixed(1)}" y="${y(value).toFixed(1)}" width="${Math.max(1, barWidth - 1).toFixed(1)}" height="${(y(0) - y(value)).toFixed(1)}" fill="${chart.color}"><title>${escape(chart.labels[i]!)}: ${value}</title></rect>`;
-    })
-    .join('');
+  const slot = plotWidth / Math.max(1, labels.length);
   const yTicks = [0, 0.25, 0.5, 0.75, 1]
     .map((share) => {
       const value = top * share;
       return `<line x1="${PLOT.left - 4}" x2="${PLOT.left}" y1="${y(value)}" y2="${y(value)}" stroke="#333"/><text x="${PLOT.left - 6}" y="${y(value) + 4}" font-size="11" text-anchor="end">${Number(value.toPrecision(3))}</text>`;
     })
     .join('');
-  const labelEvery = Math.max(1, Math.ceil(chart.values.length / 12));
-  const xTicks = chart.labels
+  const labelEvery = Math.max(1, Math.ceil(labels.length / 12));
+  const xTicks = labels
     .map((label, i) =>
       i % labelEvery === 0
-        ? `<text x="${(PLOT.left + (i + 0.5) * barWidth).toFixed(1)}" y="${HEIGHT - PLOT.bottom + 16}" font-size="11" text-anchor="middle">${escape(label)}</text>`
+        ? `<text x="${(PLOT.left + (i + 0.5) * slot).toFixed(1)}" y="${HEIGHT - PLOT.bottom + 16}" font-size="11" text-anchor="middle">${escape(label)}</text>`
         : '',
     )
+    .join('');
+  const axes =
+    `<line x1="${PLOT.left}" x2="${PLOT.left}" y1="${PLOT.top}" y2="${y(0)}" stroke="#333"/>` +
+    `<line x1="${PLOT.left}" x2="${WIDTH - PLOT.right}" y1="${y(0)}" y2="${y(0)}" stroke="#333"/>` +
+    `<text x="${PLOT.left + plotWidth / 2}" y="${HEIGHT - 8}" font-size="12" text-anchor="middle">${escape(xTitle)}</text>` +
+    `<text transform="translate(14 ${PLOT.top + plotHeight / 2}) rotate(-90)" font-size="12" text-anchor="middle">${escape(yTitle)}</text>`;
+  return { y, slot, decorations: `${axes}${yTicks}${xTicks}` };
+}
+
+/** A bar chart with both axes drawn, ticked and titled with their units. */
+function barChart(chart: Chart): string {
+  const top = niceCeiling(Math.max(...chart.values, chart.reference?.value ?? 0));
+  const { y, slot, decorations } = frame(top, chart.labels, chart.xTitle, chart.yTitle);
+  const bars = chart.values
+    .map((value, i) => {
+      const x = PLOT.left + i * slot;
+      const color = chart.marked?.index === i ? chart.marked.color : chart.color;
+      return `<rect x="${x.toFixed(1)}" y="${y(value).toFixed(1)}" width="${Math.max(1, slot - 1).toFixed(1)}" height="${(y(0) - y(value)).toFixed(1)}" fill="${color}"><title>${escape(chart.labels[i]!)}: ${Number(value.toPrecision(4))}</title></rect>`;
+    })
     .join('');
   const reference = chart.reference
     ? `<line x1="${PLOT.left}" x2="${WIDTH - PLOT.right}" y1="${y(chart.reference.value)}" y2="${y(chart.reference.value)}" stroke="#b00020" stroke-dasharray="6 4"/><text x="${WIDTH - PLOT.right}" y="${y(chart.reference.value) - 4}" font-size="11" text-anchor="end" fill="#b00020">${escape(chart.reference.label)}</text>`
     : '';
-  const axes =
-    `<line x1="${PLOT.left}" x2="${PLOT.left}" y1="${PLOT.top}" y2="${y(0)}" stroke="#333"/>` +
-    `<line x1="${PLOT.left}" x2="${WIDTH - PLOT.right}" y1="${y(0)}" y2="${y(0)}" stroke="#333"/>` +
-    `<text x="${PLOT.left + plotWidth / 2}" y="${HEIGHT - 8}" font-size="12" text-anchor="middle">${escape(chart.xTitle)}</text>` +
-    `<text transform="translate(14 ${PLOT.top + plotHeight / 2}) rotate(-90)" font-size="12" text-anchor="middle">${escape(chart.yTitle)}</text>`;
-  return `<svg width="${WIDTH}" height="${HEIGHT}" role="img">${bars}${reference}${axes}${yTicks}${xTicks}</svg>`;
+  return `<svg width="${WIDTH}" height="${HEIGHT}" role="img">${bars}${reference}${decorations}</svg>`;
+}
+
+/** Lines over the same x slots as a bar chart, with a legend. */
+function lineChart(chart: LineChart): string {
+  const top = niceCeiling(Math.max(...chart.series.flatMap((series) => series.values)));
+  const { y, slot, decorations } = frame(top, chart.labels, chart.xTitle, chart.yTitle);
+  const lines = chart.series
+    .map((series) => {
+      const points = series.values.map((value, i) => `${(PLOT.left + (i + 0.5) * slot).toFixed(1)},${y(value).toFixed(1)}`).join(' ');
+      const dots = series.values
+        .map(
+          (value, i) =>
+            `<circle cx="${(PLOT.left + (i + 0.5) * slot).toFixed(1)}" cy="${y(value).toFixed(1)}" r="2" fill="${series.color}"><title>${escape(series.name)}, ${escape(chart.labels[i]!)}: ${value.toFixed(1)}</title></circle>`,
+        )
+        .join('');
+      return `<polyline points="${points}" fill="none" stroke="${series.color}" stroke-width="1.5"/>${dots}`;
+    })
+    .join('');
+  const legend = chart.series
+    .map(
+      (series, i) =>
+        `<rect x="${PLOT.left + 10 + i * 70}" y="${PLOT.top}" width="10" height="10" fill="${series.color}"/><text x="${PLOT.left + 24 + i * 70}" y="${PLOT.top + 9}" font-size="11">${escape(series.name)}</text>`,
+    )
+    .join('');
+  return `<svg width="${WIDTH}" height="${HEIGHT}" role="img">${lines}${legend}${decorations}</svg>`;
+}
+
+/** The run cut into whole seconds; the last one may be partial (`lastSeconds` below 1). */
+export interface Seconds {
+  samples: LoadResult['samples'][];
+  /** How much of its second the last window covers: the run rarely ends on a whole second. */
+  lastSeconds: number;
+}
+
+/** Below this share of a second, the last window is called partial (a run ending 10 ms short of a second is not). */
+const WHOLE_SECOND = 0.99;
+
+export function bySecond(result: LoadResult): Seconds {
+  const count = Math.max(1, Math.ceil(result.wallMs / 1000));
+  const samples: LoadResult['samples'][] = Array.from({ length: count }, () => []);
+  for (const sample of result.samples) samples[Math.min(count - 1, Math.floor(sample.endMs / 1000))]!.push(sample);
+  return { samples, lastSeconds: Math.min(1, result.wallMs / 1000 - (count - 1)) };
 }
 
 /** Latency histogram on log-spaced buckets, from 1 ms to the slowest request. */
@@ -80,19 +155,67 @@ function latencyHistogram(result: LoadResult): string {
   return barChart({ values: counts, labels, xTitle: 'latency (ms, upper bound of each bucket)', yTitle: 'requests', color: '#3b6ea8' });
 }
 
-/** Requests answered in each second of the run, against the offered rate in the open model. */
-function throughput(result: LoadResult): string {
-  const seconds = Math.max(1, Math.ceil(result.wallMs / 1000));
-  const perSecond = Array.from({ length: seconds }, () => 0);
-  for (const sample of result.samples) perSecond[Math.min(seconds - 1, Math.floor(sample.endMs / 1000))]!++;
-  return barChart({
+/**
+ * Requests answered in each second of the run, against the offered rate in the open model. The
+ * last second is usually partial: its bar is its answers per second of the time it covers, drawn
+ * lighter and labelled, so that it does not read as a drop in throughput.
+ */
+function throughput(result: LoadResult): { chart: string; note: string } {
+  const { samples, lastSeconds } = bySecond(result);
+  const partial = lastSeconds < WHOLE_SECOND;
+  const last = samples.length - 1;
+  const perSecond = samples.map((answers, i) => (i === last && partial ? answers.length / lastSeconds : answers.length));
+  const chart = barChart({
     values: perSecond,
-    labels: perSecond.map((_, i) => String(i + 1)),
+    labels: perSecond.map((_, i) => (i === last && partial ? `${i + 1}*` : String(i + 1))),
     xTitle: 'time since the start (s)',
     yTitle: 'answers per second (requests/s)',
     color: '#5a9e5a',
+    ...(partial ? { marked: { index: last, color: '#b7d7b7' } } : {}),
     ...(result.offeredRate !== null ? { reference: { value: result.offeredRate, label: `offered ${result.offeredRate} requests/s` } } : {}),
   });
+  const note = partial
+    ? `<p>* Second ${last + 1} is partial: the run ended ${lastSeconds.toFixed(2)} s into it. Its lighter bar is its ${samples[last]!.length} answers scaled to a second (${perSecond[last]!.toFixed(0)} requests/s), not a count of a whole second.</p>`
+    : '';
+  return { chart, note };
+}
+
+/** p50, p95 and p99 of the requests answered in each second: where in the run latency rose. */
+function latencyOverTime(result: LoadResult): { chart: string; rows: string } {
+  const { samples, lastSeconds } = bySecond(result);
+  const partial = lastSeconds < WHOLE_SECOND;
+  const summaries = samples.map((answers) => summarize(answers.map((sample) => sample.latencyMs)));
+  const labels = summaries.map((_, i) => (i === samples.length - 1 && partial ? `${i + 1}*` : String(i + 1)));
+  const chart = lineChart({
+    series: [
+      { name: 'p50', color: '#3b6ea8', values: summaries.map((s) => s.p50) },
+      { name: 'p95', color: '#d08c1a', values: summaries.map((s) => s.p95) },
+      { name: 'p99', color: '#b00020', values: summaries.map((s) => s.p99) },
+    ],
+    labels,
+    xTitle: 'time since the start (s, by when each request was answered)',
+    yTitle: 'latency (ms)',
+  });
+  const rows = summaries
+    .map(
+      (summary, i) =>
+        `<tr><td>${escape(labels[i]!)}${i === samples.length - 1 && partial ? ` (${lastSeconds.toFixed(2)} s)` : ''}</td><td>${summary.count}</td><td>${summary.p50.toFixed(1)}</td><td>${summary.p95.toFixed(1)}</td><td>${summary.p99.toFixed(1)}</td><td>${summary.max.toFixed(1)}</td></tr>`,
+    )
+    .join('');
+  return { chart, rows };
+}
+
+/** Each invariant the run checked in SQL, with the counts its verdict rests on. */
+function invariants(result: LoadResult): string {
+  if (result.checks === null) return '<p>Invariants: not checked (no database URL).</p>';
+  const held = result.checks.every((check) => check.violations.length === 0);
+  const rows = result.checks
+    .map(
+      (check) =>
+        `<tr><td>${escape(check.invariant)}</td><td>${escape(check.counted)}</td><td class="${check.violations.length ? 'bad' : 'ok'}">${check.violations.length ? `VIOLATED: ${escape(check.violations.join('; '))}` : 'held'}</td></tr>`,
+    )
+    .join('');
+  return `<p class="${held ? 'ok' : 'bad'}">${held ? 'Invariants: all held.' : 'Invariants violated.'}</p><table><tr><th>invariant</th><th>counted in SQL</th><th>verdict</th></tr>${rows}</table>`;
 }
 
 const table = (rows: [string, string][]) =>
@@ -106,18 +229,16 @@ export function renderReport(result: LoadResult, context: ReportContext, title =
       .map(([key, count]) => `<tr><td>${escape(key)}</td><td>${count}</td></tr>`)
       .join('') || '<tr><td colspan="2">none</td></tr>';
   const { latency } = result;
-  const verdict =
-    result.violations === null
-      ? '<p>Invariants: not checked (no database URL).</p>'
-      : result.violations.length === 0
-        ? '<p class="ok">Invariants: all held.</p>'
-        : `<p class="bad">Invariants violated:</p><ul>${result.violations.map((v) => `<li>${escape(v)}</li>`).join('')}</ul>`;
   const run = table([
     ['date', context.date.toISOString()],
     ['commit', context.commit],
     ['machine', context.machine],
+    ['machine load', describeLoad(context.load)],
     ...Object.entries(context.configuration),
   ]);
+  const server = table(Object.entries(context.server));
+  const { chart: throughputChart, note: partialNote } = throughput(result);
+  const { chart: latencyChart, rows: latencyRows } = latencyOverTime(result);
   const figures = table([
     ['requests', String(result.requests)],
     ['wall time', `${(result.wallMs / 1000).toFixed(2)} s`],
@@ -134,11 +255,14 @@ export function renderReport(result: LoadResult, context: ReportContext, title =
 </head><body>
 <h1>${escape(title)}</h1>
 <h2>Run</h2>${run}
+<h2>Server</h2>${server}
 <h2>Figures</h2>${figures}
-${verdict}
+<h2>Invariants</h2>${invariants(result)}
 <h2>Outcomes</h2><table><tr><th>outcome</th><th>count</th></tr>${outcomes(result.outcomes)}</table>
 <h2>Latency histogram</h2>${latencyHistogram(result)}
-<h2>Throughput over time</h2>${throughput(result)}
+<h2>Throughput over time</h2>${throughputChart}${partialNote}
+<h2>Latency over time</h2>${latencyChart}
+<table><tr><th>second</th><th>answers</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>max ms</th></tr>${latencyRows}</table>
 </body></html>
 `;
 }

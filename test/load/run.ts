@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { LoadClient, runLanes, type GraphQLReply } from './client.js';
-import type { Amount, LoadScenario } from './scenario.js';
+import { violationsOf, type Amount, type InvariantCheck, type LoadScenario } from './scenario.js';
 import type { Session } from './scenarios/coupons.js';
 import { countBy, summarize, type LatencySummary } from './stats.js';
 
@@ -35,6 +35,9 @@ export interface LoadResult {
   errors: Record<string, number>;
   /** NETWORK_ERROR by how the connection failed: a refused connection was never accepted, a reset lost an accepted request. */
   networkFailures: Record<string, number>;
+  /** Every invariant checked in SQL with its counts; null when no database was given. */
+  checks: InvariantCheck[] | null;
+  /** What broke, one line each (empty: every invariant held); null when nothing was checked. */
   violations: string[] | null;
   samples: Sample[];
 }
@@ -80,6 +83,8 @@ export interface RunOptions {
   /** The database to count invariants in; null skips the check. */
   sql: pg.Pool | null;
   onProgress?: (done: number, elapsedMs: number) => void;
+  /** Told of every answer as it arrives (the bench reads the budget when the first refusal comes). */
+  onAnswer?: (outcome: string) => void;
 }
 
 /**
@@ -110,6 +115,7 @@ export async function runLoad(options: RunOptions): Promise<LoadResult> {
       const endMs = performance.now() - started;
       const outcome = reply === null ? NETWORK_ERROR : scenario.outcomeOf(reply);
       const startMs = Math.min(dueMs, sentMs);
+      options.onAnswer?.(outcome);
       samples.push({ dueMs: startMs, sentMs, endMs, latencyMs: endMs - startMs, outcome, ...(networkFailure ? { networkFailure } : {}) });
     };
   };
@@ -127,6 +133,7 @@ export async function runLoad(options: RunOptions): Promise<LoadResult> {
   const wallMs = performance.now() - started;
   options.onProgress?.(samples.length, wallMs);
   const outcomes = countBy(samples, (s) => s.outcome);
+  const checks = options.sql ? await scenario.check(options.sql, outcomes) : null;
   const errors = Object.fromEntries(Object.entries(outcomes).filter(([outcome]) => isErrorOutcome(outcome)));
   return {
     scenario: scenario.name,
@@ -143,7 +150,8 @@ export async function runLoad(options: RunOptions): Promise<LoadResult> {
       samples.filter((s) => s.networkFailure !== undefined),
       (s) => s.networkFailure!,
     ),
-    violations: options.sql ? await scenario.check(options.sql, outcomes) : null,
+    checks,
+    violations: checks ? violationsOf(checks) : null,
     samples,
   };
 }

@@ -14,8 +14,19 @@ export interface LoadScenario {
   /** A reply's status (ISSUED, JOINED, OK) or error code. */
   outcomeOf(reply: GraphQLReply): string;
   /** The scenario's invariants, counted in the database. */
-  check(sql: pg.Pool, outcomes: Record<string, number>): Promise<string[]>;
+  check(sql: pg.Pool, outcomes: Record<string, number>): Promise<InvariantCheck[]>;
 }
+
+/** One invariant a run checked in SQL: what must hold, what was counted, and what broke. */
+export interface InvariantCheck {
+  invariant: string;
+  /** The counts the verdict rests on, in words ("600 events for 600 coupons"). */
+  counted: string;
+  /** Empty when it held; else one line for each thing that broke. */
+  violations: string[];
+}
+
+export const violationsOf = (checks: InvariantCheck[]): string[] => checks.flatMap((check) => check.violations);
 
 /** The first error's code, else the (only) payload's status, else OK. */
 export function replyOutcome(reply: GraphQLReply): string {

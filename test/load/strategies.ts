@@ -1,5 +1,7 @@
 import { sql } from 'kysely';
 import { conditionalUpdates, type CouponIssuer } from '../../src/coupons/service.js';
+import type { BudgetLeasing } from '../../src/coupons/leases.js';
+import { ownLeaseOnly } from '../naive/budget-leases.js';
 import { naiveIssuer, readCheckWriteIssuer } from '../naive/issue-coupon.js';
 
 /**
@@ -20,9 +22,16 @@ export const advisoryLockIssuer = readCheckWriteIssuer({
   },
 });
 
-export const ISSUERS: Record<string, CouponIssuer> = {
-  naive: naiveIssuer,
-  serializable: serializableIssuer,
-  advisory: advisoryLockIssuer,
-  conditional: conditionalUpdates,
+/** A server's coupon design: the issuer, and with leases which lease an issue may take from. */
+export interface Strategy {
+  issuer: CouponIssuer;
+  leasing?: BudgetLeasing;
+}
+
+export const STRATEGIES: Record<string, Strategy> = {
+  naive: { issuer: naiveIssuer },
+  serializable: { issuer: serializableIssuer },
+  advisory: { issuer: advisoryLockIssuer },
+  conditional: { issuer: conditionalUpdates },
+  'naive-leases': { issuer: conditionalUpdates, leasing: ownLeaseOnly },
 };

@@ -3,6 +3,10 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { AppConfig } from '../../src/config.js';
+import pg from 'pg';
+import { parseDatabaseUrl } from '../../src/database-url.js';
+import { clientClass, ConnectError, DatabasePath } from '../../src/db/client.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
 import { createLogger } from '../../src/logger.js';
 import { freePort } from '../support/ports.js';
@@ -11,18 +15,72 @@ import { throughProxy } from './delay-proxy.js';
 const PROJECT = fileURLToPath(new URL('../..', import.meta.url));
 
 /** A fresh embedded PostgreSQL in a temporary folder, with PostgreSQL's default durability. */
-export async function startScratchDatabase(): Promise<{ postgres: EmbeddedPostgres; databaseUrl: string; stop(): Promise<void> }> {
+export async function startScratchDatabase(): Promise<{
+  postgres: EmbeddedPostgres;
+  databaseUrl: string;
+  dataDir: string;
+  stop(): Promise<void>;
+}> {
   const root = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-load-'));
   await chmod(root, 0o755);
   const postgres = await startEmbeddedPostgres({ dataDir: path.join(root, 'data'), port: await freePort(), log: createLogger('warn') });
   return {
     postgres,
     databaseUrl: postgres.connectionString('postgres'),
+    dataDir: path.join(root, 'data'),
     async stop() {
       await postgres.stop();
       await rm(root, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * A pg pool for the load tool's own SQL (the invariant checks) that takes any DATABASE_URL the
+ * server takes, a multi-host one with target_session_attrs included: after a failover the
+ * checks then run on the new primary.
+ */
+export function sqlPool(databaseUrl: string, max = 2): pg.Pool {
+  const path = new DatabasePath(parseDatabaseUrl(databaseUrl));
+  const { Client } = clientClass({
+    path,
+    connectTimeoutMs: 10_000,
+    statementTimeoutMs: 60_000,
+    preparedStatements: false,
+    stallsEvict: false,
+  });
+  return new PrimaryPool({ max, Client }, path.hosts.length);
+}
+
+type ConnectCallback = (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void;
+
+/** pg's pool opens a connection on one host; this one tries the next host after each that fails (pool.query included). */
+class PrimaryPool extends pg.Pool {
+  constructor(
+    config: pg.PoolConfig,
+    private readonly hosts: number,
+  ) {
+    super(config);
+  }
+
+  override connect(): Promise<pg.PoolClient>;
+  override connect(callback: ConnectCallback): void;
+  override connect(callback?: ConnectCallback): Promise<pg.PoolClient> | void {
+    const attempt = async (): Promise<pg.PoolClient> => {
+      for (let tried = 1; ; tried++) {
+        try {
+          return await super.connect();
+        } catch (error) {
+          if (!(error instanceof ConnectError) || tried >= this.hosts) throw error;
+        }
+      }
+    };
+    if (!callback) return attempt();
+    attempt().then(
+      (client) => callback(undefined, client, (release) => client.release(release as Error | undefined)),
+      (error: Error) => callback(error, undefined, () => {}),
+    );
+  }
 }
 
 export interface ServerProcess {
@@ -40,10 +98,16 @@ interface ChildOfOurs {
 }
 
 /** One of the project's entry points (TypeScript, or compiled to dist/) as its own process, once it prints `ready`. */
-async function startProcess(entry: string, args: string[], env: Record<string, string>, ready: RegExp): Promise<ChildOfOurs> {
+async function startProcess(
+  entry: string,
+  args: string[],
+  env: Record<string, string>,
+  ready: RegExp,
+  cwd = PROJECT,
+): Promise<ChildOfOurs> {
   // A compiled entry (dist/…js) runs on node alone, as in production.
   const child = spawn(process.execPath, [...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry, ...args], {
-    cwd: PROJECT,
+    cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -76,18 +140,50 @@ async function startProcess(entry: string, args: string[], env: Record<string, s
   };
 }
 
+/** The variables a server process started here runs with: this process's, then the defaults, then `env`. */
+export function serverProcessEnv(env: Record<string, string>, port: number): Record<string, string> {
+  const inherited = Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] => entry[1] !== undefined));
+  return { ...inherited, LOG_LEVEL: 'warn', NODE_ENV: 'development', ...env, PORT: String(port) };
+}
+
+/**
+ * What the load tool's own server is: its mode and the settings that bound its throughput, read
+ * with the configuration it starts with. `npm run load`'s server is a development server, not
+ * the benchmark's: the figures compare with other load runs, not with docs/benchmarks.md.
+ */
+export function describeOwnServer(config: AppConfig, databaseNote: string): Record<string, string> {
+  return {
+    mode:
+      `${config.nodeEnv} (NODE_ENV=${config.nodeEnv}${config.development ? ": GraphQL's and Yoga's development checks on" : ''}), run from source by tsx, the TypeScript loader, ` +
+      `with the background workers ${config.runWorkers ? 'running' : 'off'}: not comparable with the benchmark's servers (NODE_ENV=production, workers off)`,
+    'HTTP processes': `${config.webConcurrency} (WEB_CONCURRENCY)`,
+    'pool size': `${config.dbPoolMax} connections (DB_POOL_MAX)`,
+    'in-flight limit': `${config.edge.maxInFlight} operations (MAX_IN_FLIGHT)`,
+    'pool wait': `${config.dbPoolAcquireTimeoutMs} ms (DB_POOL_ACQUIRE_TIMEOUT_MS)`,
+    'request deadline': `${config.requestDeadlineMs} ms (REQUEST_DEADLINE_MS)`,
+    'prepared statements': `${config.dbPreparedStatements ? 'on' : 'off'} (DB_PREPARED_STATEMENTS)`,
+    database: databaseNote,
+  };
+}
+
+/** A server given by URL: the tool knows nothing of how it runs. */
+export function describeGivenServer(url: string): Record<string, string> {
+  return { mode: `the server at ${url}, not started by this tool: its mode and settings (pool, in-flight limit) are not known here` };
+}
+
+/** The 1, 5 and 15 minute load averages, and the cores they compare with. */
+export function machineLoadNow(): { cores: number; averages: number[] } {
+  return { cores: os.cpus().length, averages: os.loadavg() };
+}
+
 /**
  * The server as its own process, the way it runs in production: the load generator then measures
- * it from outside instead of sharing its event loop.
+ * it from outside instead of sharing its event loop. `project`: another checkout to run it from
+ * (the bench's baseline).
  */
-export async function startServerProcess(entry: string, env: Record<string, string>): Promise<ServerProcess> {
+export async function startServerProcess(entry: string, env: Record<string, string>, project = PROJECT): Promise<ServerProcess> {
   const port = await freePort();
-  const started = await startProcess(
-    entry,
-    [],
-    { LOG_LEVEL: 'warn', NODE_ENV: 'development', ...env, PORT: String(port) },
-    /GraphQL and GraphiQL:/,
-  );
+  const started = await startProcess(entry, [], serverProcessEnv(env, port), /GraphQL and GraphiQL:/, project);
   const base = `http://127.0.0.1:${port}`;
   return { url: `${base}/graphql`, metricsUrl: `${base}/metrics`, child: started.child, stop: started.stop };
 }
@@ -99,7 +195,7 @@ export async function startServerProcess(entry: string, env: Record<string, stri
 export async function startDelayProxyProcess(
   databaseUrl: string,
   delayMs: number,
-): Promise<{ databaseUrl: string; stop(): Promise<void> }> {
+): Promise<{ databaseUrl: string; pid: number; stop(): Promise<void> }> {
   const target = new URL(databaseUrl);
   const started = await startProcess(
     'test/load/delay-proxy.ts',
@@ -107,7 +203,7 @@ export async function startDelayProxyProcess(
     {},
     /listening on (\d+)/,
   );
-  return { databaseUrl: throughProxy(databaseUrl, Number(started.ready[1])), stop: started.stop };
+  return { databaseUrl: throughProxy(databaseUrl, Number(started.ready[1])), pid: started.child.pid!, stop: started.stop };
 }
 
 /** Sum of a counter's samples in a Prometheus text page. */

@@ -1,5 +1,12 @@
 import { tryAgain } from '../../src/errors.js';
-import type { Admission, AdmissionOptions, AdmissionStats, Admitted } from '../../src/admission.js';
+import {
+  FairAdmission,
+  type Admission,
+  type AdmissionKey,
+  type AdmissionOptions,
+  type AdmissionStats,
+  type Admitted,
+} from '../../src/admission.js';
 
 /**
  * The naive admission: one first-come line for every tenant, bounded like each tenant's line of
@@ -15,7 +22,7 @@ export class FifoAdmission implements Admission {
     return { inFlight: this.inFlight, queued: this.line.length };
   }
 
-  async admit(_tenant: string, _signal: AbortSignal, deadline: number): Promise<Admitted> {
+  async admit(_key: AdmissionKey, _signal: AbortSignal, deadline: number): Promise<Admitted> {
     if (this.inFlight < this.options.capacity && this.line.length === 0) return this.start();
     if (this.line.length >= this.options.queueMax) {
       return { ok: false, error: tryAgain('The server is busy; resend the request', { reason: 'shed', retryAfterMs: 100 }) };
@@ -48,5 +55,26 @@ export class FifoAdmission implements Admission {
         if (this.inFlight < this.options.capacity) this.line.shift()?.();
       },
     };
+  }
+}
+
+/**
+ * Fair between tenants, first come inside a tenant: the real admission with every member of a
+ * group standing in one line. A member who floods fills the tenant's line, and the tenant's other
+ * members are turned away with them.
+ */
+export class TenantOnlyAdmission implements Admission {
+  private readonly inner: FairAdmission;
+
+  constructor(options: AdmissionOptions) {
+    this.inner = new FairAdmission(options);
+  }
+
+  stats(): AdmissionStats {
+    return this.inner.stats();
+  }
+
+  admit(key: AdmissionKey, signal: AbortSignal, deadline: number): Admitted | Promise<Admitted> {
+    return this.inner.admit({ group: key.group, member: key.group }, signal, deadline);
   }
 }

@@ -11,6 +11,8 @@ import type { DB } from '../../src/db/schema.js';
  */
 export async function migrateInOneTransaction(db: Kysely<DB>, dir: string): Promise<string[]> {
   return db.transaction().execute(async (trx) => {
+    // As it ran before the role's sessions started with LOCK_TIMEOUT_MS and STATEMENT_TIMEOUT_MS.
+    await sql`set local lock_timeout = 0; set local statement_timeout = 0`.execute(trx);
     await sql`select pg_advisory_xact_lock(727001)`.execute(trx);
     const done = new Set((await trx.selectFrom('schema_migrations').select('version').execute()).map((r) => r.version));
     const applied: string[] = [];

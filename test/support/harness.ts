@@ -7,6 +7,7 @@ import { inject } from 'vitest';
 import { loadConfig, type AppConfig } from '../../src/config.js';
 import type { Clock } from '../../src/clock.js';
 import { createDatabase, type Database } from '../../src/db/database.js';
+import { applySessionTimeouts } from '../../src/db/session-defaults.js';
 import type { AppServices } from '../../src/graphql/context.js';
 import { createApp, type App } from '../../src/http/app.js';
 import { listen, type RunningServer } from '../../src/http/node-server.js';
@@ -96,12 +97,17 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
       connectionString: url,
       max: config.dbPoolMax,
       acquireTimeoutMs: config.dbPoolAcquireTimeoutMs,
+      connectTimeoutMs: config.dbPoolConnectTimeoutMs,
+      statementTimeoutMs: config.statementTimeoutMs,
+      healthCheckIntervalMs: config.dbHealthCheckIntervalMs,
       applicationName: 'test-app',
       preparedStatements: config.dbPreparedStatements,
       ...(options.onStatement ? { plugins: [statementWatcher(options.onStatement)] } : {}),
     },
     log,
   );
+  // As the server does at start-up: what a coupon issue sent as one statement runs under.
+  await applySessionTimeouts(url, config, log);
   const services = buildServices(config, database, log, options.clock);
   const app = createApp(services);
   const sql = new pg.Pool({ connectionString: url, max: 4 });
@@ -115,6 +121,7 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
     sql,
     log,
     async close() {
+      await services.budgetLeases.stop();
       await database.close();
       await sql.end();
       await stopTracing();
@@ -133,7 +140,7 @@ export const asUser = (tenantId: string, userId = 'member-1'): Headers => ({
   'x-hasura-user-id': userId,
 });
 export const asTenantAdmin = (tenantId: string): Headers => ({ 'x-hasura-role': 'admin', 'x-hasura-tenant-id': tenantId });
-export const asOperator = (): Headers => ({ 'x-hasura-role': 'admin' });
+export const asOperator = (): Headers => ({ 'x-hasura-role': 'operator' });
 
 export interface GraphQLResponse<T> {
   status: number;

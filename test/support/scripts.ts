@@ -3,11 +3,19 @@ import path from 'node:path';
 
 const PROJECT = new URL('../..', import.meta.url).pathname;
 
-/** One of the project's entry points as its own process, the way npm scripts run it. */
-export function spawnScript(script: string, env: Record<string, string>, args: string[] = []): ChildProcess {
-  return spawn(path.join(PROJECT, 'node_modules/.bin/tsx'), [script, ...args], {
-    cwd: PROJECT,
-    env: { ...process.env, NODE_ENV: 'development', LOG_LEVEL: 'info', ...env },
+/** Variables for a script: a value sets it, undefined leaves it out even when the test run has it. */
+export type ScriptEnv = Record<string, string | undefined>;
+
+/**
+ * One of the project's entry points as its own process, the way npm scripts run it. A developer's
+ * `.env` in the project is not read (ENV_FILE=/dev/null) unless the test names a file itself.
+ */
+export function spawnScript(script: string, env: ScriptEnv, args: string[] = [], cwd = PROJECT): ChildProcess {
+  const merged: NodeJS.ProcessEnv = { ...process.env, NODE_ENV: 'development', LOG_LEVEL: 'info', ENV_FILE: '/dev/null', ...env };
+  for (const [name, value] of Object.entries(merged)) if (value === undefined) delete merged[name];
+  return spawn(path.join(PROJECT, 'node_modules/.bin/tsx'), [path.join(PROJECT, script), ...args], {
+    cwd,
+    env: merged,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
 }
@@ -21,8 +29,8 @@ export function captureOutput(child: ChildProcess): () => string {
 }
 
 /** Runs a script to its end; returns its exit code and what it printed. */
-export async function runScript(script: string, env: Record<string, string>, args: string[] = []) {
-  const child = spawnScript(script, env, args);
+export async function runScript(script: string, env: ScriptEnv, args: string[] = [], cwd = PROJECT) {
+  const child = spawnScript(script, env, args, cwd);
   const output = captureOutput(child);
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   return { code, output: output() };

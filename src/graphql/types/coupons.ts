@@ -17,6 +17,7 @@ import {
   insertCampaign,
   listCampaigns,
   listMemberCoupons,
+  MAX_BUDGET_LEASE_COUPONS,
   MAX_BUDGET_SLOTS,
   type Campaign,
   type Coupon,
@@ -33,7 +34,10 @@ export const CampaignType = builder.objectRef<Campaign>('Campaign').implement({
     discountYen: t.exposeInt('discountYen', { description: 'The value of each coupon, in yen.' }),
     budgetYen: t.exposeInt('budgetYen'),
     budgetSlots: t.exposeInt('budgetSlots', { description: 'How many rows the budget is split over.' }),
-    issuedYen: t.exposeInt('issuedYen', { description: 'Yen issued so far: the sum of the budget slots.' }),
+    budgetLeaseCoupons: t.exposeInt('budgetLeaseCoupons', {
+      description: 'Coupons a server process leases from the budget at a time; 0: every issue takes from the budget rows.',
+    }),
+    issuedYen: t.exposeInt('issuedYen', { description: 'Yen issued so far: the sum of the budget slots and of the leases.' }),
     remainingYen: t.int({ resolve: (c) => Math.max(0, c.budgetYen - c.issuedYen) }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
   }),
@@ -77,6 +81,13 @@ const CreateCampaignInput = builder.inputType('CreateCampaignInput', {
       defaultValue: 1,
       description: `Rows the budget is split over (1 to ${MAX_BUDGET_SLOTS}); more rows let a hot campaign issue in parallel.`,
     }),
+    budgetLeaseCoupons: t.int({
+      required: false,
+      defaultValue: 0,
+      description:
+        `Budget leases (0 to ${MAX_BUDGET_LEASE_COUPONS} coupons, with budgetSlots 1): each server process leases this many coupons' ` +
+        'worth of the budget at a time and issues from its lease first; 0 (the default) takes every issue from the budget rows.',
+    }),
   }),
 });
 
@@ -98,12 +109,19 @@ defineMutation('createCampaign', {
     if (!Number.isInteger(budgetSlots) || budgetSlots < 1 || budgetSlots > MAX_BUDGET_SLOTS) {
       throw badInput(`budgetSlots must be from 1 to ${MAX_BUDGET_SLOTS}`, 'budgetSlots');
     }
+    const budgetLeaseCoupons = input.budgetLeaseCoupons ?? 0;
+    if (!Number.isInteger(budgetLeaseCoupons) || budgetLeaseCoupons < 0 || budgetLeaseCoupons > MAX_BUDGET_LEASE_COUPONS) {
+      throw badInput(`budgetLeaseCoupons must be from 0 to ${MAX_BUDGET_LEASE_COUPONS}`, 'budgetLeaseCoupons');
+    }
+    if (budgetLeaseCoupons > 0 && budgetSlots !== 1)
+      throw badInput('budgetLeaseCoupons needs budgetSlots 1: leases replace slots', 'budgetLeaseCoupons');
     const values = {
       id: requireIdentifier(input.id, 'id'),
       name: requireText(input.name, 'name', 200),
       discountYen: requireYen(input.discountYen, 'discountYen'),
       budgetYen: requireYen(input.budgetYen, 'budgetYen'),
       budgetSlots,
+      budgetLeaseCoupons,
     };
     if (values.discountYen > values.budgetYen) throw badInput('discountYen must not exceed budgetYen', 'discountYen');
     return values;
@@ -135,9 +153,16 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
       now: services.clock(),
       timeZone: services.config.businessTimeZone,
     };
+    const { oneStatement } = issuer;
     return {
       ...(issuer.isolation ? { isolation: issuer.isolation } : {}),
       ...(issuer.claimsKey ? { claimsKey: true } : {}),
+      ...(oneStatement
+        ? {
+            oneStatement: (db, bookkeeping) =>
+              oneStatement(db, request, bookkeeping, { timeouts: services.transactions, leases: services.budgetLeases }),
+          }
+        : {}),
       work: (trx, bookkeeping) => issuer.issue(trx, request, bookkeeping),
       entities: ({ coupon }) => (coupon ? [coupon.id, coupon.campaignId] : [campaignId]),
     };

@@ -28,7 +28,7 @@ const CreateTenantPayload = builder.objectRef<{ tenant: Tenant }>('CreateTenantP
 
 defineMutation('createTenant', {
   access: { operator: true },
-  description: 'Creates a tenant. Platform operator only (role admin without a tenant id).',
+  description: 'Creates a tenant. Platform operator only (role operator).',
   input: CreateTenantInput,
   type: CreateTenantPayload,
   prepare: (input) => ({

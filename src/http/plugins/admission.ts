@@ -1,35 +1,70 @@
+import type { GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import { admissionKey, type Admission, type Admitted } from '../../admission.js';
+import { admissionKey, type Admission } from '../../admission.js';
 import type { Context } from '../../graphql/context.js';
 import { toGraphQLError } from '../../graphql/errors.js';
+import type { Session } from '../../identity/session.js';
+import { currentRequestScope } from '../../request-scope.js';
+
+/** Who an operation runs for and by when, decided before its document is read: what the context is built from. */
+export interface Identified {
+  session: Session | null;
+  /** Epoch ms after which the request gives up. */
+  deadline: number;
+}
+
+/** The server context the plugin leaves its decision in. */
+export interface IdentifiedContext {
+  identified?: Identified;
+}
+
+export interface AdmissionPluginOptions {
+  admission: Admission;
+  /** The request's session; throws for credentials that are presented and wrong. */
+  identify: (request: Request, serverContext: IdentifiedContext) => Promise<Session | null>;
+  /** What a thrown identification error becomes (the error contract's masking). */
+  maskError: (error: unknown) => GraphQLError;
+  requestDeadlineMs: number;
+}
+
+/** The caller's address, as the HTTP layer found it; in-process callers (tests) share one. */
+const clientAddress = () => currentRequestScope()?.clientAddress ?? 'in-process';
 
 /**
- * Every GraphQL operation (on /graphql and /actions alike) takes a turn before it executes and
- * gives it back when it ends, whatever the outcome. Register it after the plugins that may refuse
- * an operation without waiting (limits, Idempotency-Key checks).
+ * Identity, then a turn, then everything else. Every GraphQL operation (on /graphql and /actions
+ * alike) is identified first and takes its turn before its document is parsed, validated, costed
+ * or executed, and gives the turn back when its result is ready, whatever the outcome: what a
+ * client sends is read only in the share of the server its identity has (docs/design.md §8), so
+ * callers without a session cannot make the server parse and validate ahead of its members.
  */
-export function useAdmission(admission: Admission): Plugin<Context> {
+export function useAdmission(options: AdmissionPluginOptions): Plugin<Context> {
+  const { admission, identify, maskError, requestDeadlineMs } = options;
   return {
-    onExecute({ args, executeFn, setExecuteFn, setResultAndStopExecution }) {
-      const ctx = args.contextValue as Context;
-      const proceed = (admitted: Admitted) => {
-        if (!admitted.ok) {
-          setResultAndStopExecution({ errors: [toGraphQLError(admitted.error)] });
-          return;
+    onParams({ paramsHandler, setParamsHandler }) {
+      setParamsHandler(async (payload) => {
+        const serverContext = payload.context as IdentifiedContext;
+        const deadline = Date.now() + requestDeadlineMs;
+        // Every database call the request makes, through the runners or not, is limited by this (src/db/scope.ts).
+        const scope = currentRequestScope();
+        if (scope) scope.deadline = deadline;
+        let session: Session | null;
+        try {
+          session = await identify(payload.request, serverContext);
+        } catch (error) {
+          return { errors: [maskError(error)] };
         }
-        // Given back when execution ends, even by a throw; onExecuteDone covers a later plugin
-        // that answers without executing. Releasing twice is a no-op.
-        setExecuteFn(async (executeArgs) => {
-          try {
-            return await executeFn(executeArgs);
-          } finally {
-            admitted.release();
-          }
-        });
-        return { onExecuteDone: () => admitted.release() };
-      };
-      const admitted = admission.admit(admissionKey(ctx.session), ctx.signal, ctx.deadline);
-      return admitted instanceof Promise ? admitted.then(proceed) : proceed(admitted);
+        serverContext.identified = { session, deadline };
+        const admitted = await admission.admit(admissionKey(session, clientAddress()), payload.request.signal, deadline);
+        if (!admitted.ok) return { errors: [toGraphQLError(admitted.error)] };
+        try {
+          // A caller without a session reads its document only after the I/O already waiting
+          // (other requests' database answers and bodies) has been served.
+          if (session === null) await new Promise((resolve) => setImmediate(resolve));
+          return await paramsHandler(payload);
+        } finally {
+          admitted.release();
+        }
+      });
     },
   };
 }

@@ -2,7 +2,7 @@ import { maxAliasesPlugin } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
 import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { complexityFromQuery, createComplexityRule } from '@pothos/plugin-complexity';
-import { GraphQLError, Kind, validate, type DocumentNode, type GraphQLSchema, type ValidationContext } from 'graphql';
+import { GraphQLError, Kind, validate, type DocumentNode, type GraphQLSchema, type SelectionNode, type ValidationContext } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../../graphql/context.js';
 import { ErrorCode } from '../../errors.js';
@@ -12,6 +12,26 @@ export interface DocumentLimitsOptions {
   maxAliases: number;
   maxTokens: number;
   maxCost: number;
+  maxSelections: number;
+}
+
+/**
+ * Fields, fragment spreads and inline fragments in every definition of the document, counted
+ * without recursion (the token limit bounds the walk, not the stack).
+ */
+export function selectionCount(document: DocumentNode): number {
+  let count = 0;
+  const stack: (readonly SelectionNode[])[] = [];
+  for (const definition of document.definitions) {
+    if ('selectionSet' in definition && definition.selectionSet) stack.push(definition.selectionSet.selections);
+  }
+  while (stack.length > 0) {
+    for (const selection of stack.pop()!) {
+      count++;
+      if (selection.kind !== Kind.FRAGMENT_SPREAD && selection.selectionSet) stack.push(selection.selectionSet.selections);
+    }
+  }
+  return count;
 }
 
 /** A refused document: 400 BAD_USER_INPUT, naming the variable that sets the limit. */
@@ -75,12 +95,16 @@ function operationCost(
  *   document (a 5,000-deep list literal) is refused without recursing through it;
  * - MAX_ALIASES: aliases anywhere in the operation, root fields included (800 aliased mutations);
  * - MAX_QUERY_DEPTH: nesting of selections (introspection exempt);
+ * - MAX_SELECTIONS: fields, fragment spreads and inline fragments, counted before validation
+ *   runs: the rule that fields of one name can merge compares them pairwise, so 480 copies of
+ *   `viewer { role }` (3.8 KB, under the token limit) would cost tens of milliseconds of
+ *   validation, and no rule of GraphQL Armor bounds that count;
  * - MAX_QUERY_COST: each field costs 1 and a list its `first` (or its default) times its
  *   selection, as the fields declare with Pothos's complexity plugin; checked with the request's
  *   variables, so `first: $n` counts what $n says.
  */
 export function useDocumentLimits(options: DocumentLimitsOptions): Plugin<Context> {
-  const { maxDepth, maxAliases, maxTokens, maxCost } = options;
+  const { maxDepth, maxAliases, maxTokens, maxCost, maxSelections } = options;
   return {
     onPluginInit({ addPlugin }) {
       addPlugin(
@@ -96,6 +120,12 @@ export function useDocumentLimits(options: DocumentLimitsOptions): Plugin<Contex
       );
       addPlugin(maxAliasesPlugin({ n: maxAliases, propagateOnRejection: false, onReject: reportInstead('MAX_ALIASES', maxAliases) }));
       addPlugin(maxDepthPlugin({ n: maxDepth, propagateOnRejection: false, onReject: reportInstead('MAX_QUERY_DEPTH', maxDepth) }));
+    },
+    onValidate({ params, setResult }) {
+      const found = selectionCount(params.documentAST);
+      if (found > maxSelections) {
+        setResult([limitError(`Selections limit of ${maxSelections} exceeded, found ${found}`, 'MAX_SELECTIONS', maxSelections)]);
+      }
     },
     onExecute({ args, setResultAndStopExecution }) {
       const cost = operationCost(args.schema, args.document as DocumentNode, args.operationName, args.variableValues, args.contextValue);

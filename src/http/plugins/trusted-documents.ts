@@ -7,10 +7,16 @@ import { ConfigError, type AppConfig } from '../../config.js';
 import type { Context } from '../../graphql/context.js';
 import { ErrorCode } from '../../errors.js';
 import { actionDocuments } from '../action-documents.js';
-import { resolveSession } from '../../identity/session.js';
+import { sessionOfRequest } from '../../identity/session.js';
 
-/** hash -> document, as graphql-codegen's client preset writes persisted-documents.json. */
+/** hash -> document, as graphql-codegen's client preset writes persisted-documents.json (hashes kept bare). */
 export type TrustedManifest = Map<string, string>;
+
+/**
+ * A document's hash without the algorithm prefix. The client preset from version 5 writes and
+ * sends `sha256:<hash>`, earlier ones the bare hash; both name the same document.
+ */
+const bareHash = (hash: string) => (hash.startsWith('sha256:') ? hash.slice('sha256:'.length) : hash);
 
 export function readTrustedManifest(path: string): TrustedManifest {
   let parsed: unknown;
@@ -25,7 +31,7 @@ export function readTrustedManifest(path: string): TrustedManifest {
   const manifest: TrustedManifest = new Map();
   for (const [hash, document] of Object.entries(parsed)) {
     if (typeof document !== 'string') throw new ConfigError('TRUSTED_DOCUMENTS', `${path}: the entry ${hash} is not a document`);
-    manifest.set(hash, document);
+    manifest.set(bareHash(hash), document);
   }
   return manifest;
 }
@@ -63,10 +69,10 @@ export function useTrustedDocuments(config: AppConfig, schema: GraphQLSchema): P
       });
       addPlugin(
         usePersistedOperations({
-          getPersistedOperation: (hash) => manifest.get(hash) ?? null,
+          getPersistedOperation: (hash) => manifest.get(bareHash(hash)) ?? null,
           allowArbitraryOperations: async (request) => {
-            const session = await resolveSession(request.headers, config).catch(() => null);
-            return session?.role === 'admin' && session.tenantId === null;
+            const session = await sessionOfRequest(request, config).catch(() => null);
+            return session?.role === 'operator';
           },
           customErrors: {
             persistedQueryOnly: refusal(

@@ -1,5 +1,4 @@
-import { sql } from 'kysely';
-import type { RootPool } from '../../db/database.js';
+import type { DatabaseHealth } from '../../db/health.js';
 import type { DrainState } from '../node-server.js';
 
 /** /health: the process answers. It says nothing about the process itself. */
@@ -7,24 +6,25 @@ export function health(): Response {
   return Response.json({ status: 'ok' });
 }
 
-const READY_TIMEOUT_MS = 1_000;
+/**
+ * What /ready judges by: the database as the health watcher last found it, and whether this
+ * server has begun to drain (then it is not ready, whatever the database says).
+ */
+export interface ReadinessInputs {
+  database: Pick<DatabaseHealth, 'current'>;
+  drain: Pick<DrainState, 'draining'>;
+}
 
 /**
- * /ready: 200 while the database answers within a second, 503 otherwise (a load balancer's check);
- * 503 as soon as the process begins to drain, whatever the database says, so that traffic moves
- * away before the listener closes.
+ * /ready: 200 while the database answered its last health check, 503 otherwise (a load
+ * balancer's check); 503 as soon as the process begins to drain, so that traffic moves away
+ * before the listener closes. It answers from what the server already knows, never with a query
+ * of its own, so a flood of requests cannot make it fail and a dead path cannot make it hang.
  */
-export function readiness(pool: RootPool, drain: DrainState): () => Promise<Response> {
+export function readiness(inputs: ReadinessInputs): () => Promise<Response> {
   return async () => {
-    if (drain.draining) return Response.json({ status: 'draining' }, { status: 503 });
-    try {
-      await Promise.race([
-        sql`select 1`.execute(pool),
-        new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), READY_TIMEOUT_MS).unref()),
-      ]);
-      return Response.json({ status: 'ready' });
-    } catch {
-      return Response.json({ status: 'database unavailable' }, { status: 503 });
-    }
+    if (inputs.drain.draining) return Response.json({ status: 'draining' }, { status: 503 });
+    const database = await inputs.database.current();
+    return database.available ? Response.json({ status: 'ready' }) : Response.json({ status: 'database unavailable' }, { status: 503 });
   };
 }

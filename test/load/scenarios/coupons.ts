@@ -2,13 +2,15 @@ import { print } from 'graphql';
 import type pg from 'pg';
 import { CreateCampaignDocument, CreateTenantDocument, IssueCouponDocument } from '../../generated/graphql.js';
 import type { GraphQLReply, LoadClient } from '../client.js';
-import { replyOutcome, type LoadScenario } from '../scenario.js';
+import { replyOutcome, violationsOf, type InvariantCheck, type LoadScenario } from '../scenario.js';
 
 export interface CampaignSpec {
   id: string;
   discountYen: number;
   budgetYen: number;
   budgetSlots: number;
+  /** Budget leases: coupons a server process leases at a time (0 or absent: none). */
+  budgetLeaseCoupons?: number;
 }
 
 export interface CouponScenario {
@@ -68,7 +70,7 @@ export interface Session {
 /** Dev-mode sessions (x-hasura-* headers as sent); add the action secret for a secured server. */
 export function headerSessions(extra: Record<string, string> = {}): Session {
   return {
-    operator: { 'x-hasura-role': 'admin', ...extra },
+    operator: { 'x-hasura-role': 'operator', ...extra },
     admin: (tenantId) => ({ 'x-hasura-role': 'admin', 'x-hasura-tenant-id': tenantId, ...extra }),
     member: (tenantId, memberId) => ({
       'x-hasura-role': 'user',
@@ -163,7 +165,10 @@ export function sendIssue(
 }
 
 export interface InvariantReport {
+  /** What broke, one line each: every check's violations. */
   violations: string[];
+  /** Every invariant with its counts. */
+  checks: InvariantCheck[];
   coupons: number;
   outboxEvents: number;
 }
@@ -179,53 +184,92 @@ export async function checkCouponInvariants(
   scenario: CouponScenario,
   issuedReplies: number,
 ): Promise<InvariantReport> {
-  const violations: string[] = [];
+  const checks: InvariantCheck[] = [];
   const tenant = scenario.tenantId;
   const one = async <T extends pg.QueryResultRow>(text: string) => (await sql.query<T>(text, [tenant])).rows;
 
+  // A schema from before budget leases (the bench's baseline) has no lease table.
+  const leases = (await sql.query<{ t: string | null }>("select to_regclass('campaign_budget_leases')::text as t")).rows[0]!.t !== null;
+  const leased = leases
+    ? '+ coalesce((select sum(issued_yen) from campaign_budget_leases l where l.tenant_id = c.tenant_id and l.campaign_id = c.id), 0)'
+    : '';
   const campaigns = await one<{ id: string; budget_yen: number; issued_yen: number; coupons_yen: number }>(`
     select c.id, c.budget_yen,
-           coalesce((select sum(issued_yen) from campaign_budget_slots s where s.tenant_id = c.tenant_id and s.campaign_id = c.id), 0)::int as issued_yen,
+           (coalesce((select sum(issued_yen) from campaign_budget_slots s where s.tenant_id = c.tenant_id and s.campaign_id = c.id), 0)
+            ${leased})::int as issued_yen,
            coalesce((select sum(amount_yen) from coupons k where k.tenant_id = c.tenant_id and k.campaign_id = c.id and k.voided_at is null), 0)::int as coupons_yen
       from campaigns c where c.tenant_id = $1 order by c.id`);
-  for (const c of campaigns) {
-    if (c.coupons_yen > c.budget_yen)
-      violations.push(`campaign ${c.id}: coupons worth ${c.coupons_yen} yen over a budget of ${c.budget_yen}`);
-    if (c.issued_yen !== c.coupons_yen) violations.push(`campaign ${c.id}: issuedYen ${c.issued_yen} but coupons worth ${c.coupons_yen}`);
-  }
+  checks.push({
+    invariant: "a campaign's budget is never exceeded",
+    counted: campaigns.map((c) => `${c.id} ${c.coupons_yen} of ${c.budget_yen} yen`).join(', '),
+    violations: campaigns
+      .filter((c) => c.coupons_yen > c.budget_yen)
+      .map((c) => `campaign ${c.id}: coupons worth ${c.coupons_yen} yen over a budget of ${c.budget_yen}`),
+  });
+  checks.push({
+    invariant: "a campaign's counter equals its coupons",
+    counted: `${campaigns.length} campaigns, ${campaigns.filter((c) => c.issued_yen !== c.coupons_yen).length} differ`,
+    violations: campaigns
+      .filter((c) => c.issued_yen !== c.coupons_yen)
+      .map((c) => `campaign ${c.id}: issuedYen ${c.issued_yen} but coupons worth ${c.coupons_yen}`),
+  });
 
-  const overCap = await one<{ member_id: string; month: string; total: number }>(`
-    select k.member_id, k.month, sum(k.amount_yen)::int as total
+  const months = await one<{ member_id: string; month: string; total: number; cap: number }>(`
+    select k.member_id, k.month, sum(k.amount_yen)::int as total, t.monthly_cap_yen as cap
       from coupons k join tenants t on t.id = k.tenant_id
-     where k.tenant_id = $1 and k.voided_at is null group by k.member_id, k.month, t.monthly_cap_yen
-    having sum(k.amount_yen) > t.monthly_cap_yen`);
-  if (overCap.length > 0)
-    violations.push(`${overCap.length} member-months over the cap (e.g. ${overCap[0]!.member_id}: ${overCap[0]!.total} yen)`);
+     where k.tenant_id = $1 and k.voided_at is null group by k.member_id, k.month, t.monthly_cap_yen`);
+  const overCap = months.filter((m) => m.total > m.cap);
+  checks.push({
+    invariant: "a member's month stays within the tenant's cap",
+    counted: `${months.length} member-months with coupons, ${overCap.length} over the cap of ${scenario.capYen} yen`,
+    violations: overCap.length
+      ? [`${overCap.length} member-months over the cap (e.g. ${overCap[0]!.member_id}: ${overCap[0]!.total} yen)`]
+      : [],
+  });
 
-  const usageDrift = await one<{ n: number }>(`
-    select count(*)::int as n from (
-      select coalesce(u.member_id, f.member_id) from member_monthly_usage u
+  const [usage] = await one<{ counters: number; differ: number }>(`
+    select count(*)::int as counters, count(*) filter (where coalesce(u.used_yen, 0) <> coalesce(f.total, 0))::int as differ from (
+      select * from member_monthly_usage where tenant_id = $1) u
       full join (select member_id, month, sum(amount_yen)::int as total from coupons where tenant_id = $1 and voided_at is null group by member_id, month) f
-        on f.member_id = u.member_id and f.month = u.month
-     where (u.tenant_id = $1 or u.tenant_id is null) and coalesce(u.used_yen, 0) <> coalesce(f.total, 0)) d`);
-  if (usageDrift[0]!.n > 0) violations.push(`${usageDrift[0]!.n} member-month counters differ from their coupons`);
-
-  const duplicates = await one<{ n: number }>(`
-    select count(*)::int as n from (select 1 from coupons where tenant_id = $1 and not legacy_duplicate group by campaign_id, member_id having count(*) > 1) d`);
-  if (duplicates[0]!.n > 0) violations.push(`${duplicates[0]!.n} members hold two coupons of one campaign`);
+        on f.member_id = u.member_id and f.month = u.month`);
+  checks.push({
+    invariant: 'member-month counters equal their coupons',
+    counted: `${usage!.counters} member-months, ${usage!.differ} differ`,
+    violations: usage!.differ > 0 ? [`${usage!.differ} member-month counters differ from their coupons`] : [],
+  });
 
   const [{ coupons }] = (await one<{ coupons: number }>(
     `select count(*)::int as coupons from coupons where tenant_id = $1 and voided_at is null`,
   )) as [{ coupons: number }];
+  const duplicates = await one<{ n: number }>(`
+    select count(*)::int as n from (select 1 from coupons where tenant_id = $1 and not legacy_duplicate group by campaign_id, member_id having count(*) > 1) d`);
+  checks.push({
+    invariant: 'one coupon per member per campaign',
+    counted: `${coupons} coupons, ${duplicates[0]!.n} member-campaign pairs with two`,
+    violations: duplicates[0]!.n > 0 ? [`${duplicates[0]!.n} members hold two coupons of one campaign`] : [],
+  });
+
   const [{ events }] = (await one<{ events: number }>(
     `select count(*)::int as events from outbox_events where tenant_id = $1 and topic = 'coupon.issued'`,
   )) as [{ events: number }];
-  if (events !== coupons) violations.push(`${events} outbox events for ${coupons} coupons`);
-  if (issuedReplies !== coupons) violations.push(`${issuedReplies} ISSUED replies but ${coupons} coupons in the table`);
-  if (scenario.expectedIssued !== null && coupons !== scenario.expectedIssued) {
-    violations.push(`${coupons} coupons where exactly ${scenario.expectedIssued} are allowed`);
+  checks.push({
+    invariant: 'one outbox event per coupon',
+    counted: `${events} coupon.issued events for ${coupons} coupons`,
+    violations: events === coupons ? [] : [`${events} outbox events for ${coupons} coupons`],
+  });
+  checks.push({
+    invariant: 'one coupon per ISSUED answer',
+    counted: `${coupons} coupons for ${issuedReplies} ISSUED answers`,
+    violations: issuedReplies === coupons ? [] : [`${issuedReplies} ISSUED replies but ${coupons} coupons in the table`],
+  });
+  if (scenario.expectedIssued !== null) {
+    checks.push({
+      invariant: 'exactly as many coupons as the scenario allows',
+      counted: `${coupons} coupons, ${scenario.expectedIssued} allowed`,
+      violations: coupons === scenario.expectedIssued ? [] : [`${coupons} coupons where exactly ${scenario.expectedIssued} are allowed`],
+    });
   }
-  return { violations, coupons, outboxEvents: events };
+  return { violations: violationsOf(checks), checks, coupons, outboxEvents: events };
 }
 
 const ISSUE_STATUSES = new Set(['ISSUED', 'ALREADY_ISSUED', 'MONTHLY_CAP', 'BUDGET_EXCEEDED']);
@@ -280,7 +324,7 @@ export function couponLoad(scenario: CouponScenario, total: number | null, send:
       // A request that failed (TRY_AGAIN) was never decided, so the exact ISSUED count no longer applies.
       const failed = Object.keys(outcomes).some((outcome) => !ISSUE_STATUSES.has(outcome));
       const checked = failed ? { ...scenario, expectedIssued: null } : scenario;
-      return (await checkCouponInvariants(sql, checked, outcomes['ISSUED'] ?? 0)).violations;
+      return (await checkCouponInvariants(sql, checked, outcomes['ISSUED'] ?? 0)).checks;
     },
   };
 }

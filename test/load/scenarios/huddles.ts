@@ -30,26 +30,33 @@ export function huddlesScenario(runId: string, objectives: number, perObjective:
     },
     outcomeOf: replyOutcome,
     async check(sql: pg.Pool) {
-      const violations: string[] = [];
-      const doubled = await sql.query<{ n: number }>(
-        `select count(*)::int as n from (select objective_id from huddle_sessions
-          where tenant_id = $1 and ended_at is null group by objective_id having count(*) > 1) d`,
-        [tenantId],
-      );
-      if (doubled.rows[0]!.n > 0) violations.push(`${doubled.rows[0]!.n} objectives with two active sessions`);
-      const endedWithMembers = await sql.query<{ n: number }>(
-        `select count(*)::int as n from huddle_sessions s where s.tenant_id = $1 and s.ended_at is not null
-           and exists (select 1 from huddle_participants p where p.tenant_id = s.tenant_id and p.session_id = s.id and p.left_at is null)`,
-        [tenantId],
-      );
-      if (endedWithMembers.rows[0]!.n > 0) violations.push(`${endedWithMembers.rows[0]!.n} ended sessions still hold members`);
-      const emptyActive = await sql.query<{ n: number }>(
-        `select count(*)::int as n from huddle_sessions s where s.tenant_id = $1 and s.ended_at is null
-           and not exists (select 1 from huddle_participants p where p.tenant_id = s.tenant_id and p.session_id = s.id and p.left_at is null)`,
-        [tenantId],
-      );
-      if (emptyActive.rows[0]!.n > 0) violations.push(`${emptyActive.rows[0]!.n} active sessions with nobody in them`);
-      return violations;
+      const count = async (text: string) => (await sql.query<{ n: number }>(text, [tenantId])).rows[0]!.n;
+      const active = await count('select count(*)::int as n from huddle_sessions where tenant_id = $1 and ended_at is null');
+      const ended = await count('select count(*)::int as n from huddle_sessions where tenant_id = $1 and ended_at is not null');
+      const doubled = await count(`select count(*)::int as n from (select objective_id from huddle_sessions
+          where tenant_id = $1 and ended_at is null group by objective_id having count(*) > 1) d`);
+      const endedWithMembers =
+        await count(`select count(*)::int as n from huddle_sessions s where s.tenant_id = $1 and s.ended_at is not null
+           and exists (select 1 from huddle_participants p where p.tenant_id = s.tenant_id and p.session_id = s.id and p.left_at is null)`);
+      const emptyActive = await count(`select count(*)::int as n from huddle_sessions s where s.tenant_id = $1 and s.ended_at is null
+           and not exists (select 1 from huddle_participants p where p.tenant_id = s.tenant_id and p.session_id = s.id and p.left_at is null)`);
+      return [
+        {
+          invariant: 'at most one active session per objective',
+          counted: `${active} active sessions over ${objectives} objectives, ${doubled} objectives with two`,
+          violations: doubled > 0 ? [`${doubled} objectives with two active sessions`] : [],
+        },
+        {
+          invariant: 'a leave is never undone: an ended session holds nobody',
+          counted: `${ended} ended sessions, ${endedWithMembers} still holding members`,
+          violations: endedWithMembers > 0 ? [`${endedWithMembers} ended sessions still hold members`] : [],
+        },
+        {
+          invariant: 'an active session has someone in it',
+          counted: `${active} active sessions, ${emptyActive} with nobody in them`,
+          violations: emptyActive > 0 ? [`${emptyActive} active sessions with nobody in them`] : [],
+        },
+      ];
     },
   };
 }

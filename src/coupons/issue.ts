@@ -1,0 +1,28 @@
+/** What an issue of a coupon is asked and answers, whichever way it is decided (service.ts, one-statement.ts). */
+
+export type IssueStatus = 'ISSUED' | 'ALREADY_ISSUED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED';
+
+export interface Coupon {
+  id: string;
+  campaignId: string;
+  memberId: string;
+  month: string;
+  amountYen: number;
+  issuedAt: Date;
+}
+
+export interface IssueResult {
+  status: IssueStatus;
+  coupon: Coupon | null;
+}
+
+export interface IssueRequest {
+  tenantId: string;
+  memberId: string;
+  campaignId: string;
+  /** From the server's clock: decides the coupon's month. */
+  now: Date;
+  timeZone: string;
+}
+
+export const COUPON_ISSUED_TOPIC = 'coupon.issued';

@@ -1,0 +1,186 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { asWorkOfItsOwn } from '../db/scope.js';
+import type { DB } from '../db/schema.js';
+import type { Logger } from '../logger.js';
+import { Replaceable } from '../replaceable.js';
+import { untraced } from '../tracing.js';
+
+/** Which lease an issue takes from, and which leases a refill gives back (test/naive has the stand-in that strands budget). */
+export interface BudgetLeasing {
+  name: string;
+  /** The `holder` of the lease row to take from, or null for the budget row; `leaseRoom` is the predicate on `l`. */
+  leaseToTake(at: {
+    holder: RawBuilder<unknown> | string;
+    leaseRoom: RawBuilder<unknown>;
+    budgetRowRoom: RawBuilder<unknown>;
+  }): RawBuilder<unknown>;
+  /** The leases (alias `l`) a refill gives back to the budget row, besides none of this process's own. */
+  givenBack: RawBuilder<unknown>;
+}
+
+/**
+ * This process's own lease when nobody holds it, else any lease with room that nobody holds (a
+ * lease is only yen set aside: any process may issue against it, so a dead or idle one strands
+ * nothing), else the budget row itself when it has room, else any lease with room after waiting
+ * for it. A refill gives back every expired lease.
+ */
+const productLeasing: BudgetLeasing = {
+  name: 'any lease, own first',
+  leaseToTake: ({ holder, leaseRoom, budgetRowRoom }) => sql`coalesce(
+    (select l.holder from campaign_budget_leases l where ${leaseRoom} order by l.holder = ${holder} desc, l.holder limit 1 for update skip locked),
+    case when ${budgetRowRoom} then null
+         else (select l.holder from campaign_budget_leases l where ${leaseRoom} order by l.holder limit 1 for update) end)`,
+  givenBack: sql`l.expires_at <= now()`,
+};
+
+/** How issues take from leases; the lease tests stand a naive design in for it. */
+export const budgetLeasing = new Replaceable<BudgetLeasing>(productLeasing);
+
+interface LeasedCampaign {
+  tenantId: string;
+  campaignId: string;
+}
+
+/** What an issue against a campaign with leases tells the process's leases. */
+export interface LeaseIssue extends LeasedCampaign {
+  /** The campaign's lease size, in coupons (`budgetLeaseCoupons`). */
+  leaseCoupons: number;
+  /** Coupons left in this process's own lease after the issue, or null when the issue took from another row. */
+  ownLeft: number | null;
+}
+
+/**
+ * This process's budget leases (docs/design.md §4): for a campaign with `budgetLeaseCoupons`, the
+ * process takes part of the remaining budget into a row of its own, and its issues take from that
+ * row first, so that processes do not queue on one budget row. A lease is only yen set aside: any
+ * process may issue against any lease (its own first), so a process that dies or idles strands
+ * nothing, and a campaign refuses BUDGET_EXCEEDED only when neither its budget row nor any lease
+ * has room. Leases are topped up in the background when the own one runs low, renewed while the
+ * process lives, given back when it stops, and given back by any other process once expired.
+ * Near the end a lease is at most half of what is left, down to one coupon.
+ *
+ * Every change moves yen between the budget row and lease rows in one statement: the budget row
+ * keeps `leased_yen` beside `issued_yen` (CHECK issued + leased <= budget) and each lease's issued
+ * yen stays within its own (CHECK), so the total never exceeds the budget, whatever crashes.
+ * Lock order: the budget row, then lease rows; an issue holds one of them, never both.
+ */
+export class BudgetLeases {
+  readonly holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  private readonly refills = new Map<string, Promise<void>>();
+  /** Campaigns whose budget row had nothing to lease, until when not to ask again. */
+  private readonly dryUntil = new Map<string, number>();
+  private renewal: NodeJS.Timeout | null = null;
+  private stopped = false;
+
+  constructor(
+    private readonly db: Kysely<DB>,
+    private readonly ttlMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  /** After an issue on a campaign with leases: tops the own lease up when it ran below half (in the background). */
+  issued(issue: LeaseIssue): void {
+    if (issue.ownLeft !== null && issue.ownLeft >= Math.ceil(issue.leaseCoupons / 2)) return;
+    const key = `${issue.tenantId}\u0000${issue.campaignId}`;
+    if (this.stopped || this.refills.has(key) || (this.dryUntil.get(key) ?? 0) > Date.now()) return;
+    // Its own statement on its own connection, after the issue, never inside the issue's.
+    const refill = asWorkOfItsOwn(() => this.refill(issue))
+      .then((granted) => {
+        if (granted === 0) this.dryUntil.set(key, Date.now() + this.ttlMs / 3);
+      })
+      .catch((error: unknown) => this.log.warn({ err: summary(error), campaign: issue.campaignId }, 'budget lease refill failed'))
+      .finally(() => this.refills.delete(key));
+    this.refills.set(key, refill);
+  }
+
+  /**
+   * One statement: locks the budget row, gives back every expired lease of the campaign (its issued
+   * yen into the row's issued, the rest back to its room), then leases this process up to
+   * `leaseCoupons` more (half of what is left when that is less). Returns the yen granted.
+   */
+  async refill({ tenantId, campaignId, leaseCoupons }: Omit<LeaseIssue, 'ownLeft'>): Promise<number> {
+    const result = await sql<{ granted: number | null }>`
+      with pool as (
+        select s.budget_yen - s.issued_yen - s.leased_yen as room, c.discount_yen
+          from campaign_budget_slots s join campaigns c on c.tenant_id = s.tenant_id and c.id = s.campaign_id
+         where s.tenant_id = ${tenantId} and s.campaign_id = ${campaignId} and s.slot = 0
+           for update of s
+      ), expired as (
+        delete from campaign_budget_leases l
+         where l.tenant_id = ${tenantId} and l.campaign_id = ${campaignId} and l.holder <> ${this.holder}
+           and ${budgetLeasing.current.givenBack} and exists (select 1 from pool)
+        returning l.budget_yen, l.issued_yen
+      ), back as (
+        select coalesce(sum(budget_yen), 0)::int as budget, coalesce(sum(issued_yen), 0)::int as issued from expired
+      ), granted as (
+        select p.discount_yen * least(${leaseCoupons}::int, ((p.room + b.budget - b.issued) / p.discount_yen + 1) / 2) as yen
+          from pool p, back b
+      ), pool_update as (
+        update campaign_budget_slots s
+           set issued_yen = s.issued_yen + b.issued, leased_yen = s.leased_yen - b.budget + g.yen
+          from back b, granted g
+         where s.tenant_id = ${tenantId} and s.campaign_id = ${campaignId} and s.slot = 0
+        returning g.yen
+      ), mine as (
+        insert into campaign_budget_leases (tenant_id, campaign_id, holder, budget_yen, expires_at)
+        select ${tenantId}, ${campaignId}, ${this.holder}, yen, now() + make_interval(secs => ${this.ttlMs}::int / 1000.0)
+          from pool_update where yen > 0
+        on conflict (tenant_id, campaign_id, holder) do update
+          set budget_yen = campaign_budget_leases.budget_yen + excluded.budget_yen, expires_at = excluded.expires_at
+        returning budget_yen
+      )
+      select (select yen from pool_update) as granted`.execute(this.db);
+    const granted = result.rows[0]?.granted ?? 0;
+    if (granted > 0) this.renewWhileHeld();
+    return granted;
+  }
+
+  private renewWhileHeld() {
+    if (this.renewal || this.stopped) return;
+    this.renewal = setInterval(() => {
+      this.renew().catch((error: unknown) => this.log.warn({ err: summary(error) }, 'budget lease renewal failed'));
+    }, this.ttlMs / 3);
+    this.renewal.unref();
+  }
+
+  /** Keeps this process's leases from expiring. */
+  async renew(): Promise<void> {
+    await sql`update campaign_budget_leases set expires_at = now() + make_interval(secs => ${this.ttlMs}::int / 1000.0)
+               where holder = ${this.holder}`.execute(this.db);
+  }
+
+  /** Gives every lease of this process back to its campaign's budget row, in one statement (budget rows locked first). */
+  async release(): Promise<void> {
+    await sql`
+      with pool as (
+        select s.tenant_id, s.campaign_id from campaign_budget_slots s
+         where s.slot = 0 and (s.tenant_id, s.campaign_id) in (select tenant_id, campaign_id from campaign_budget_leases where holder = ${this.holder})
+         order by s.tenant_id, s.campaign_id
+           for update
+      ), mine as (
+        delete from campaign_budget_leases l using pool
+         where l.holder = ${this.holder} and l.tenant_id = pool.tenant_id and l.campaign_id = pool.campaign_id
+        returning l.tenant_id, l.campaign_id, l.budget_yen, l.issued_yen
+      )
+      update campaign_budget_slots s set issued_yen = s.issued_yen + mine.issued_yen, leased_yen = s.leased_yen - mine.budget_yen
+        from mine
+       where s.tenant_id = mine.tenant_id and s.campaign_id = mine.campaign_id and s.slot = 0`.execute(this.db);
+  }
+
+  /** Stops renewing and gives the leases back (a process that is killed instead leaves them to expire). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.renewal) clearInterval(this.renewal);
+    await Promise.allSettled(this.refills.values());
+    // Shutdown belongs to no request: its statement would be a trace of its own.
+    await untraced(() => this.release()).catch((error: unknown) =>
+      this.log.warn({ err: summary(error) }, 'budget leases not given back; they expire'),
+    );
+  }
+}
+
+function summary(error: unknown) {
+  return error instanceof Error ? { message: error.message, code: (error as { code?: unknown }).code } : { message: String(error) };
+}

@@ -1,0 +1,42 @@
+import { builder } from '../builder.js';
+import { defineMutation } from '../define-mutation.js';
+import { couponRedeemer, type RedeemResult } from '../../coupons/redeem.js';
+import { CouponType } from './coupons.js';
+
+const RedeemCouponStatus = builder.enumType('RedeemCouponStatus', {
+  values: {
+    REDEEMED: { description: 'The coupon is redeemed now, by this request.' },
+    ALREADY_REDEEMED: { description: 'The coupon was redeemed before; redeemedAt says when. Nothing changed.' },
+    VOIDED: { description: 'The coupon was voided and cannot be redeemed. Nothing was written.' },
+  } as const,
+});
+
+const RedeemCouponPayload = builder.objectRef<RedeemResult>('RedeemCouponPayload').implement({
+  fields: (t) => ({
+    status: t.field({ type: RedeemCouponStatus, resolve: (r) => r.status }),
+    coupon: t.expose('coupon', { type: CouponType }),
+    redeemedAt: t.expose('redeemedAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'When the coupon was redeemed (this time or the first time); null when it is voided.',
+    }),
+  }),
+});
+
+const RedeemCouponInput = builder.inputType('RedeemCouponInput', {
+  fields: (t) => ({ couponId: t.field({ type: 'UUID' }) }),
+});
+
+defineMutation('redeemCoupon', {
+  access: { member: true },
+  description:
+    "Redeems one of the session's member's coupons, once: REDEEMED the first time, ALREADY_REDEEMED after. " +
+    "A voided coupon is refused (VOIDED); another member's coupon is NOT_FOUND.",
+  input: RedeemCouponInput,
+  type: RedeemCouponPayload,
+  unit: ({ couponId }, { session, services }) => ({
+    work: (trx) =>
+      couponRedeemer.current.redeem(trx, { tenantId: session.tenantId, memberId: session.userId, couponId, now: services.clock() }),
+    entities: ({ coupon }) => [coupon.id, coupon.campaignId],
+  }),
+});

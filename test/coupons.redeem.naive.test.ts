@@ -1,0 +1,28 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { couponRedeemer } from '../src/coupons/redeem.js';
+import { naiveRedeemer } from './naive/redeem-coupon.js';
+import { createTestBackend, type TestBackend } from './support/harness.js';
+import { describeRedeemRun, doubleRedeems, runRedeemScenario } from './support/redeem-scenario.js';
+
+// The scenario of coupons.redeem.concurrency.test.ts with the read-check-write redeem standing in
+// for the conditional UPDATE: the same checks must catch it.
+
+describe('the redeem scenario against the naive read-check-write redeem', () => {
+  let backend: TestBackend;
+  let restore: () => void;
+  beforeAll(async () => {
+    restore = couponRedeemer.replaceWith(naiveRedeemer);
+    backend = await createTestBackend();
+  });
+  afterAll(async () => {
+    restore();
+    await backend.close();
+  });
+
+  it('fails: some coupon is redeemed twice, with two events and two times', async () => {
+    const result = await runRedeemScenario(backend, { tenantId: 'redeem-naive', coupons: 5, perCoupon: 16 });
+    console.log(describeRedeemRun('naive redeem, 16 per coupon', result));
+    expect(doubleRedeems(result).length).toBeGreaterThan(0);
+    expect(result.timeDisagreements.length).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,170 @@
+/**
+ * A small discrete-event engine: processes are generators that yield what they wait for (a delay,
+ * a unit of a resource, a core for some time) and are resumed, in time order, when it is theirs.
+ * Same inputs, same run: ties are broken by the order events were scheduled.
+ */
+
+export type Wait = { delay: number } | { acquire: Resource } | { cpu: Resource; ms: number };
+export type Process = Generator<Wait, void, void>;
+
+interface Event {
+  at: number;
+  seq: number;
+  resume: () => void;
+}
+
+/** A binary heap of events by time, then by scheduling order. */
+class Agenda {
+  private readonly heap: Event[] = [];
+
+  get size() {
+    return this.heap.length;
+  }
+
+  push(event: Event) {
+    const heap = this.heap;
+    heap.push(event);
+    for (let i = heap.length - 1; i > 0;) {
+      const parent = (i - 1) >> 1;
+      if (!before(heap[i]!, heap[parent]!)) break;
+      [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
+      i = parent;
+    }
+  }
+
+  pop(): Event {
+    const heap = this.heap;
+    const top = heap[0]!;
+    const last = heap.pop()!;
+    if (heap.length > 0) {
+      heap[0] = last;
+      for (let i = 0; ;) {
+        const left = 2 * i + 1;
+        const right = left + 1;
+        let smallest = i;
+        if (left < heap.length && before(heap[left]!, heap[smallest]!)) smallest = left;
+        if (right < heap.length && before(heap[right]!, heap[smallest]!)) smallest = right;
+        if (smallest === i) break;
+        [heap[i], heap[smallest]] = [heap[smallest]!, heap[i]!];
+        i = smallest;
+      }
+    }
+    return top;
+  }
+}
+
+const before = (a: Event, b: Event) => a.at < b.at || (a.at === b.at && a.seq < b.seq);
+
+/** Units (cores, connections, a row's lock) granted first come, first served. */
+export class Resource {
+  inUse = 0;
+  private readonly waiting: (() => void)[] = [];
+  /** Time-weighted units in use, for utilisation. */
+  private busyIntegral = 0;
+  private lastChange = 0;
+
+  constructor(
+    private readonly sim: Simulation,
+    readonly units: number,
+    readonly name = 'resource',
+  ) {}
+
+  get queued() {
+    return this.waiting.length;
+  }
+
+  private account() {
+    this.busyIntegral += this.inUse * (this.sim.now - this.lastChange);
+    this.lastChange = this.sim.now;
+  }
+
+  /** Takes a unit now if one is free. */
+  tryAcquire(): boolean {
+    if (this.inUse >= this.units) return false;
+    this.account();
+    this.inUse++;
+    return true;
+  }
+
+  enqueue(granted: () => void) {
+    if (this.tryAcquire()) this.sim.soon(granted);
+    else this.waiting.push(granted);
+  }
+
+  release() {
+    this.account();
+    const next = this.waiting.shift();
+    if (next) this.sim.soon(next);
+    else this.inUse--;
+  }
+
+  /** Mean units in use since the start. */
+  utilisation(): number {
+    this.account();
+    return this.sim.now > 0 ? this.busyIntegral / this.sim.now : 0;
+  }
+}
+
+export class Simulation {
+  now = 0;
+  private seq = 0;
+  private readonly agenda = new Agenda();
+  private halted = false;
+
+  /** Ends the run at once (a model that has fallen hopelessly behind). */
+  halt() {
+    this.halted = true;
+  }
+
+  at(at: number, resume: () => void) {
+    this.agenda.push({ at, seq: this.seq++, resume });
+  }
+
+  soon(resume: () => void) {
+    this.at(this.now, resume);
+  }
+
+  /** Starts a process now; it runs until its generator returns. */
+  start(process: Process, done?: () => void) {
+    const step = () => {
+      const next = process.next();
+      if (next.done) {
+        done?.();
+        return;
+      }
+      const wait = next.value;
+      if ('delay' in wait) this.at(this.now + Math.max(0, wait.delay), step);
+      else if ('acquire' in wait) wait.acquire.enqueue(step);
+      else
+        wait.cpu.enqueue(() =>
+          this.at(this.now + Math.max(0, wait.ms), () => {
+            wait.cpu.release();
+            step();
+          }),
+        );
+    };
+    this.soon(step);
+  }
+
+  /** Runs until nothing is scheduled, or until `until` ms. */
+  run(until = Infinity) {
+    while (this.agenda.size > 0 && !this.halted) {
+      const event = this.agenda.pop();
+      if (event.at > until) break;
+      this.now = event.at;
+      event.resume();
+    }
+  }
+}
+
+/** Seeded pseudo-random numbers (mulberry32), so that a run can be repeated. */
+export function random(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}

@@ -1,0 +1,122 @@
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parse } from 'graphql';
+import { describe, expect, it } from 'vitest';
+import { CACHED_SOURCE_MAX_CHARS, documentCaches, estimatedDocumentBytes } from '../src/http/document-cache.js';
+import { LoadClient } from './load/client.js';
+import { asUser, createTestDatabaseUrl } from './support/harness.js';
+import { freePort } from './support/ports.js';
+import { captureOutput, spawnScript, stopScript } from './support/scripts.js';
+
+const DOCUMENTS = 3_000;
+/** Of them, this many do not parse (they end in an unclosed selection): the parse-error cache's share. */
+const UNPARSABLE = 1_000;
+const COMMENT_CHARS = 95_000;
+/** Few at a time: the documents, not the concurrency, are what this measures. */
+const CLIENTS = 2;
+const MAX_GROWTH_BYTES = 64 * 1024 * 1024;
+/** How long the idle server may take to give its garbage back (V8 shrinks an idle heap after some seconds). */
+const SETTLE_DEADLINE_MS = 90_000;
+
+/** The server's own resident set, as its /metrics reports it (prom-client reads /proc/self). */
+async function residentBytes(base: string): Promise<number> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const match = /^process_resident_memory_bytes(?:\{[^}]*\})? (\d+)/m.exec(text);
+  if (!match) throw new Error(`no process_resident_memory_bytes in /metrics:\n${text.slice(0, 500)}`);
+  return Number(match[1]);
+}
+
+/** A distinct ~95 KB document: a comment no cache has seen makes every one new. */
+const documentNumber = (i: number) => {
+  const comment = `#${i} ${randomBytes(COMMENT_CHARS / 2).toString('hex')}`;
+  return i % (DOCUMENTS / UNPARSABLE) === 0 ? `{ viewer { role } ${comment}` : `{ viewer { role } } ${comment}`;
+};
+
+const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+
+describe('memory is bounded by bytes', () => {
+  it(`${DOCUMENTS.toLocaleString('en')} distinct 95 KB documents move the server's resident set by less than 64 MB`, async () => {
+    const port = await freePort();
+    const child = spawnScript('src/main.ts', {
+      DATABASE_URL: await createTestDatabaseUrl(),
+      PORT: String(port),
+      RUN_WORKERS: 'false',
+      LOG_LEVEL: 'warn',
+    });
+    const output = captureOutput(child);
+    const base = `http://127.0.0.1:${port}`;
+    try {
+      for (const deadline = Date.now() + 60_000; Date.now() < deadline && child.exitCode === null; await sleep(50)) {
+        if ((await fetch(`${base}/ready`).catch(() => null))?.status === 200) break;
+      }
+      expect((await fetch(`${base}/ready`)).status, output()).toBe(200);
+      const client = new LoadClient(`${base}/graphql`, CLIENTS);
+      await client.open();
+      try {
+        const send = async (from: number, to: number, document = documentNumber) => {
+          const outcomes = { ok: 0, refused: 0 };
+          let next = from;
+          await Promise.all(
+            Array.from({ length: CLIENTS }, async () => {
+              while (next < to) {
+                const reply = await client.graphql(document(next++), {}, asUser('memory'));
+                if (reply.status === 200 && reply.body.data) outcomes.ok++;
+                else outcomes.refused++;
+              }
+            }),
+          );
+          return outcomes;
+        };
+        // Warm up with small documents first (JIT, pools, buffers), so that what follows measures
+        // what large ones leave behind.
+        await send(0, 300, (i) => `{ viewer { role } } #warm-up ${i}`);
+        const before = await residentBytes(base);
+        const outcomes = await send(0, DOCUMENTS);
+        const peak = await residentBytes(base);
+        // What the documents left behind: garbage is returned to the system once the idle server's
+        // garbage collector shrinks the heap (V8's memory reducer), what a cache holds is not.
+        let settled = peak;
+        for (
+          const deadline = Date.now() + SETTLE_DEADLINE_MS;
+          settled - before >= MAX_GROWTH_BYTES && Date.now() < deadline;
+          await sleep(500)
+        ) {
+          settled = Math.min(settled, await residentBytes(base));
+        }
+        console.log(
+          `memory: ${DOCUMENTS} distinct documents of ${COMMENT_CHARS / 1000} KB (${outcomes.ok} parsed and answered, ${outcomes.refused} refused as unparsable): ` +
+            `resident ${mb(before)} before, ${mb(peak)} right after (garbage not yet collected), ${mb(settled)} once idle: ` +
+            `${mb(settled - before)} kept (limit ${mb(MAX_GROWTH_BYTES)})`,
+        );
+        expect(outcomes).toEqual({ ok: DOCUMENTS - UNPARSABLE, refused: UNPARSABLE });
+        expect(settled - before).toBeLessThan(MAX_GROWTH_BYTES);
+      } finally {
+        client.close();
+      }
+    } finally {
+      await stopScript(child);
+    }
+  }, 240_000);
+
+  it('keeps parsed documents by their weight in bytes, the least recently used going first, and no text over the size kept', () => {
+    const budget = 1024 * 1024;
+    const caches = documentCaches(budget)!;
+    const source = (i: number) => `{ viewer { role } } # ${i} ${'x'.repeat(10_000)}`;
+    const weights: number[] = [];
+    for (let i = 0; i < 1_000; i++) {
+      const document = parse(source(i));
+      weights.push(estimatedDocumentBytes(document, source(i)));
+      caches.documentCache.set(source(i), document);
+    }
+    const kept = weights.filter((_, i) => caches.documentCache.get(source(i)) !== undefined);
+    const keptBytes = kept.reduce((sum, weight) => sum + weight, 0);
+    console.log(`document cache of ${mb(budget)}: ${kept.length} of 1000 documents of 10 KB kept, ${mb(keptBytes)} by their weight`);
+    expect(kept.length).toBeGreaterThan(0);
+    expect(keptBytes).toBeLessThanOrEqual(budget);
+    expect(caches.documentCache.get(source(999))).toBeDefined();
+    expect(caches.documentCache.get(source(0))).toBeUndefined();
+    const long = `{ viewer { role } } # ${'x'.repeat(CACHED_SOURCE_MAX_CHARS)}`;
+    caches.documentCache.set(long, parse(long));
+    expect(caches.documentCache.get(long)).toBeUndefined();
+  });
+});

@@ -1,0 +1,15 @@
+import { sql } from 'kysely';
+import type { BudgetLeasing } from '../../src/coupons/leases.js';
+
+/**
+ * Budget pre-allocated to each process, as first drawn: a process issues from its own lease and,
+ * when that is empty, from the budget row; it never touches another process's lease, and nobody
+ * gives back the lease of a process that died. The budget is never exceeded, but a dead or idle
+ * process's lease is stranded: the campaign refuses BUDGET_EXCEEDED while yen is left in it.
+ */
+export const ownLeaseOnly: BudgetLeasing = {
+  name: 'own-only',
+  leaseToTake: ({ holder, leaseRoom }) =>
+    sql`(select l.holder from campaign_budget_leases l where ${leaseRoom} and l.holder = ${holder} for update)`,
+  givenBack: sql`false`,
+};

@@ -1,0 +1,99 @@
+import { describe, expect, it } from 'vitest';
+import { simulate, type Costs } from './load/sim/hot-path.js';
+
+// The simulation behind npm run sim against what queueing theory says of its simplest cases, so
+// that a broken engine or model fails here rather than answering the capacity question wrongly.
+
+const free: Costs = { appCpuMs: 0, dbCpuMs: 0, holdMs: 0, commitMs: 0 };
+const roomy = { processes: 1, poolPerProcess: 10_000, dbCores: 10_000 };
+
+describe('the hot-path simulation', () => {
+  it('one client, nothing shared: each request takes exactly its CPU, round trip and hold', () => {
+    const costs = { ...free, appCpuMs: 0.4, dbCpuMs: 0.2, holdMs: 0.3 };
+    const result = simulate(
+      { kind: 'slots', rows: 1 },
+      costs,
+      { ...roomy, clients: 1, rttMs: 1 },
+      { requests: 1_000, budgetCoupons: 2_000 },
+    );
+    expect(result.meanLatencyMs).toBeCloseTo(0.4 + 1 + 0.2 + 0.3, 6);
+    expect(result.requestsPerSecond).toBeCloseTo(1000 / 1.9, 3);
+    expect(result.lockHoldMs).toBeCloseTo(0.3, 6);
+  });
+
+  it('many clients on one budget row: the row is the bottleneck, 1 / hold', () => {
+    const result = simulate(
+      { kind: 'slots', rows: 1 },
+      { ...free, holdMs: 0.5 },
+      { ...roomy, clients: 64, rttMs: 0.1 },
+      { requests: 20_000, budgetCoupons: 20_000 },
+    );
+    expect(result.requestsPerSecond / 2_000).toBeGreaterThan(0.99);
+    expect(result.requestsPerSecond / 2_000).toBeLessThan(1.001);
+    // Spread over 4 rows with SKIP LOCKED, four times as much.
+    const four = simulate(
+      { kind: 'slots', rows: 4 },
+      { ...free, holdMs: 0.5 },
+      { ...roomy, clients: 64, rttMs: 0.1 },
+      { requests: 20_000, budgetCoupons: 20_000 },
+    );
+    expect(four.requestsPerSecond / 8_000).toBeGreaterThan(0.97);
+  });
+
+  it("Little's law holds on its own output: clients in the system = throughput x latency", () => {
+    const result = simulate(
+      { kind: 'slots', rows: 2 },
+      { ...free, appCpuMs: 0.3, dbCpuMs: 0.2, holdMs: 0.4 },
+      { clients: 40, processes: 2, poolPerProcess: 10, dbCores: 2, rttMs: 1 },
+      { requests: 20_000, budgetCoupons: 10_000 },
+    );
+    expect(result.meanInSystem).toBeCloseTo(40, 0);
+    expect((result.requestsPerSecond * result.meanLatencyMs) / 1000 / result.meanInSystem).toBeCloseTo(1, 2);
+  });
+
+  it('Poisson arrivals at one budget row with a fixed hold: the M/D/1 queue, W = h + rho h / (2 (1 - rho))', () => {
+    const holdMs = 1;
+    for (const rho of [0.5, 0.8]) {
+      const result = simulate(
+        { kind: 'slots', rows: 1 },
+        { ...free, holdMs },
+        { ...roomy, ratePerSecond: rho * 1000, rttMs: 0 },
+        { requests: 80_000, budgetCoupons: 80_000 },
+        7,
+      );
+      const expected = holdMs + (rho * holdMs) / (2 * (1 - rho));
+      expect(result.meanLatencyMs / expected).toBeGreaterThan(0.95);
+      expect(result.meanLatencyMs / expected).toBeLessThan(1.05);
+    }
+  });
+
+  it('sells out exactly: never more coupons than the budget, and refuses the rest', () => {
+    for (const design of [
+      { kind: 'slots', rows: 16 } as const,
+      { kind: 'leases', leaseCoupons: 50 } as const,
+      { kind: 'serializable' } as const,
+    ]) {
+      const result = simulate(
+        design,
+        { ...free, appCpuMs: 0.2, dbCpuMs: 0.1, holdMs: 0.2, commitMs: 0.2 },
+        { ...roomy, clients: 32, rttMs: 1 },
+        { requests: 2_000, budgetCoupons: 1_000 },
+      );
+      expect(result.issued + result.refused + result.tryAgain).toBe(2_000);
+      expect(result.issued).toBeLessThanOrEqual(1_000);
+      if (design.kind !== 'serializable') expect(result.issued).toBe(1_000);
+      expect(result.strandedAtEnd).toBe(1_000 - result.issued);
+    }
+  });
+
+  it('SERIALIZABLE with one client never conflicts: twelve round trips and a commit per issue', () => {
+    const result = simulate(
+      { kind: 'serializable' },
+      { ...free, commitMs: 0.5 },
+      { ...roomy, clients: 1, rttMs: 1 },
+      { requests: 100, budgetCoupons: 100 },
+    );
+    expect(result.tryAgain).toBe(0);
+    expect(result.meanLatencyMs).toBeCloseTo(12 + 0.5, 6);
+  });
+});
