@@ -6,6 +6,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LoadClient } from './load/client.js';
 import { runLoad, type LoadResult } from './load/run.js';
+import { violationsOf } from './load/scenario.js';
 import { couponsScenario, headerSessions } from './load/scenarios/coupons.js';
 import { createTestDatabaseUrl } from './support/harness.js';
 import { freePort } from './support/ports.js';
@@ -110,6 +111,9 @@ function steadyLoad(base: string) {
   };
 }
 
+/** What /ready answers from the moment a process begins to stop. */
+const DRAINING = '503 {"status":"draining"}';
+
 /** A load balancer's health check: GET /ready on a fresh connection every 100 ms, on the load's clock. */
 interface Probe {
   /** When it was sent, and when it was answered or failed. */
@@ -126,8 +130,11 @@ function healthCheck(base: string, now: () => number, onProbe: (probes: Probe[])
       const atMs = now();
       const answer = await new Promise<string>((resolve) => {
         const req = http.get(`${base}/ready`, { agent: false }, (res) => {
-          res.resume();
-          res.on('end', () => resolve(String(res.statusCode)));
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (body += chunk));
+          // A failure says why (draining, database unavailable).
+          res.on('end', () => resolve(res.statusCode === 200 ? '200' : `${res.statusCode} ${body}`));
         });
         req.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
       });
@@ -160,7 +167,7 @@ function failures(result: LoadResult): Record<string, number> {
 async function invariantsOf(load: ReturnType<typeof steadyLoad>, result: LoadResult, databaseUrl: string) {
   const sql = new pg.Pool({ connectionString: databaseUrl, max: 2 });
   try {
-    return await load.check(sql, result.outcomes);
+    return violationsOf(await load.check(sql, result.outcomes));
   } finally {
     await sql.end();
   }
@@ -241,9 +248,9 @@ describe('deploys under steady load (real processes, the load tool, no resends)'
     // From the signal until the listener closed /ready said 503 (after at most the 200s of probes
     // sent before the signal was handled), never 200 again, for at least the grace period.
     const beforeRefusal = after.filter((p) => p.atMs < refused!.atMs);
-    const firstFailed = beforeRefusal.findIndex((p) => p.answer === '503');
+    const firstFailed = beforeRefusal.findIndex((p) => p.answer === DRAINING);
     expect(firstFailed).toBeGreaterThanOrEqual(0);
-    expect(beforeRefusal.slice(firstFailed).map((p) => p.answer)).toEqual(beforeRefusal.slice(firstFailed).map(() => '503'));
+    expect(beforeRefusal.slice(firstFailed).map((p) => p.answer)).toEqual(beforeRefusal.slice(firstFailed).map(() => DRAINING));
     expect(refused!.endMs - signalledAt).toBeGreaterThanOrEqual(graceMs);
 
     // Every request the server accepted was answered: none reset, none refused, the ones sent after

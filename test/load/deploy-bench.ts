@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { LoadClient } from './client.js';
 import { runLoad, type LoadResult } from './run.js';
-import type { LoadScenario } from './scenario.js';
+import { violationsOf, type LoadScenario } from './scenario.js';
 import { couponsScenario, headerSessions } from './scenarios/coupons.js';
 import { currentCommit, machineDescription, startScratchDatabase, startServerProcess } from './target.js';
 
@@ -275,7 +275,7 @@ async function main(): Promise<void> {
     client.close();
     await server.stop().catch(() => {});
   }
-  const violations = await load.scenario.check(sql, result.outcomes);
+  const violations = violationsOf(await load.scenario.check(sql, result.outcomes));
   await sql.end();
   await database.stop();
 
