@@ -65,7 +65,7 @@ function graceFor(config: AppConfig, reason: StopReason): number {
 async function single(config: AppConfig, log: Logger) {
   const backend = await startBackend({ config, log, watchDatabase: true });
   banner(log, config, backend.http.port, '1', databaseLine(config, backend.embedded));
-  onShutdown(log, (reason) => backend.stop(graceFor(config, reason)));
+  onShutdown(log, (reason) => backend.stop({ graceMs: graceFor(config, reason) }));
   process.on('SIGHUP', () => log.warn('SIGHUP reloads the HTTP processes of WEB_CONCURRENCY > 1; a single process is restarted instead'));
 }
 
@@ -107,7 +107,10 @@ async function httpWorker(config: AppConfig, log: Logger) {
     // A SIGTERM to this process alone (the primary's stop is a message): the primary starts its
     // successor now, and nothing routes to this one process by /ready, so no grace period.
     if (reason === 'SIGTERM') process.send?.(STOPPING);
-    return backend.stop(reason === 'instance' && graceful ? config.shutdown.graceMs : 0);
+    // Replaced, or stopped alone: the server as a whole stays ready, and a health check that
+    // reaches this process meanwhile must not say otherwise.
+    const alone = reason === 'replaced' || reason === 'SIGTERM';
+    return backend.stop({ graceMs: reason === 'instance' && graceful ? config.shutdown.graceMs : 0, failReady: !alone });
   });
   process.on('message', (message: unknown) => {
     const type = (message as { type?: unknown } | null)?.type;

@@ -42,12 +42,12 @@ export interface Backend {
   embedded: EmbeddedPostgres | null;
   http: RunningServer;
   /**
-   * Drains HTTP (fails /ready, keeps accepting for `graceMs`, then waits up to
+   * Drains HTTP (fails /ready unless `failReady` is false, keeps accepting for `graceMs`, then waits up to
    * HTTP_DRAIN_TIMEOUT_MS for every connection to end: RunningServer.drain) while the background
    * loops stop, then gives the budget leases back, closes the pools and stops the embedded
    * server: each step time-limited, so it ends whatever the database does.
    */
-  stop(graceMs?: number): Promise<void>;
+  stop(options?: { graceMs?: number; failReady?: boolean }): Promise<void>;
 }
 
 /**
@@ -157,10 +157,10 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       database,
       embedded,
       http,
-      async stop(graceMs = 0) {
+      async stop({ graceMs = 0, failReady = true } = {}) {
         // The loops serve no request: they stop (WORKERS_STOP_LIMIT_MS) while HTTP drains, so a
         // shutdown takes the longer of the two, not their sum.
-        await Promise.all([http.drain({ graceMs, timeoutMs: config.shutdown.drainTimeoutMs }), workers?.stop()]);
+        await Promise.all([http.drain({ graceMs, failReady, timeoutMs: config.shutdown.drainTimeoutMs }), workers?.stop()]);
         // Requests issue from the leases until the last one is answered.
         await services.budgetLeases.stop();
         await opened.close();

@@ -162,6 +162,25 @@ describe('draining the HTTP server', () => {
     }
   });
 
+  it('a process replaced while the others serve drains with /ready at 200: its answers close their connections, the server stays ready', async () => {
+    const { server, base, close } = await drainable();
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      expect((await request(`${base}/ready`, agent)).connection).toBe('keep-alive');
+      const drained = server.drain({ graceMs: 0, timeoutMs: 60_000, failReady: false });
+      const ready = await request(`${base}/ready`, agent);
+      expect({ status: ready.status, body: JSON.parse(ready.body), connection: ready.connection }).toEqual({
+        status: 200,
+        body: { status: 'ready' },
+        connection: 'close',
+      });
+      expect(await drained).toEqual({ forced: 0 });
+    } finally {
+      agent.destroy();
+      await close();
+    }
+  });
+
   it('closes what is still open when HTTP_DRAIN_TIMEOUT_MS runs out, and says how much', async () => {
     const { server, base, close } = await drainable();
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });

@@ -15,16 +15,25 @@ export interface NodeHandler {
 }
 
 /**
- * Whether this process is draining: /ready fails, so a load balancer stops sending, and every
- * response closes its connection, so no client reuses a socket that is about to go.
+ * Whether this process is draining: every response closes its connection, so no client reuses a
+ * socket that is about to go; and, when the whole server stops, /ready fails, so a load balancer
+ * stops sending. An HTTP process of the cluster that is replaced drains while the server as a
+ * whole stays ready: its /ready, should a health check still reach it, says 200.
  */
 export class DrainState {
+  #closing = false;
   #draining = false;
+  /** Every response from now on carries `Connection: close`. */
+  get closing(): boolean {
+    return this.#closing;
+  }
+  /** The server stops: /ready answers 503. */
   get draining(): boolean {
     return this.#draining;
   }
-  begin(): void {
-    this.#draining = true;
+  begin(options: { failReady: boolean }): void {
+    this.#closing = true;
+    if (options.failReady) this.#draining = true;
   }
 }
 
@@ -96,6 +105,8 @@ export interface DrainOptions {
    * to end by themselves (HTTP_DRAIN_TIMEOUT_MS); whatever is still open then is closed.
    */
   timeoutMs: number;
+  /** Whether /ready fails (default true); false for one HTTP process of the cluster replaced while the others serve. */
+  failReady?: boolean;
 }
 
 export interface DrainReport {
@@ -157,7 +168,7 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       connectionsCheckingInterval: TIMEOUT_CHECK_MS,
     },
     (req, res) => {
-      if (drainState.draining) res.setHeader('connection', 'close');
+      if (drainState.closing) res.setHeader('connection', 'close');
       else {
         unanswered.add(res);
         res.once('close', () => unanswered.delete(res));
@@ -206,8 +217,8 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
   return {
     server,
     port: (server.address() as AddressInfo).port,
-    async drain({ graceMs, timeoutMs }) {
-      drainState.begin();
+    async drain({ graceMs, timeoutMs, failReady = true }) {
+      drainState.begin({ failReady });
       for (const res of unanswered) if (!res.headersSent) res.setHeader('connection', 'close');
       unanswered.clear();
       if (graceMs > 0) {
