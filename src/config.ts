@@ -57,6 +57,9 @@ export interface AppConfig {
   webConcurrency: number;
   outbox: OutboxConfig;
   huddles: HuddleConfig;
+  retention: RetentionConfig;
+  migrations: MigrationConfig;
+  shutdown: ShutdownConfig;
   idempotencyTtlHours: number;
   idempotencyCleanupIntervalMs: number;
   edge: EdgeConfig;
@@ -114,6 +117,38 @@ export interface EdgeConfig {
   documentCacheBytes: number;
   httpRequestTimeoutMs: number;
   httpMaxConnections: number;
+  /** How long an idle keep-alive connection stays open; above any proxy's idle timeout in front, so the proxy closes first. */
+  httpKeepAliveTimeoutMs: number;
+}
+
+/** Stopping without a dropped request (docs/operations.md, "Deploys"). */
+export interface ShutdownConfig {
+  /** After SIGTERM: /ready fails while the server still accepts, so a load balancer stops sending first. */
+  graceMs: number;
+  /** Then, with the listener closed: how long requests in flight and idle keep-alive connections get to end by themselves. */
+  drainTimeoutMs: number;
+}
+
+/** What start-up migrations may do to a database that serves traffic (docs/operations.md, "Migrations"). */
+export interface MigrationConfig {
+  /** lock_timeout of every migration statement: the longest the hot path queues behind its DDL. */
+  lockTimeoutMs: number;
+  statementTimeoutMs: number;
+  /** How long a migration whose locks time out is tried again (backoff with jitter) before start-up fails. */
+  retryForMs: number;
+  /** How long start-up waits for another process that holds the migration lock. */
+  lockWaitMs: number;
+}
+
+/** Rows deleted by the background loops once they are this old. */
+export interface RetentionConfig {
+  /** Sent outbox events (pending and dead ones are never deleted). */
+  outboxSentHours: number;
+  /** Ended huddle sessions and their participants. */
+  huddleEndedHours: number;
+  intervalMs: number;
+  /** Rows per delete statement: a small batch keeps each statement short. */
+  batchSize: number;
 }
 
 export interface HuddleConfig {
@@ -129,7 +164,10 @@ export interface OutboxConfig {
   batchSize: number;
   pollIntervalMs: number;
   leaseMs: number;
-  maxAttempts: number;
+  /** How long an event is retried, from when it was written (or given back): then it is dead. */
+  retryForMs: number;
+  /** null: no limit by count, only the time budget. */
+  maxAttempts: number | null;
   retryBaseDelayMs: number;
   retryMaxDelayMs: number;
 }
@@ -173,6 +211,29 @@ function readHttpUrl(env: Env, name: string): string | null {
   throw new ConfigError(name, `expected an http:// or https:// URL, got "${raw}"`);
 }
 
+const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A duration with its unit (90s, 30m, 72h, 3d) in milliseconds; null when it is not one. */
+export function parseDuration(raw: string): number | null {
+  const match = /^(\d+)(ms|s|m|h|d)$/.exec(raw.trim());
+  return match ? Number(match[1]) * DURATION_UNITS_MS[match[2]!]! : null;
+}
+
+/** A duration with its unit: a bare number would leave the unit to guess. */
+function readDuration(env: Env, name: string, fallbackMs: number, minMs: number, maxMs: number): number {
+  const raw = readString(env, name);
+  if (raw === null) return fallbackMs;
+  const ms = parseDuration(raw);
+  if (ms === null) throw new ConfigError(name, `expected a duration such as 72h, 30m or 90s, got "${raw}"`);
+  if (ms < minMs || ms > maxMs) throw new ConfigError(name, `expected from ${minMs / 1000} s to ${maxMs / 3_600_000} h, got ${raw}`);
+  return ms;
+}
+
+/** A whole number, or unset for "no limit". */
+function readOptionalInt(env: Env, name: string, min: number, max: number): number | null {
+  return readString(env, name) === null ? null : readInt(env, name, min, min, max);
+}
+
 function readOutbox(env: Env): OutboxConfig {
   const retryBaseDelayMs = readInt(env, 'OUTBOX_RETRY_BASE_MS', 1_000, 1, 3_600_000);
   return {
@@ -181,7 +242,8 @@ function readOutbox(env: Env): OutboxConfig {
     batchSize: readInt(env, 'OUTBOX_BATCH_SIZE', 100, 1, 10_000),
     pollIntervalMs: readInt(env, 'OUTBOX_POLL_INTERVAL_MS', 500, 10, 600_000),
     leaseMs: readInt(env, 'OUTBOX_LEASE_MS', 30_000, 100, 3_600_000),
-    maxAttempts: readInt(env, 'OUTBOX_MAX_ATTEMPTS', 10, 1, 1_000),
+    retryForMs: readDuration(env, 'OUTBOX_RETRY_FOR', 72 * 3_600_000, 1_000, 30 * 86_400_000),
+    maxAttempts: readOptionalInt(env, 'OUTBOX_MAX_ATTEMPTS', 1, 1_000_000),
     retryBaseDelayMs,
     retryMaxDelayMs: readInt(env, 'OUTBOX_RETRY_MAX_MS', 300_000, retryBaseDelayMs, 86_400_000),
   };
@@ -423,6 +485,41 @@ function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig
     documentCacheBytes: readInt(env, 'DOCUMENT_CACHE_BYTES', 16 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
     httpRequestTimeoutMs: readInt(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
     httpMaxConnections: readInt(env, 'HTTP_MAX_CONNECTIONS', 10_000, 1, 1_000_000),
+    httpKeepAliveTimeoutMs: readInt(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 65_000, 1_000, 3_600_000),
+  };
+}
+
+function readShutdown(env: Env): ShutdownConfig {
+  return {
+    graceMs: readInt(env, 'SHUTDOWN_GRACE_MS', 5_000, 0, 600_000),
+    drainTimeoutMs: readInt(env, 'HTTP_DRAIN_TIMEOUT_MS', 15_000, 0, 600_000),
+  };
+}
+
+/** The migration runner's settings when nothing configures them (a test's template, a tool). */
+export const MIGRATION_DEFAULTS: MigrationConfig = {
+  lockTimeoutMs: 200,
+  statementTimeoutMs: 600_000,
+  retryForMs: 60_000,
+  lockWaitMs: 60_000,
+};
+
+function readMigrations(env: Env): MigrationConfig {
+  const d = MIGRATION_DEFAULTS;
+  return {
+    lockTimeoutMs: readInt(env, 'MIGRATION_LOCK_TIMEOUT_MS', d.lockTimeoutMs, 10, 600_000),
+    statementTimeoutMs: readInt(env, 'MIGRATION_STATEMENT_TIMEOUT_MS', d.statementTimeoutMs, 100, 86_400_000),
+    retryForMs: readInt(env, 'MIGRATION_RETRY_FOR_MS', d.retryForMs, 0, 3_600_000),
+    lockWaitMs: readInt(env, 'MIGRATION_LOCK_WAIT_MS', d.lockWaitMs, 1, 3_600_000),
+  };
+}
+
+function readRetention(env: Env): RetentionConfig {
+  return {
+    outboxSentHours: readInt(env, 'OUTBOX_RETENTION_HOURS', 168, 0, 87_600),
+    huddleEndedHours: readInt(env, 'HUDDLE_RETENTION_HOURS', 168, 0, 87_600),
+    intervalMs: readInt(env, 'RETENTION_INTERVAL_MS', 60_000, 10, 86_400_000),
+    batchSize: readInt(env, 'RETENTION_BATCH_SIZE', 1_000, 1, 100_000),
   };
 }
 
@@ -488,6 +585,9 @@ export function loadConfig(env: Env = process.env, { servesHttp = true }: LoadOp
       staleAfterMs: readInt(env, 'HUDDLE_STALE_AFTER_MS', 30_000, 100, 86_400_000),
       cleanupBatchSize: readInt(env, 'HUDDLE_CLEANUP_BATCH_SIZE', 100, 1, 10_000),
     },
+    retention: readRetention(env),
+    migrations: readMigrations(env),
+    shutdown: readShutdown(env),
     edge: readEdge(env, development, dbPoolMax),
     tracing: readTracing(env),
   };

@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
-import { bootstrap, onShutdown, run } from './cli/bootstrap.js';
+import { bootstrap, onShutdown, run, type StopReason } from './cli/bootstrap.js';
+import { REPLACED, STOP, STOPPING, startHttpProcesses, type StopMessage } from './cluster.js';
 import { isDevMode, type AppConfig } from './config.js';
 import { DEMO_HEADERS, graphiqlOptions } from './http/graphiql.js';
 import { describeDatabaseUrl } from './db/connect.js';
@@ -52,56 +53,75 @@ function printBanner(config: AppConfig, port: number, processes: string, databas
 ${isDevMode(config) ? `  Headers for GraphiQL (dev mode):\n  ${JSON.stringify(DEMO_HEADERS)}\n` : ''}`);
 }
 
+/**
+ * How long a stopping server keeps accepting once /ready fails: a SIGTERM comes from an
+ * orchestrator whose load balancer may still route here; Ctrl-C has nobody to wait for.
+ */
+function graceFor(config: AppConfig, reason: StopReason): number {
+  return reason === 'SIGTERM' ? config.shutdown.graceMs : 0;
+}
+
 /** One process: the database, the HTTP server and the background workers. */
 async function single(config: AppConfig, log: Logger) {
   const backend = await startBackend({ config, log, watchDatabase: true });
   banner(log, config, backend.http.port, '1', databaseLine(config, backend.embedded));
-  onShutdown(log, () => backend.stop());
+  onShutdown(log, (reason) => backend.stop({ graceMs: graceFor(config, reason) }));
+  process.on('SIGHUP', () => log.warn('SIGHUP reloads the HTTP processes of WEB_CONCURRENCY > 1; a single process is restarted instead'));
 }
 
 /**
  * WEB_CONCURRENCY > 1: this primary process starts the database (embedded or DATABASE_URL),
  * migrates, loads the demo data and runs the one set of background workers; N forked processes
- * share the port and serve HTTP. A process that dies is replaced.
+ * share the port and serve HTTP. SIGHUP replaces them one at a time (the rolling reload); one that
+ * dies is replaced.
  */
 async function primary(config: AppConfig, log: Logger) {
   const opened = await openDatabase({ config, log, seed: true, schema: 'migrate', watchDatabase: true }, 'mutation-backend-primary');
   const databaseUrl = config.databaseUrl ?? opened.embedded!.connectionString();
   const workers = config.runWorkers ? startWorkers(buildServices(config, opened.database, log)) : null;
   serveClusterScrapes(log);
-  let stopping = false;
-  const fork = () => cluster.fork({ DATABASE_URL: databaseUrl, RUN_WORKERS: 'false' });
   let listening = 0;
   cluster.on('listening', (_worker, address) => {
     if (++listening === config.webConcurrency)
       banner(log, config, address.port, `${config.webConcurrency} (node:cluster, one port)`, databaseLine(config, opened.embedded));
   });
-  cluster.on('exit', (worker, code, signal) => {
-    if (stopping) return;
-    log.error({ pid: worker.process.pid, code, signal }, 'an HTTP process died; starting another');
-    fork();
+  const processes = startHttpProcesses({
+    count: config.webConcurrency,
+    env: { DATABASE_URL: databaseUrl, RUN_WORKERS: 'false' },
+    log,
+    drainTimeoutMs: config.shutdown.drainTimeoutMs,
   });
-  for (let i = 0; i < config.webConcurrency; i++) fork();
-  onShutdown(log, async () => {
-    stopping = true;
-    const exits = Object.values(cluster.workers ?? {}).map(
-      (worker) =>
-        new Promise<void>((resolve) => {
-          if (!worker || worker.isDead()) return resolve();
-          worker.once('exit', () => resolve());
-          worker.process.kill('SIGTERM');
-        }),
-    );
-    await Promise.all(exits);
-    await workers?.stop();
+  process.on('SIGHUP', () => void processes.reload());
+  onShutdown(log, async (reason) => {
+    // The loops serve no request: they stop while the HTTP processes drain.
+    await Promise.all([processes.stop(reason === 'SIGTERM'), workers?.stop()]);
     await opened.close();
   });
 }
 
-/** A forked HTTP process: the database is the primary's, the background workers are the primary's. */
+/** A forked HTTP process: the database, the background workers and the reload are the primary's. */
 async function httpWorker(config: AppConfig, log: Logger) {
   const backend = await startBackend({ config, log, seed: false });
-  onShutdown(log, () => backend.stop());
+  let graceful = false;
+  const shutdown = onShutdown(log, (reason) => {
+    // A SIGTERM to this process alone (the primary's stop is a message): the primary starts its
+    // successor now, and nothing routes to this one process by /ready, so no grace period.
+    if (reason === 'SIGTERM') process.send?.(STOPPING);
+    // Replaced, or stopped alone: the server as a whole stays ready, and a health check that
+    // reaches this process meanwhile must not say otherwise.
+    const alone = reason === 'replaced' || reason === 'SIGTERM';
+    return backend.stop({ graceMs: reason === 'instance' && graceful ? config.shutdown.graceMs : 0, failReady: !alone });
+  });
+  process.on('message', (message: unknown) => {
+    const type = (message as { type?: unknown } | null)?.type;
+    if (type === REPLACED.type) shutdown('replaced');
+    if (type === STOP) {
+      graceful = (message as StopMessage).graceful;
+      shutdown('instance');
+    }
+  });
+  // A hang-up of the terminal reaches the whole process group; the primary decides what it means.
+  process.on('SIGHUP', () => undefined);
 }
 
 run(async () => {

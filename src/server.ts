@@ -5,7 +5,7 @@ import type { Clock } from './clock.js';
 import { waitForDatabase } from './db/connect.js';
 import { createDatabase, type Database } from './db/database.js';
 import type { EmbeddedPostgres } from './db/embedded.js';
-import { assertSchemaCurrent, migrate } from './db/migrate.js';
+import { assertSchemaCurrent, migrate, MIGRATIONS_DIR } from './db/migrate.js';
 import { applySessionTimeouts } from './db/session-defaults.js';
 import { LONG_WORK_LIMIT_MS, withCallLimit } from './db/scope.js';
 import { seedIfEmpty } from './db/seed.js';
@@ -42,10 +42,12 @@ export interface Backend {
   embedded: EmbeddedPostgres | null;
   http: RunningServer;
   /**
-   * Stops accepting, drains requests in flight, stops the background loops, closes the pools,
-   * stops the embedded server: each step time-limited, so it ends whatever the database does.
+   * Drains HTTP (fails /ready unless `failReady` is false, keeps accepting for `graceMs`, then waits up to
+   * HTTP_DRAIN_TIMEOUT_MS for every connection to end: RunningServer.drain) while the background
+   * loops stop, then gives the budget leases back, closes the pools and stops the embedded
+   * server: each step time-limited, so it ends whatever the database does.
    */
-  stop(): Promise<void>;
+  stop(options?: { graceMs?: number; failReady?: boolean }): Promise<void>;
 }
 
 /**
@@ -123,7 +125,8 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
     await untraced(async () => {
       if (options.schema === 'require-current') await assertSchemaCurrent(database.db);
       if (options.schema === 'migrate') {
-        const applied = await withCallLimit(LONG_WORK_LIMIT_MS, () => migrate(database.db));
+        // The runner limits its own calls by MIGRATION_STATEMENT_TIMEOUT_MS and MIGRATION_LOCK_WAIT_MS.
+        const applied = await migrate(database.db, MIGRATIONS_DIR, { settings: config.migrations, log });
         log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
         // What a coupon issue sent as one statement runs under (docs/design.md §5).
         await withCallLimit(LONG_WORK_LIMIT_MS, () => applySessionTimeouts(connectionString, config, log));
@@ -154,9 +157,11 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       database,
       embedded,
       http,
-      async stop() {
-        await http.close();
-        await workers?.stop();
+      async stop({ graceMs = 0, failReady = true } = {}) {
+        // The loops serve no request: they stop (WORKERS_STOP_LIMIT_MS) while HTTP drains, so a
+        // shutdown takes the longer of the two, not their sum.
+        await Promise.all([http.drain({ graceMs, failReady, timeoutMs: config.shutdown.drainTimeoutMs }), workers?.stop()]);
+        // Requests issue from the leases until the last one is answered.
         await services.budgetLeases.stop();
         await opened.close();
       },

@@ -1,6 +1,4 @@
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../src/logger.js';
 import {
   AuditLogDocument,
   CreateCampaignDocument,
@@ -20,20 +18,9 @@ import {
   gqlOk,
   type TestBackend,
 } from './support/harness.js';
+import { captureLog } from './support/log-capture.js';
 
 const TENANT = 'audited';
-
-/** A pino destination that keeps every line, to read what the server logged. */
-function captureLog() {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split('\n')) if (line.trim()) lines.push(JSON.parse(line));
-      done();
-    },
-  });
-  return { lines, logger: createLogger('info', stream) };
-}
 
 describe('audit trail, request ids, logs and the error contract', () => {
   let backend: TestBackend;

@@ -2,11 +2,23 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { claimBatch, deliverClaim, relayOnce, webhookSink, type OutboxSink, type RelayDeps } from '../src/outbox/outbox.js';
+import {
+  claimBatch,
+  countDead,
+  deliverClaim,
+  relayHealth,
+  relayOnce,
+  requeueDead,
+  webhookSink,
+  type OutboxSink,
+  type RelayDeps,
+} from '../src/outbox/outbox.js';
 import { loadConfig } from '../src/config.js';
 import { startBackend } from '../src/server.js';
 import { OutboxStatsDocument } from './generated/graphql.js';
 import { asTenantAdmin, asUser, createTenant, createTestBackend, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
+import { captureLog } from './support/log-capture.js';
+import { runScript } from './support/scripts.js';
 
 const TENANT = 'relay';
 
@@ -29,7 +41,8 @@ describe('the outbox relay', () => {
     transactions: backend.services.transactions,
     sink,
     log: backend.log,
-    options: { batchSize: 50, leaseMs: 30_000, maxAttempts: 3, retryBaseDelayMs: 1, retryMaxDelayMs: 2, ...options },
+    options: { batchSize: 50, leaseMs: 30_000, retryForMs: 3_600_000, maxAttempts: 3, retryBaseDelayMs: 1, retryMaxDelayMs: 2, ...options },
+    health: relayHealth(),
   });
   const plant = async (count: number) => {
     await backend.sql.query(
@@ -153,6 +166,86 @@ describe('the outbox relay', () => {
     } finally {
       await running.stop();
     }
+  });
+
+  it('an event is dead once OUTBOX_RETRY_FOR has passed since it was written, however few its attempts; the log counts the dead', async () => {
+    await plant(3);
+    await backend.sql.query(
+      "update outbox_events set created_at = now() - interval '2 hours' where id in (select id from outbox_events limit 2)",
+    );
+    const captured = captureLog();
+    const broken: OutboxSink = { name: 'broken', deliver: async () => Promise.reject(new Error('down')) };
+    const hour = { retryForMs: 3_600_000, maxAttempts: null, retryBaseDelayMs: 600_000, retryMaxDelayMs: 600_000 };
+    expect(await relayOnce({ ...deps(broken, hour), log: captured.logger })).toMatchObject({ claimed: 3, retried: 1, dead: 2 });
+    expect(await statuses()).toEqual({ pending: 1, dead: 2 });
+    await new Promise((resolve) => captured.logger.flush(resolve));
+    expect(captured.lines.find((line) => line['dead'] === 2)).toMatchObject({
+      level: 'error',
+      totalDead: 2,
+      msg: 'outbox events failed for all of OUTBOX_RETRY_FOR and are now dead; npm run outbox:requeue gives them back',
+    });
+    // The last attempt falls at the end of the budget, not a whole backoff past it.
+    await backend.sql.query(
+      "update outbox_events set created_at = now() - interval '59 minutes', next_attempt_at = now() where status = 'pending'",
+    );
+    await relayOnce(deps(broken, hour));
+    const { rows } = await backend.sql.query<{ late: boolean }>(
+      "select next_attempt_at <= created_at + interval '1 hour' as late from outbox_events where status = 'pending'",
+    );
+    expect(rows).toEqual([{ late: true }]);
+  });
+
+  it('a delivery brings forward the retries an outage failed, never one the receiver refuses after it came back', async () => {
+    await plant(3);
+    const ids = (await backend.sql.query<{ id: string }>('select id from outbox_events order by id')).rows.map((r) => r.id);
+    const [refused, accepted, waiting] = ids as [string, string, string];
+    let up = false;
+    const receiver: OutboxSink = {
+      name: 'receiver',
+      async deliver(event) {
+        if (!up || event.id === refused) throw new Error('503');
+      },
+    };
+    // Retries a minute away: brought forward, they are due at once; left alone, they wait.
+    const relay = deps(receiver, { retryBaseDelayMs: 60_000, retryMaxDelayMs: 60_000 });
+    expect(await relayOnce(relay)).toMatchObject({ claimed: 3, sent: 0 });
+    up = true;
+    await backend.sql.query('update outbox_events set next_attempt_at = now() where id = any($1)', [[refused, accepted]]);
+    expect(await relayOnce(relay)).toMatchObject({ claimed: 2, sent: 1 });
+    const due = async (id: string) =>
+      (await backend.sql.query<{ due: boolean }>('select next_attempt_at <= now() as due from outbox_events where id = $1', [id])).rows[0]!
+        .due;
+    expect(await due(waiting)).toBe(true);
+    expect(await due(refused)).toBe(false);
+  });
+
+  it('requeue gives dead events back by tenant, topic and age, with a fresh budget; the command line says what it did', async () => {
+    await createTenant(backend, 'relay-other').catch(() => undefined);
+    await backend.sql.query(
+      `insert into outbox_events (tenant_id, topic, payload, status, attempts, created_at) values
+         ($1, 'coupon.issued', '{}', 'dead', 12, now() - interval '3 hours'),
+         ($1, 'coupon.voided', '{}', 'dead', 12, now() - interval '3 hours'),
+         ($1, 'coupon.issued', '{}', 'dead', 12, now() - interval '10 minutes'),
+         ('relay-other', 'coupon.issued', '{}', 'dead', 12, now() - interval '3 hours')`,
+      [TENANT],
+    );
+    const filter = { tenantId: TENANT, topic: 'coupon.issued', olderThanMs: 3_600_000 };
+    expect(await countDead(backend.database.db, filter)).toBe(1);
+    expect(await countDead(backend.database.db, { tenantId: TENANT, newerThanMs: 3_600_000 })).toBe(1);
+    expect(await requeueDead(backend.database.db, filter)).toBe(1);
+    const { rows } = await backend.sql.query(
+      "select topic, attempts, requeued_at is not null as requeued, next_attempt_at <= now() as due from outbox_events where tenant_id = $1 and status = 'pending'",
+      [TENANT],
+    );
+    expect(rows).toEqual([{ topic: 'coupon.issued', attempts: 0, requeued: true, due: true }]);
+
+    const env = { DATABASE_URL: backend.databaseUrl };
+    const dry = await runScript('src/cli/outbox-requeue.ts', env, ['--tenant', TENANT, '--dry-run']);
+    expect(dry.output).toContain(`2 dead events would be given back (tenant ${TENANT})`);
+    expect(await countDead(backend.database.db, { tenantId: TENANT })).toBe(2);
+    const bad = await runScript('src/cli/outbox-requeue.ts', env, ['--older-than', 'yesterday']);
+    expect(bad.code).toBe(2);
+    expect(bad.output).toContain('--older-than needs an age such as 30m, 12h or 3d, got "yesterday"');
   });
 
   it('outboxStats gives pending, dead and the oldest pending age to admins only', async () => {

@@ -40,17 +40,27 @@ export function run(main: () => Promise<void>): void {
   });
 }
 
-/** Calls `stop` once on SIGINT or SIGTERM, then exits with its code after logs are flushed. */
-export function onShutdown(log: Logger, stop: () => Promise<void>): void {
+/**
+ * Why a process stops: a signal (SIGTERM from an orchestrator, SIGINT from Ctrl-C at a terminal),
+ * or, for an HTTP process of the cluster, its primary: `replaced` (its successor listens) or
+ * `instance` (the whole server stops, as after a SIGTERM to a single process).
+ */
+export type StopReason = 'SIGTERM' | 'SIGINT' | 'replaced' | 'instance';
+
+/**
+ * Calls `stop` once on SIGINT or SIGTERM (or when the returned function is called), then exits
+ * with its code after logs are flushed.
+ */
+export function onShutdown(log: Logger, stop: (reason: StopReason) => Promise<void>): (reason: StopReason) => void {
   let stopping = false;
-  const shutdown = (signal: string) => {
+  const shutdown = (reason: StopReason) => {
     if (stopping) return;
     stopping = true;
-    log.info({ signal }, 'shutting down: draining work in flight');
+    log.info({ signal: reason }, 'shutting down: draining work in flight');
     // pino writes asynchronously: exiting at once would drop the last lines.
     const exit = (code: number) => log.flush(() => process.exit(code));
     // The spans of the last requests go out before the process does.
-    stop()
+    stop(reason)
       .then(stopTracing)
       .then(() => {
         log.info('stopped');
@@ -63,4 +73,5 @@ export function onShutdown(log: Logger, stop: () => Promise<void>): void {
   };
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
+  return shutdown;
 }

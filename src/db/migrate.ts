@@ -1,14 +1,25 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { sql, type Kysely, type Transaction } from 'kysely';
+import { MIGRATION_DEFAULTS, type MigrationConfig } from '../config.js';
+import type { Logger } from '../logger.js';
 import type { DB } from './schema.js';
+import { CLIENT_LIMIT_MARGIN_MS, LONG_WORK_LIMIT_MS, withCallLimit } from './scope.js';
 import { SqlState, sqlStateOf } from './sqlstate.js';
+import { fullJitter } from './transaction.js';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../db/migrations/', import.meta.url));
 
 // Any constant works; it only has to be the same in every process that migrates this database.
 const MIGRATION_LOCK_KEY = 727_001;
+
+/** The first line of a migration that must run outside a transaction (CREATE INDEX CONCURRENTLY). */
+export const NO_TRANSACTION_MARKER = /^--\s*migrate:\s*no-transaction\b/;
+
+/** Pauses between attempts of a migration whose locks timed out: full jitter, at most 2 s. */
+const MIGRATION_BACKOFF = { baseDelayMs: 100, maxDelayMs: 2_000 } as const;
 
 export interface Migration {
   version: string;
@@ -20,19 +31,339 @@ export async function listMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
   return files.map((file) => ({ version: file.replace(/\.sql$/, ''), file: path.join(dir, file) }));
 }
 
-/**
- * Applies every migration not yet recorded, in file-name order, all in one transaction: a failing
- * migration leaves the schema as it was. A transaction-scoped advisory lock makes concurrent
- * start-ups (several processes, a pooler in transaction mode) take turns instead of racing.
- * Returns the versions applied now.
- */
-export async function migrate(db: Kysely<DB>, dir = MIGRATIONS_DIR): Promise<string[]> {
-  return db.transaction().execute((trx) => applyMigrations(trx, dir));
+interface LoadedMigration extends Migration {
+  sql: string;
+  transactional: boolean;
 }
 
-/** The migrations inside a transaction the caller owns (adoption runs them with its own work). */
+async function loadMigration(migration: Migration): Promise<LoadedMigration> {
+  const text = await readFile(migration.file, 'utf8');
+  return { ...migration, sql: text, transactional: !NO_TRANSACTION_MARKER.test(text) };
+}
+
+/** A session that held a lock a migration waited for. */
+export interface Blocker {
+  pid: number;
+  application: string;
+  state: string | null;
+  /** How long its transaction (or, outside one, its query) had run. */
+  seconds: number;
+  query: string;
+}
+
+export interface MigrateOptions {
+  settings?: MigrationConfig;
+  log?: Logger;
+  /** Told of every attempt whose locks timed out, with the sessions it waited for; the next attempt waits for it. */
+  onLockTimeout?: (version: string, attempt: number, blockers: Blocker[]) => void | Promise<void>;
+}
+
+/** A migration that could not take its locks within MIGRATION_RETRY_FOR_MS; start-up stops on it. */
+export class MigrationBlockedError extends Error {
+  override name = 'MigrationBlockedError';
+  constructor(
+    readonly version: string,
+    readonly attempts: number,
+    readonly blockers: Blocker[],
+    settings: MigrationConfig,
+  ) {
+    super(
+      `Migration ${version} could not take its locks within MIGRATION_RETRY_FOR_MS (${settings.retryForMs} ms: ${attempts} attempts, ` +
+        `each waiting at most MIGRATION_LOCK_TIMEOUT_MS = ${settings.lockTimeoutMs} ms). ${describeBlockers(blockers)}`,
+    );
+  }
+}
+
+/** Another process held the migration lock for longer than MIGRATION_LOCK_WAIT_MS. */
+export class MigrationLockBusyError extends Error {
+  override name = 'MigrationLockBusyError';
+  constructor(
+    readonly holders: Blocker[],
+    lockWaitMs: number,
+  ) {
+    super(
+      `Another process held the migration lock for more than MIGRATION_LOCK_WAIT_MS (${lockWaitMs} ms). ` +
+        (holders.length
+          ? `It is ${holders.map((h) => `pid ${h.pid} (application "${h.application}", ${h.state ?? 'unknown state'}: ${h.query})`).join(', ')}.`
+          : 'It let go before it could be named.') +
+        ' Start again when it is done.',
+    );
+  }
+}
+
+function describeBlockers(blockers: Blocker[]): string {
+  if (blockers.length === 0) return 'The session that held the lock could not be named (it let go between two looks). Start again.';
+  const named = blockers.map(
+    (b) => `pid ${b.pid} (application "${b.application}", ${b.state ?? 'unknown state'} for ${b.seconds} s: ${b.query})`,
+  );
+  const pids = blockers.map((b) => b.pid).join(', ');
+  return `Blocked by ${named.join('; ')}. Let it finish or end it (select pg_terminate_backend(pid) for pid ${pids}), then start again.`;
+}
+
+/** The sessions `pid` is waiting for, read from another connection while it waits. */
+async function blockersOf(db: Kysely<DB>, pid: number): Promise<Blocker[]> {
+  const { rows } = await sql<Blocker>`
+    select pid, application_name as application, state,
+           extract(epoch from now() - coalesce(xact_start, query_start))::int as seconds,
+           left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 200) as query
+      from pg_stat_activity where pid = any(pg_blocking_pids(${pid}::int))
+     order by pid`.execute(db);
+  return rows;
+}
+
+/** Who holds the migration lock (another process migrating). */
+async function migrationLockHolders(db: Kysely<DB>): Promise<Blocker[]> {
+  const { rows } = await sql<Blocker>`
+    select a.pid, a.application_name as application, a.state,
+           extract(epoch from now() - coalesce(a.xact_start, a.query_start))::int as seconds,
+           left(regexp_replace(a.query, '[[:space:]]+', ' ', 'g'), 200) as query
+      from pg_locks l join pg_stat_activity a on a.pid = l.pid
+     where l.locktype = 'advisory' and l.granted and l.classid = 0 and l.objid = ${MIGRATION_LOCK_KEY} and l.objsubid = 1`.execute(db);
+  return rows;
+}
+
+/**
+ * Runs `work` (a statement of `pid`'s that may wait for a lock); half-way through the lock
+ * timeout, looks from another connection at whom it waits for, so that a timeout can name them.
+ */
+async function naming<T>(db: Kysely<DB>, pid: number, lockTimeoutMs: number, found: (b: Blocker[]) => void, work: () => Promise<T>) {
+  const look = setTimeout(
+    () =>
+      void blockersOf(db, pid).then(
+        (blockers) => blockers.length > 0 && found(blockers),
+        () => undefined, // no connection to spare: the error message says less, nothing else changes
+      ),
+    lockTimeoutMs / 2,
+  );
+  try {
+    return await work();
+  } finally {
+    clearTimeout(look);
+  }
+}
+
+const ms = (value: number) => String(Math.max(1, Math.floor(value)));
+
+/**
+ * Takes the transaction-scoped migration lock, waiting at most MIGRATION_LOCK_WAIT_MS: processes
+ * starting at once take turns, and a pooler in transaction mode keeps the lock with the
+ * transaction. Then makes sure the ledger of applied migrations exists and says whether `version`
+ * is in it.
+ */
+async function lockAndCheck(db: Kysely<DB>, trx: Transaction<DB>, version: string, settings: MigrationConfig): Promise<boolean> {
+  const { lockWaitMs } = settings;
+  // Local to this transaction, so they win over the role's own timeouts (LOCK_TIMEOUT_MS and
+  // STATEMENT_TIMEOUT_MS, set for every session of the role): the wait for the lock is the
+  // runner's to bound.
+  await sql`select set_config('lock_timeout', ${ms(lockWaitMs)}, true),
+                   set_config('statement_timeout', ${ms(Math.max(lockWaitMs, settings.statementTimeoutMs))}, true)`.execute(trx);
+  try {
+    await sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`.execute(trx);
+  } catch (error) {
+    if (sqlStateOf(error) !== SqlState.lockNotAvailable) throw error;
+    throw new MigrationLockBusyError(await migrationLockHolders(db).catch(() => []), lockWaitMs);
+  }
+  await sql`create table if not exists schema_migrations (
+      version text primary key,
+      applied_at timestamptz not null default now()
+    )`.execute(trx);
+  const found = await trx.selectFrom('schema_migrations').select('version').where('version', '=', version).executeTakeFirst();
+  return found !== undefined;
+}
+
+/** One transactional migration in a transaction of its own; false when another process applied it first. */
+async function applyInTransaction(
+  db: Kysely<DB>,
+  migration: LoadedMigration,
+  settings: MigrationConfig,
+  found: (b: Blocker[]) => void,
+): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    if (await lockAndCheck(db, trx, migration.version, settings)) return false;
+    const { rows } = await sql<{ pid: number }>`
+      select pg_backend_pid() as pid, set_config('lock_timeout', ${ms(settings.lockTimeoutMs)}, true),
+             set_config('statement_timeout', ${ms(settings.statementTimeoutMs)}, true)`.execute(trx);
+    await naming(db, rows[0]!.pid, settings.lockTimeoutMs, found, () => runMigrationSql(trx, migration));
+    await trx.insertInto('schema_migrations').values({ version: migration.version }).execute();
+    return true;
+  });
+}
+
+async function invalidIndexes(db: Kysely<DB>): Promise<string[]> {
+  const { rows } = await sql<{ name: string }>`
+    select c.relname as name from pg_index i join pg_class c on c.oid = i.indexrelid
+      join pg_namespace n on n.oid = c.relnamespace
+     where not i.indisvalid and n.nspname = current_schema()`.execute(db);
+  return rows.map((r) => r.name);
+}
+
+/** What the attempts of one no-transaction migration share: the invalid indexes they found and left. */
+interface OutsideState {
+  /** Invalid before the first attempt: someone else's, not this migration's to judge. */
+  baseline: Set<string>;
+  /** Left by a failed attempt (a CONCURRENTLY build that stopped half-way), to drop before the next. */
+  leftBehind: Set<string>;
+}
+
+/**
+ * One migration marked `-- migrate: no-transaction` (a single statement such as CREATE INDEX
+ * CONCURRENTLY, which cannot run in a transaction): checked under the migration lock, then run on
+ * its own connection with the same timeouts, set for the session and reset after. A build that
+ * fails leaves an invalid index behind, which `CREATE INDEX CONCURRENTLY IF NOT EXISTS` would then
+ * take for done: it is dropped before the next attempt, and a migration that still leaves one is an
+ * error rather than recorded as applied.
+ */
+async function applyOutsideTransaction(
+  db: Kysely<DB>,
+  migration: LoadedMigration,
+  settings: MigrationConfig,
+  found: (b: Blocker[]) => void,
+  state: OutsideState,
+): Promise<boolean> {
+  const applied = await db.transaction().execute((trx) => lockAndCheck(db, trx, migration.version, settings));
+  if (applied) return false;
+  return db.connection().execute(async (conn) => {
+    const newlyInvalid = async () => (await invalidIndexes(conn)).filter((name) => !state.baseline.has(name));
+    const dropLeftBehind = async () => {
+      for (const name of state.leftBehind) {
+        await sql`drop index concurrently if exists ${sql.id(name)}`.execute(conn);
+        state.leftBehind.delete(name);
+      }
+    };
+    const { rows } = await sql<{ pid: number }>`
+      select pg_backend_pid() as pid, set_config('lock_timeout', ${ms(settings.lockTimeoutMs)}, false),
+             set_config('statement_timeout', ${ms(settings.statementTimeoutMs)}, false)`.execute(conn);
+    try {
+      await naming(db, rows[0]!.pid, settings.lockTimeoutMs, found, async () => {
+        await dropLeftBehind();
+        try {
+          await runMigrationSql(conn, migration);
+        } catch (error) {
+          for (const name of await newlyInvalid()) state.leftBehind.add(name);
+          await dropLeftBehind().catch(() => undefined); // or before the next attempt
+          throw error;
+        }
+      });
+    } finally {
+      await sql
+        .raw('reset lock_timeout; reset statement_timeout')
+        .execute(conn)
+        .catch(() => undefined);
+    }
+    const left = await newlyInvalid();
+    if (left.length > 0) {
+      throw new Error(
+        `Migration ${migration.version} left ${left.join(', ')} invalid (its build failed). Drop it (DROP INDEX CONCURRENTLY ${left[0]}) and start again.`,
+      );
+    }
+    await sql`insert into schema_migrations (version) values (${migration.version}) on conflict do nothing`.execute(conn);
+    return true;
+  });
+}
+
+async function runMigrationSql(db: Kysely<DB>, migration: LoadedMigration): Promise<void> {
+  try {
+    await sql.raw(migration.sql).execute(db);
+  } catch (error) {
+    const state = sqlStateOf(error);
+    if (state === SqlState.duplicateTable) {
+      throw new Error(
+        `Migration ${migration.version} found a table that already exists (${(error as Error).message}). ` +
+          'If this database holds data from an earlier system, adopt it first: npm run db:adopt -- --tenant ID',
+      );
+    }
+    if (state === SqlState.activeSqlTransaction && !migration.transactional) {
+      throw new Error(
+        `Migration ${migration.version} is marked no-transaction but holds more than one statement (${(error as Error).message}): ` +
+          'give each CONCURRENTLY statement a file of its own',
+      );
+    }
+    throw error;
+  }
+}
+
+/** The versions recorded as applied; none when the ledger does not exist yet. */
+async function recordedVersions(db: Kysely<DB>): Promise<Set<string>> {
+  const table = await sql<{ name: string | null }>`select to_regclass('schema_migrations')::text as name`.execute(db);
+  if (!table.rows[0]?.name) return new Set();
+  return new Set((await db.selectFrom('schema_migrations').select('version').execute()).map((row) => row.version));
+}
+
+/**
+ * Applies every migration not yet recorded, in file-name order, each in a transaction of its own
+ * (or, marked `-- migrate: no-transaction`, outside any), so that a deploy never queues the hot
+ * path behind its DDL for long:
+ *
+ * - every statement runs with a short `lock_timeout` (MIGRATION_LOCK_TIMEOUT_MS) and a
+ *   `statement_timeout` (MIGRATION_STATEMENT_TIMEOUT_MS): requests wait behind a queued lock for
+ *   at most the former;
+ * - a migration whose locks time out is rolled back and tried again after a pause with full
+ *   jitter, for at most MIGRATION_RETRY_FOR_MS; then start-up fails with a MigrationBlockedError
+ *   naming the sessions it waited for (pid, application, query);
+ * - the transaction-scoped migration lock makes concurrent start-ups take turns, each waiting at
+ *   most MIGRATION_LOCK_WAIT_MS for it, and re-checking under it what another already applied.
+ *
+ * A failing migration leaves the schema as it was before that migration. Returns the versions
+ * applied now.
+ */
+export async function migrate(db: Kysely<DB>, dir = MIGRATIONS_DIR, options: MigrateOptions = {}): Promise<string[]> {
+  const settings = options.settings ?? MIGRATION_DEFAULTS;
+  return withCallLimit(migrationCallLimitMs(settings), () => migrateEach(db, dir, options, settings));
+}
+
+/**
+ * How long the client waits for one statement of the runner: past PostgreSQL's own limits on it
+ * (MIGRATION_STATEMENT_TIMEOUT_MS, or MIGRATION_LOCK_WAIT_MS on the migration lock), so that the
+ * database's own cancel, which names the cause, comes first whenever the path works.
+ */
+function migrationCallLimitMs(settings: MigrationConfig): number {
+  return Math.max(LONG_WORK_LIMIT_MS, Math.max(settings.statementTimeoutMs, settings.lockWaitMs) + CLIENT_LIMIT_MARGIN_MS);
+}
+
+async function migrateEach(db: Kysely<DB>, dir: string, options: MigrateOptions, settings: MigrationConfig): Promise<string[]> {
+  const recorded = await recordedVersions(db);
+  const applied: string[] = [];
+  for (const listed of await listMigrations(dir)) {
+    if (recorded.has(listed.version)) continue;
+    const migration = await loadMigration(listed);
+    const started = Date.now();
+    const outside: OutsideState | null = migration.transactional
+      ? null
+      : { baseline: new Set(await invalidIndexes(db)), leftBehind: new Set() };
+    let blockers: Blocker[] = [];
+    for (let attempt = 1; ; attempt++) {
+      blockers = [];
+      const found = (named: Blocker[]) => (blockers = named);
+      try {
+        const done = outside
+          ? await applyOutsideTransaction(db, migration, settings, found, outside)
+          : await applyInTransaction(db, migration, settings, found);
+        if (done) applied.push(migration.version);
+        break;
+      } catch (error) {
+        if (sqlStateOf(error) !== SqlState.lockNotAvailable) throw error;
+        await options.onLockTimeout?.(migration.version, attempt, blockers);
+        const pauseMs = fullJitter(MIGRATION_BACKOFF, attempt);
+        if (Date.now() - started + pauseMs + settings.lockTimeoutMs > settings.retryForMs) {
+          throw new MigrationBlockedError(migration.version, attempt, blockers, settings);
+        }
+        options.log?.warn(
+          { migration: migration.version, attempt, blockedBy: blockers.map((b) => b.pid), pauseMs: Math.round(pauseMs) },
+          'a migration waited MIGRATION_LOCK_TIMEOUT_MS for a lock; trying it again',
+        );
+        await sleep(pauseMs);
+      }
+    }
+  }
+  return applied;
+}
+
+/**
+ * The migrations inside a transaction the caller owns (adoption runs them with its own work, on
+ * tables that take no traffic yet). A no-transaction migration runs there without CONCURRENTLY,
+ * which cannot run in a transaction and changes nothing of the result.
+ */
 export async function applyMigrations(trx: Transaction<DB>, dir = MIGRATIONS_DIR): Promise<string[]> {
-  const migrations = await listMigrations(dir);
   await sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`.execute(trx);
   await sql`create table if not exists schema_migrations (
       version text primary key,
@@ -40,19 +371,11 @@ export async function applyMigrations(trx: Transaction<DB>, dir = MIGRATIONS_DIR
     )`.execute(trx);
   const done = new Set((await trx.selectFrom('schema_migrations').select('version').execute()).map((r) => r.version));
   const applied: string[] = [];
-  for (const migration of migrations) {
-    if (done.has(migration.version)) continue;
-    try {
-      await sql.raw(await readFile(migration.file, 'utf8')).execute(trx);
-    } catch (error) {
-      if (sqlStateOf(error) === SqlState.duplicateTable) {
-        throw new Error(
-          `Migration ${migration.version} found a table that already exists (${(error as Error).message}). ` +
-            'If this database holds data from an earlier system, adopt it first: npm run db:adopt -- --tenant ID',
-        );
-      }
-      throw error;
-    }
+  for (const listed of await listMigrations(dir)) {
+    if (done.has(listed.version)) continue;
+    const migration = await loadMigration(listed);
+    const text = migration.transactional ? migration.sql : migration.sql.replace(/\bCONCURRENTLY\b/gi, '');
+    await runMigrationSql(trx, { ...migration, sql: text });
     await trx.insertInto('schema_migrations').values({ version: migration.version }).execute();
     applied.push(migration.version);
   }

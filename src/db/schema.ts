@@ -103,6 +103,10 @@ export interface OutboxEventsTable {
   sent_at: Date | null;
   /** The W3C traceparent of the transaction that wrote the event (while tracing is on). */
   traceparent: Defaulted<string | null>;
+  /** When `npm run outbox:requeue` gave a dead event back: its retry budget counts from then. */
+  requeued_at: Date | null;
+  /** When the relay last claimed it for a delivery. */
+  last_attempt_at: Date | null;
 }
 
 export interface HuddleSessionsTable {

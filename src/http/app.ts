@@ -9,7 +9,7 @@ import { createActionsHandler } from './actions.js';
 import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
 import { graphiqlOptions } from './graphiql.js';
 import { createGraphiQLPage, wantsGraphiQLPage } from './graphiql-page.js';
-import { MAX_REQUEST_HEADERS, readDeclaredBody, toFetchRequest, writeFetchResponse } from './node-server.js';
+import { DrainState, MAX_REQUEST_HEADERS, readDeclaredBody, toFetchRequest, writeFetchResponse } from './node-server.js';
 import { createRequestLog, requestIdOf } from './request-log.js';
 import { health, readiness } from './routes/health.js';
 import { metricsRoute } from './routes/metrics.js';
@@ -20,6 +20,8 @@ export interface App {
   fetch(request: Request): Promise<Response>;
   /** The same surface on a Node socket. */
   handleNode(req: IncomingMessage, res: ServerResponse): void;
+  /** Set by the server that drains this app: /ready then fails. */
+  drain: DrainState;
   /** Whether a request's declared body is one the server would read (for `Expect: 100-continue`). */
   acceptsBody(req: IncomingMessage): boolean;
   yoga: GraphQLServer;
@@ -84,7 +86,8 @@ export function createApp(services: AppServices): App {
   const graphiqlSettings = graphiqlOptions(config);
   // GraphiQL's code is served from this process, not from a CDN: it works offline and behind firewalls.
   const graphiql = graphiqlSettings ? createGraphiQLPage({ ...graphiqlSettings, endpoint: '/graphql' }) : null;
-  const ready = readiness({ database: services.health });
+  const drain = new DrainState();
+  const ready = readiness({ database: services.health, drain });
   const metrics = metricsRoute(services.metrics, config.edge.metricsToken);
   const requestLog = createRequestLog(log, services.metrics);
   const clientAddressOf = clientAddresses(config.edge.trustProxy);
@@ -157,6 +160,7 @@ export function createApp(services: AppServices): App {
   return {
     yoga,
     schema,
+    drain,
     fetch: (request) => serveFetch(request, new URL(request.url).pathname, requestIdOf(request.headers.get('x-request-id'))),
     acceptsBody: (req) => !(Number(req.headers['content-length'] ?? 0) > config.maxBodyBytes),
     handleNode(req, res) {

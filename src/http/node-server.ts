@@ -1,14 +1,40 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { Server as NetServer, type AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import compression from 'compression';
 import type { EdgeConfig } from '../config.js';
 import type { Logger } from '../logger.js';
 
 export interface NodeHandler {
   handleNode(req: IncomingMessage, res: ServerResponse): void;
+  /** What the handler's /ready reads; the server sets it when it begins to drain. */
+  drain?: DrainState;
   /** Whether the body a request declares is one the handler would read; without it, every body is. */
   acceptsBody?(req: IncomingMessage): boolean;
+}
+
+/**
+ * Whether this process is draining: every response closes its connection, so no client reuses a
+ * socket that is about to go; and, when the whole server stops, /ready fails, so a load balancer
+ * stops sending. An HTTP process of the cluster that is replaced drains while the server as a
+ * whole stays ready: its /ready, should a health check still reach it, says 200.
+ */
+export class DrainState {
+  #closing = false;
+  #draining = false;
+  /** Every response from now on carries `Connection: close`. */
+  get closing(): boolean {
+    return this.#closing;
+  }
+  /** The server stops: /ready answers 503. */
+  get draining(): boolean {
+    return this.#draining;
+  }
+  begin(options: { failReady: boolean }): void {
+    this.#closing = true;
+    if (options.failReady) this.#draining = true;
+  }
 }
 
 /**
@@ -67,19 +93,49 @@ export async function writeFetchResponse(response: Response, res: ServerResponse
   res.end();
 }
 
+export interface DrainOptions {
+  /**
+   * How long to go on accepting once /ready fails: a load balancer's time to see it and stop
+   * sending (SHUTDOWN_GRACE_MS). 0 when nothing routes by /ready (an HTTP process the cluster's
+   * primary has already replaced).
+   */
+  graceMs: number;
+  /**
+   * Once the listener is closed, how long requests in flight and idle keep-alive connections get
+   * to end by themselves (HTTP_DRAIN_TIMEOUT_MS); whatever is still open then is closed.
+   */
+  timeoutMs: number;
+  /** Whether /ready fails (default true); false for one HTTP process of the cluster replaced while the others serve. */
+  failReady?: boolean;
+}
+
+export interface DrainReport {
+  /** Connections still open when the drain's time ran out, closed by force. */
+  forced: number;
+}
+
 export interface RunningServer {
   server: Server;
   port: number;
-  /** Stops accepting, lets requests in flight finish (up to `graceMs`), then closes every socket. */
+  /**
+   * Stops without a dropped request: fails /ready and answers every response with `Connection:
+   * close` from now on, keeps accepting for `graceMs`, then stops accepting and waits (up to
+   * `timeoutMs`) for every connection to end by itself. A connection in use ends after its
+   * answer; an idle keep-alive one when its client closes it or its keep-alive time runs out, so
+   * the server never closes a socket a client may be sending on.
+   */
+  drain(options: DrainOptions): Promise<DrainReport>;
+  /** Stops accepting and closes idle sockets at once, lets requests in flight finish (up to `graceMs`), then closes every socket. */
   close(graceMs?: number): Promise<void>;
 }
 
 /**
  * HTTP_REQUEST_TIMEOUT_MS: the whole request, headers and body, must arrive within it (a slow
  * body would hold a socket for Node's default 300 s). HTTP_MAX_CONNECTIONS: open sockets; Node
- * closes the ones beyond it at once.
+ * closes the ones beyond it at once. HTTP_KEEP_ALIVE_TIMEOUT_MS: how long an idle connection
+ * stays open for its next request.
  */
-export type HttpLimits = Pick<EdgeConfig, 'httpRequestTimeoutMs' | 'httpMaxConnections'>;
+export type HttpLimits = Pick<EdgeConfig, 'httpRequestTimeoutMs' | 'httpMaxConnections' | 'httpKeepAliveTimeoutMs'>;
 
 /** How often Node checks sockets against requestTimeout; its default of 30 s would let a timeout run 30 s late. */
 const TIMEOUT_CHECK_MS = 1_000;
@@ -102,6 +158,9 @@ const compress = compression({ threshold: COMPRESSION_THRESHOLD_BYTES }) as unkn
 ) => void;
 
 export async function listen(app: NodeHandler, port: number, log: Logger, host: string, limits: HttpLimits): Promise<RunningServer> {
+  const drainState = app.drain ?? new DrainState();
+  // Responses not yet begun: a drain that starts while they run must still close their connections.
+  const unanswered = new Set<ServerResponse>();
   const server = createServer(
     {
       requestTimeout: limits.httpRequestTimeoutMs,
@@ -109,6 +168,11 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       connectionsCheckingInterval: TIMEOUT_CHECK_MS,
     },
     (req, res) => {
+      if (drainState.closing) res.setHeader('connection', 'close');
+      else {
+        unanswered.add(res);
+        res.once('close', () => unanswered.delete(res));
+      }
       const handle = () => {
         try {
           app.handleNode(req, res);
@@ -132,8 +196,12 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
     if (app.acceptsBody?.(req) ?? true) res.writeContinue();
     server.emit('request', req, res);
   });
-  // Keep-alive sockets from load generators must not outlive the idle window forever.
-  server.keepAliveTimeout = 5_000;
+  // Longer than the idle timeout of any proxy in front (docs/operations.md, "Keep-alive"), so the
+  // proxy, never this server, closes an idle connection: a close from this side can cross a request
+  // the proxy is just sending on it. Node announces it (Keep-Alive: timeout=N), closes 1 s after
+  // it, and times headers only once a request has begun, so the idle wait never meets
+  // HTTP_REQUEST_TIMEOUT_MS.
+  server.keepAliveTimeout = limits.httpKeepAliveTimeoutMs;
   server.maxConnections = limits.httpMaxConnections;
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) =>
@@ -145,9 +213,33 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
     );
     server.listen(port, host, () => resolve());
   });
+  const openConnections = () => new Promise<number>((resolve) => server.getConnections((_error, count) => resolve(count ?? 0)));
   return {
     server,
     port: (server.address() as AddressInfo).port,
+    async drain({ graceMs, timeoutMs, failReady = true }) {
+      drainState.begin({ failReady });
+      for (const res of unanswered) if (!res.headersSent) res.setHeader('connection', 'close');
+      unanswered.clear();
+      if (graceMs > 0) {
+        log.info({ graceMs }, 'draining: /ready answers 503 and every answer closes its connection; still accepting for SHUTDOWN_GRACE_MS');
+        await sleep(graceMs);
+      }
+      // net.Server's close, not http.Server's: that one also closes idle keep-alive connections
+      // at once, which is the reset a client sending on one of them meets.
+      const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
+      log.info({ connections: await openConnections() }, 'stopped accepting; waiting for requests in flight and idle connections to end');
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+      const outcome = await Promise.race([closed.then(() => 'ended' as const), timedOut]);
+      clearTimeout(timer);
+      if (outcome === 'ended') return { forced: 0 };
+      const forced = await openConnections();
+      log.warn({ connections: forced, timeoutMs }, 'connections still open after HTTP_DRAIN_TIMEOUT_MS; closing them');
+      server.closeAllConnections();
+      await closed;
+      return { forced };
+    },
     close(graceMs = 10_000) {
       return new Promise<void>((resolve) => {
         const force = setTimeout(() => server.closeAllConnections(), graceMs);

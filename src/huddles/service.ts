@@ -248,5 +248,34 @@ export async function cleanupHuddles(
   return total;
 }
 
+export interface DeletedSessions {
+  sessions: number;
+  participants: number;
+}
+
+/**
+ * Deletes up to `limit` sessions that ended more than `olderThanHours` ago (HUDDLE_RETENTION_HOURS),
+ * with their participants. Join, heartbeat, leave and cleanup touch only active sessions, and
+ * SKIP LOCKED passes over rows another pass holds, so the delete waits for nobody.
+ */
+export async function deleteEndedSessions(trx: Transaction<DB>, olderThanHours: number, limit: number): Promise<DeletedSessions> {
+  const { rows } = await sql<{ sessions: number; participants: number }>`
+    with old as (
+      select tenant_id, id from huddle_sessions
+       where ended_at < now() - make_interval(hours => ${olderThanHours})
+       order by ended_at
+       limit ${limit}
+       for update skip locked
+    ), gone_participants as (
+      delete from huddle_participants p using old where p.tenant_id = old.tenant_id and p.session_id = old.id returning 1
+    ), gone_sessions as (
+      delete from huddle_sessions s using old where s.tenant_id = old.tenant_id and s.id = old.id returning 1
+    )
+    select (select count(*)::int from gone_sessions) as sessions, (select count(*)::int from gone_participants) as participants`.execute(
+    trx,
+  );
+  return rows[0]!;
+}
+
 /** The huddle operations; the race tests stand the load-decide-save versions in for them. */
 export const huddleOperations = new Replaceable({ joinHuddle, heartbeatHuddle, leaveHuddle, cleanupHuddles });

@@ -109,6 +109,17 @@ export function createMetrics(pool: PoolCounts, db: Kysely<DB>, admission: { sta
       else this.reset();
     },
   });
+  new Gauge({
+    name: 'outbox_dead_events',
+    help: 'Outbox events that failed for all of OUTBOX_RETRY_FOR and wait for npm run outbox:requeue.',
+    registers: [registry],
+    aggregator: 'max',
+    async collect() {
+      const stats = await currentStats();
+      if (stats) this.set(stats.dead);
+      else this.reset();
+    },
+  });
   // A forked HTTP process of WEB_CONCURRENCY answers for the whole cluster.
   const scrape = cluster.isWorker ? clusterScrape(registry) : () => registry.metrics();
   return { registry, scrape, requests, couponOutcomes, transactionRetries };

@@ -1,10 +1,20 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AppServices } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
-import { runInTransaction } from '../db/transaction.js';
-import { cleanupHuddles } from '../huddles/service.js';
+import { runInTransaction, type UnitOfWork } from '../db/transaction.js';
+import { cleanupHuddles, deleteEndedSessions } from '../huddles/service.js';
 import { deleteExpiredKeys } from '../idempotency/service.js';
-import { PASS_DEADLINE_MS, logSink, relayOnce, webhookSink, type OutboxSink, type RelayDeps } from '../outbox/outbox.js';
+import {
+  PASS_DEADLINE_MS,
+  deleteSentEvents,
+  logSink,
+  outboxStats,
+  relayHealth,
+  relayOnce,
+  webhookSink,
+  type OutboxSink,
+  type RelayDeps,
+} from '../outbox/outbox.js';
 import { inSpan } from '../tracing.js';
 
 export interface Workers {
@@ -55,28 +65,57 @@ export function outboxSink(services: AppServices): OutboxSink {
 }
 
 export function relayDeps(services: AppServices, sink: OutboxSink = outboxSink(services)): RelayDeps {
-  const { batchSize, leaseMs, maxAttempts, retryBaseDelayMs, retryMaxDelayMs } = services.config.outbox;
+  const { batchSize, leaseMs, retryForMs, maxAttempts, retryBaseDelayMs, retryMaxDelayMs } = services.config.outbox;
   return {
     db: services.backgroundPool,
     transactions: services.transactions,
     sink,
     log: services.log,
-    options: { batchSize, leaseMs, maxAttempts, retryBaseDelayMs, retryMaxDelayMs },
+    options: { batchSize, leaseMs, retryForMs, maxAttempts, retryBaseDelayMs, retryMaxDelayMs },
+    health: relayHealth(),
   };
+}
+
+/**
+ * One retention pass: a batch of sent outbox events and a batch of ended huddle sessions (with
+ * their participants) past their age, each batch a short transaction of its own under the
+ * transaction timeouts. True while a batch came back full: more is waiting.
+ */
+export async function retentionPass(services: AppServices): Promise<boolean> {
+  const { log, config } = services;
+  const { outboxSentHours, huddleEndedHours, batchSize } = config.retention;
+  const inPass = <T>(work: UnitOfWork<T>) =>
+    runInTransaction(services.backgroundPool, services.transactions, { deadline: Date.now() + PASS_DEADLINE_MS }, work).then(
+      (r) => r.value,
+    );
+  const outboxEvents = await inPass((trx) => deleteSentEvents(trx, outboxSentHours, batchSize));
+  const huddles = await inPass((trx) => deleteEndedSessions(trx, huddleEndedHours, batchSize));
+  if (outboxEvents + huddles.sessions > 0) {
+    log.info({ outboxEvents, huddleSessions: huddles.sessions, huddleParticipants: huddles.participants }, 'retention: old rows deleted');
+  }
+  return outboxEvents === batchSize || huddles.sessions === batchSize;
+}
+
+/** Dead events wait for someone: say so once when the relay starts. */
+async function reportDeadEvents(services: AppServices): Promise<void> {
+  const { dead } = await outboxStats(services.pool, null);
+  if (dead > 0) services.log.warn({ dead }, 'dead outbox events are waiting: npm run outbox:requeue gives them back to the relay');
 }
 
 /** Expired keys deleted per statement: small batches keep each delete's locks short. */
 const EXPIRY_BATCH = 1_000;
 
 /**
- * The background loops: the outbox relay, stale-huddle cleanup and expiry of idempotency keys.
- * Several processes may run them against one database. They run on connections of their own
- * (services.backgroundPool), which admission never hands to a request.
+ * The background loops: the outbox relay, stale-huddle cleanup, expiry of idempotency keys and
+ * retention (sent outbox events, ended huddle sessions). Several processes may run them against
+ * one database. They run on connections of their own (services.backgroundPool, one per loop),
+ * which admission never hands to a request.
  */
 export function startWorkers(services: AppServices): Workers {
   const { log, config } = services;
   const deps = relayDeps(services);
   log.info({ sink: deps.sink.name }, 'outbox relay started');
+  void reportDeadEvents(services).catch((error: unknown) => log.warn({ err: error }, 'could not count dead outbox events'));
   const loops = [
     loop('outbox-relay', config.outbox.pollIntervalMs, log, async () => {
       const result = await relayOnce(deps);
@@ -104,6 +143,7 @@ export function startWorkers(services: AppServices): Workers {
         return deleted === EXPIRY_BATCH;
       }),
     ),
+    loop('retention', config.retention.intervalMs, log, () => inSpan('retention pass', { root: true }, () => retentionPass(services))),
   ];
   return {
     async stop(limitMs = WORKERS_STOP_LIMIT_MS) {

@@ -85,6 +85,12 @@ export function formatResult(result: LoadResult, circumstances?: RunCircumstance
       Object.entries(result.errors)
         .map(([k, v]) => `${k} ${v}`)
         .join(', ') || 'none'
+    }${
+      Object.keys(result.networkFailures).length
+        ? ` (network: ${Object.entries(result.networkFailures)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', ')})`
+        : ''
     }`,
     result.violations === null
       ? 'invariants    not checked: pass --database-url with --url'

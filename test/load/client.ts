@@ -18,6 +18,8 @@ export interface LoadClientOptions {
    */
   resend?: boolean;
   resendDeadlineMs?: number;
+  /** A request whose connection stays silent this long fails (NO_ANSWER) instead of waiting for ever. */
+  requestTimeoutMs?: number;
   /**
    * A new connection per request instead of keep-alive: a probe that must not mistake the race of
    * a request with the server closing an idle socket (its keep-alive timeout) for a failure.
@@ -148,6 +150,10 @@ export class LoadClient {
         },
       );
       req.on('error', reject);
+      const timeoutMs = this.options.requestTimeoutMs;
+      if (timeoutMs) {
+        req.setTimeout(timeoutMs, () => req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'NO_ANSWER' })));
+      }
       if (body !== undefined) req.write(body);
       req.end();
     });

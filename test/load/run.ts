@@ -15,6 +15,8 @@ export interface Sample {
   /** From due to answered: a request that waited for a stalled server counts its wait. */
   latencyMs: number;
   outcome: string;
+  /** For NETWORK_ERROR: how the connection failed (ECONNREFUSED, ECONNRESET, socket hang up, ...). */
+  networkFailure?: string;
 }
 
 export interface LoadResult {
@@ -31,6 +33,8 @@ export interface LoadResult {
   outcomes: Record<string, number>;
   /** Outcomes that are error codes (upper-case codes that are not business statuses). */
   errors: Record<string, number>;
+  /** NETWORK_ERROR by how the connection failed: a refused connection was never accepted, a reset lost an accepted request. */
+  networkFailures: Record<string, number>;
   /** Every invariant checked in SQL with its counts; null when no database was given. */
   checks: InvariantCheck[] | null;
   /** What broke, one line each (empty: every invariant held); null when nothing was checked. */
@@ -40,6 +44,14 @@ export interface LoadResult {
 
 /** An answer that never came: the connection failed. */
 export const NETWORK_ERROR = 'NETWORK_ERROR';
+
+/** How a request's connection failed, in the words a client library reports it. */
+export function networkFailureOf(error: unknown): string {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  // Node reports a connection closed before any answer as ECONNRESET with this message.
+  if (typeof message === 'string' && /socket hang up/.test(message)) return 'socket hang up';
+  return typeof code === 'string' ? code : String(message ?? error);
+}
 
 const ERROR_CODES = new Set([
   'BAD_USER_INPUT',
@@ -95,11 +107,16 @@ export async function runLoad(options: RunOptions): Promise<LoadResult> {
     if (task === null) return null;
     return async () => {
       const sentMs = performance.now() - started;
-      const reply = await task().catch((): GraphQLReply | null => null);
+      let networkFailure: string | undefined;
+      const reply = await task().catch((error: unknown): GraphQLReply | null => {
+        networkFailure = networkFailureOf(error);
+        return null;
+      });
       const endMs = performance.now() - started;
       const outcome = reply === null ? NETWORK_ERROR : scenario.outcomeOf(reply);
+      const startMs = Math.min(dueMs, sentMs);
       options.onAnswer?.(outcome);
-      samples.push({ dueMs: Math.min(dueMs, sentMs), sentMs, endMs, latencyMs: endMs - Math.min(dueMs, sentMs), outcome });
+      samples.push({ dueMs: startMs, sentMs, endMs, latencyMs: endMs - startMs, outcome, ...(networkFailure ? { networkFailure } : {}) });
     };
   };
   const progress = setInterval(() => options.onProgress?.(samples.length, performance.now() - started), 250);
@@ -129,6 +146,10 @@ export async function runLoad(options: RunOptions): Promise<LoadResult> {
     latency: summarize(samples.map((s) => s.latencyMs)),
     outcomes,
     errors,
+    networkFailures: countBy(
+      samples.filter((s) => s.networkFailure !== undefined),
+      (s) => s.networkFailure!,
+    ),
     checks,
     violations: checks ? violationsOf(checks) : null,
     samples,

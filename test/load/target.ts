@@ -97,7 +97,7 @@ interface ChildOfOurs {
   stop(): Promise<void>;
 }
 
-/** One of the project's TypeScript entry points as its own process, once it prints `ready`. */
+/** One of the project's entry points (TypeScript, or compiled to dist/) as its own process, once it prints `ready`. */
 async function startProcess(
   entry: string,
   args: string[],
@@ -105,7 +105,8 @@ async function startProcess(
   ready: RegExp,
   cwd = PROJECT,
 ): Promise<ChildOfOurs> {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+  // A compiled entry (dist/…js) runs on node alone, as in production.
+  const child = spawn(process.execPath, [...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry, ...args], {
     cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,0 +1,173 @@
+import cluster, { type Worker } from 'node:cluster';
+import type { Logger } from './logger.js';
+
+/**
+ * The primary's HTTP processes of WEB_CONCURRENCY: each is replaced by starting its successor
+ * first and stopping it only once the successor listens, so capacity never drops while one
+ * drains. Messages between the two sides:
+ *
+ * - to an HTTP process, `replaced`: its successor listens; drain now and exit. No grace period:
+ *   nothing routes to one HTTP process by /ready (the primary hands new connections to the ones
+ *   that listen), and /ready stays 200 on the others;
+ * - to an HTTP process, `stop`: the whole server stops; drain as a single process would, with the
+ *   grace period when `graceful` (SIGTERM to the primary), so that /ready fails everywhere first;
+ * - to the primary, `stopping`: the process was sent a SIGTERM of its own (an operator replacing
+ *   it): its successor starts at once, while it drains without a grace period.
+ */
+
+export const REPLACED = { type: 'replaced' } as const;
+export const STOPPING = { type: 'stopping' } as const;
+export const STOP = 'stop';
+
+export interface StopMessage {
+  type: typeof STOP;
+  graceful: boolean;
+}
+
+const isMessage = (message: unknown, type: string) => (message as { type?: unknown } | null)?.type === type;
+
+export interface HttpProcessesOptions {
+  count: number;
+  /** The environment every HTTP process starts with. */
+  env: Record<string, string>;
+  log: Logger;
+  /** How long a replaced process may take to drain (its HTTP_DRAIN_TIMEOUT_MS, plus its pool and loops). */
+  drainTimeoutMs: number;
+}
+
+export interface HttpProcesses {
+  /** The rolling reload (SIGHUP): every HTTP process replaced by a new one, one at a time. */
+  reload(): Promise<void>;
+  /**
+   * Stops every HTTP process: each drains (with its grace period when `graceful`); one that does
+   * not listen yet has nothing to drain and gets a SIGTERM. Resolves when all have exited.
+   */
+  stop(graceful: boolean): Promise<void>;
+}
+
+/** Time a successor gets to listen: it may wait for the database and for migrations. */
+const SUCCESSOR_LISTEN_TIMEOUT_MS = 300_000;
+/** What a replaced process gets beyond its drain for closing its pool and loops. */
+const EXIT_MARGIN_MS = 15_000;
+
+function listening(worker: Worker, timeoutMs: number): Promise<'listening' | 'exited' | 'timeout'> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve('timeout'), timeoutMs);
+    worker.once('listening', () => {
+      clearTimeout(timer);
+      resolve('listening');
+    });
+    worker.once('exit', () => {
+      clearTimeout(timer);
+      resolve('exited');
+    });
+  });
+}
+
+/** Whether `worker` exited within `timeoutMs` (null: however long it takes). */
+function exited(worker: Worker, timeoutMs: number | null): Promise<boolean> {
+  if (worker.isDead()) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = timeoutMs === null ? undefined : setTimeout(() => resolve(false), timeoutMs);
+    worker.once('exit', () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+export function startHttpProcesses(options: HttpProcessesOptions): HttpProcesses {
+  const { log } = options;
+  let stopping = false;
+  let reloading = false;
+  /** Processes whose successor was started on purpose: their exit is expected and replaces nobody. */
+  const retired = new Set<number>();
+  const listeningIds = new Set<number>();
+  /** Successors of a reload that do not listen yet: one that dies is the reload's failure, not a process to replace. */
+  const onTrial = new Set<number>();
+  const pidOf = (worker: Worker) => worker.process.pid;
+
+  const fork = (): Worker => {
+    const worker = cluster.fork(options.env);
+    worker.once('listening', () => listeningIds.add(worker.id));
+    worker.on('message', (message: unknown) => {
+      if (!isMessage(message, STOPPING.type) || stopping || retired.has(worker.id)) return;
+      retired.add(worker.id);
+      log.info({ pid: pidOf(worker) }, 'an HTTP process is stopping; starting its successor while it drains');
+      fork();
+    });
+    return worker;
+  };
+
+  cluster.on('exit', (worker, code, signal) => {
+    listeningIds.delete(worker.id);
+    const fields = { pid: pidOf(worker), code, signal };
+    if (onTrial.delete(worker.id)) return; // replace() says what happened
+    if (stopping || retired.delete(worker.id)) {
+      if (code === 0) log.info(fields, 'an HTTP process drained and exited');
+      else log.warn(fields, 'an HTTP process that was stopping exited abnormally');
+      return;
+    }
+    if (code === 0 && signal === null) log.info(fields, 'an HTTP process exited; starting another');
+    else log.error(fields, 'an HTTP process died; starting another');
+    fork();
+  });
+
+  for (let i = 0; i < options.count; i++) fork();
+
+  /** Starts `old`'s successor, waits until it listens, then has `old` drain; false if the successor never came up. */
+  async function replace(old: Worker): Promise<boolean> {
+    // Retired first: should `old` die while its successor starts, the successor is its replacement.
+    retired.add(old.id);
+    const successor = fork();
+    onTrial.add(successor.id);
+    const outcome = await listening(successor, SUCCESSOR_LISTEN_TIMEOUT_MS);
+    if (outcome === 'listening') onTrial.delete(successor.id);
+    else {
+      log.error({ pid: pidOf(successor), outcome }, 'rolling reload stopped: the new HTTP process did not listen; the others keep serving');
+      if (outcome === 'timeout') successor.kill('SIGTERM');
+      if (!retired.delete(old.id)) fork(); // `old` died meanwhile and nobody took its place
+      return false;
+    }
+    if (!old.isDead() && old.isConnected()) old.send(REPLACED);
+    if (!(await exited(old, options.drainTimeoutMs + EXIT_MARGIN_MS))) {
+      log.warn({ pid: pidOf(old) }, 'a replaced HTTP process did not exit in time; killing it');
+      old.process.kill('SIGKILL');
+      await exited(old, EXIT_MARGIN_MS);
+    }
+    log.info({ old: pidOf(old), new: pidOf(successor) }, 'HTTP process replaced');
+    return true;
+  }
+
+  return {
+    async reload() {
+      if (stopping) return;
+      if (reloading) {
+        log.warn('a rolling reload is already under way; this SIGHUP changes nothing');
+        return;
+      }
+      reloading = true;
+      try {
+        const current = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && !w.isDead() && !retired.has(w.id));
+        log.info({ processes: current.length }, 'rolling reload: replacing the HTTP processes one at a time');
+        for (const old of current) {
+          if (stopping || !(await replace(old))) return;
+        }
+        log.info({ processes: current.length }, 'rolling reload done');
+      } finally {
+        reloading = false;
+      }
+    },
+    async stop(graceful) {
+      stopping = true;
+      const all = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && !w.isDead());
+      await Promise.all(
+        all.map((worker) => {
+          if (listeningIds.has(worker.id) && worker.isConnected()) worker.send({ type: STOP, graceful } satisfies StopMessage);
+          else worker.process.kill('SIGTERM');
+          return exited(worker, null);
+        }),
+      );
+    },
+  };
+}

@@ -1,0 +1,313 @@
+import { copyFile, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { MigrationConfig } from '../src/config.js';
+import { createDatabase } from '../src/db/database.js';
+import { MIGRATIONS_DIR, MigrationBlockedError, MigrationLockBusyError, migrate, type Blocker } from '../src/db/migrate.js';
+import { LoadClient } from './load/client.js';
+import { runLoad, type LoadResult } from './load/run.js';
+import { couponsScenario, headerSessions } from './load/scenarios/coupons.js';
+import { migrateInOneTransaction } from './naive/migrate.js';
+import { createTestBackend, createTestDatabaseUrl, serveOverHttp, type TestBackend } from './support/harness.js';
+
+/** The project's migrations plus `extra` (file name -> SQL), in a folder of their own. */
+async function migrationsWith(extra: Record<string, string>): Promise<{ dir: string; remove(): Promise<void> }> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-migrations-'));
+  for (const file of await readdir(MIGRATIONS_DIR)) await copyFile(path.join(MIGRATIONS_DIR, file), path.join(dir, file));
+  for (const [file, text] of Object.entries(extra)) await writeFile(path.join(dir, file), text);
+  return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/** A session of the test's own, outside the app's pool: the long reader, the other migrator. */
+async function session(url: string): Promise<pg.Client & { pid: number }> {
+  const client = new pg.Client({ connectionString: url, application_name: 'long-reader' });
+  await client.connect();
+  const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
+  return Object.assign(client, { pid: rows[0]!.pid });
+}
+
+const settings = (overrides: Partial<MigrationConfig> = {}): MigrationConfig => ({
+  lockTimeoutMs: 100,
+  statementTimeoutMs: 30_000,
+  retryForMs: 60_000,
+  lockWaitMs: 10_000,
+  ...overrides,
+});
+
+const ALTER_CAMPAIGNS = { '900_campaign_note.sql': 'ALTER TABLE campaigns ADD COLUMN note text;\n' };
+
+async function columnExists(backend: TestBackend, table: string, column: string): Promise<boolean> {
+  const { rows } = await backend.sql.query('select 1 from information_schema.columns where table_name = $1 and column_name = $2', [
+    table,
+    column,
+  ]);
+  return rows.length === 1;
+}
+
+/** Steady coupon traffic over HTTP (open model, never resent), until stopped. */
+async function couponTraffic(backend: TestBackend, rate: number) {
+  const { url, server } = await serveOverHttp(backend);
+  const client = new LoadClient(url, 32);
+  const scenario = couponsScenario(`migration-${Date.now().toString(36)}`, null);
+  let stopped = false;
+  let markStarted!: () => void;
+  const started = new Promise<void>((resolve) => (markStarted = resolve));
+  const done = runLoad({
+    client,
+    sessions: headerSessions(),
+    scenario: { ...scenario, request: (index, c, s) => (stopped ? null : scenario.request(index, c, s)) },
+    concurrency: 32,
+    rate,
+    amount: { durationSeconds: 3_600 },
+    sql: null,
+    onProgress: () => markStarted(),
+  });
+  await started;
+  return {
+    async stop(): Promise<LoadResult> {
+      stopped = true;
+      try {
+        return await done;
+      } finally {
+        client.close();
+        await server.close();
+      }
+    },
+  };
+}
+
+const errorsOf = (result: LoadResult) =>
+  Object.fromEntries(Object.entries(result.outcomes).filter(([outcome]) => !['ISSUED', 'ALREADY_ISSUED', 'MONTHLY_CAP'].includes(outcome)));
+
+/** The next version's start-up: a pool of its own beside the serving one. */
+function nextVersion(backend: TestBackend) {
+  return createDatabase(
+    { connectionString: backend.databaseUrl, max: 2, acquireTimeoutMs: 5_000, applicationName: 'next-version', preparedStatements: false },
+    backend.log,
+  );
+}
+
+describe('a migration under traffic, behind a long reader', () => {
+  // Requests give up quickly (a deadline of 2 s, lock waits of 500 ms), so that a migration that
+  // stalls them shows within seconds; the migration's own lock waits are shorter still.
+  const env = { LOCK_TIMEOUT_MS: '500', REQUEST_DEADLINE_MS: '2000' };
+  let backend: TestBackend;
+  beforeAll(async () => {
+    backend = await createTestBackend({ env });
+  });
+  afterAll(() => backend.close());
+
+  it('leaves coupon traffic unharmed: short lock waits, retried until the reader is gone, and the reader named meanwhile', async () => {
+    const migrations = await migrationsWith(ALTER_CAMPAIGNS);
+    const reader = await session(backend.databaseUrl);
+    const traffic = await couponTraffic(backend, 30);
+    const next = nextVersion(backend);
+    try {
+      await sleep(500);
+      await reader.query('begin');
+      await reader.query('select count(*) from campaigns');
+      const timeouts: { attempt: number; blockers: Blocker[] }[] = [];
+      let released = false;
+      const applied = await migrate(next.db, migrations.dir, {
+        settings: settings(),
+        onLockTimeout: (version, attempt, blockers) => {
+          expect(version).toBe('900_campaign_note');
+          timeouts.push({ attempt, blockers });
+          // The reader goes on for a few of the migration's attempts, then ends.
+          if (timeouts.length === 5 && !released) {
+            released = true;
+            void reader.query('commit');
+          }
+        },
+      });
+      expect(applied).toEqual(['900_campaign_note']);
+      expect(timeouts.length).toBeGreaterThanOrEqual(5);
+      expect(timeouts.flatMap((t) => t.blockers.map((b) => b.pid))).toContain(reader.pid);
+      await sleep(500);
+      const result = await traffic.stop();
+      expect(errorsOf(result)).toEqual({});
+      expect(result.requests).toBeGreaterThan(0);
+      expect(await columnExists(backend, 'campaigns', 'note')).toBe(true);
+    } finally {
+      await reader.end();
+      await next.close();
+      await migrations.remove();
+    }
+  });
+
+  it('the naive migration (one plain transaction, no lock_timeout) stalls the same traffic behind the reader', async () => {
+    const migrations = await migrationsWith({ '901_campaign_remark.sql': 'ALTER TABLE campaigns ADD COLUMN remark text;\n' });
+    const reader = await session(backend.databaseUrl);
+    const traffic = await couponTraffic(backend, 30);
+    const next = nextVersion(backend);
+    try {
+      await sleep(500);
+      await reader.query('begin');
+      await reader.query('select count(*) from campaigns');
+      const migrating = migrateInOneTransaction(next.db, migrations.dir);
+      // The reader outlasts a request's whole deadline: everything queued behind the ALTER gives up.
+      await sleep(2 * Number(env.REQUEST_DEADLINE_MS));
+      await reader.query('commit');
+      expect(await migrating).toContain('901_campaign_remark');
+      const result = await traffic.stop();
+      expect(result.outcomes['TRY_AGAIN'] ?? 0).toBeGreaterThan(0);
+    } finally {
+      await reader.end();
+      await next.close();
+      await migrations.remove();
+    }
+  });
+});
+
+describe('the migration runner', () => {
+  let backend: TestBackend;
+  beforeAll(async () => {
+    backend = await createTestBackend();
+  });
+  afterAll(() => backend.close());
+
+  it('a migration that cannot take its lock within MIGRATION_RETRY_FOR_MS stops start-up, naming it and the blocking pid', async () => {
+    const migrations = await migrationsWith({ '902_campaign_tag.sql': 'ALTER TABLE campaigns ADD COLUMN tag text;\n' });
+    const reader = await session(backend.databaseUrl);
+    try {
+      await reader.query('begin');
+      await reader.query('select count(*) from campaigns');
+      const failed = await migrate(backend.database.db, migrations.dir, { settings: settings({ retryForMs: 1_500 }) }).catch(
+        (e: unknown) => e,
+      );
+      expect(failed).toBeInstanceOf(MigrationBlockedError);
+      const message = (failed as Error).message;
+      expect(message).toContain('Migration 902_campaign_tag could not take its locks within MIGRATION_RETRY_FOR_MS (1500 ms');
+      expect(message).toContain(`pid ${reader.pid} (application "long-reader"`);
+      expect(message).toContain('select count(*) from campaigns');
+      expect(await columnExists(backend, 'campaigns', 'tag')).toBe(false);
+    } finally {
+      await reader.end();
+      await migrations.remove();
+    }
+  });
+
+  it('waits for another migrator at most MIGRATION_LOCK_WAIT_MS, naming it', async () => {
+    const migrations = await migrationsWith({ '903_campaign_flag.sql': 'ALTER TABLE campaigns ADD COLUMN flag boolean;\n' });
+    const other = await session(backend.databaseUrl);
+    try {
+      await other.query('begin');
+      await other.query('select pg_advisory_xact_lock(727001)');
+      const failed = await migrate(backend.database.db, migrations.dir, { settings: settings({ lockWaitMs: 300 }) }).catch(
+        (e: unknown) => e,
+      );
+      expect(failed).toBeInstanceOf(MigrationLockBusyError);
+      expect((failed as Error).message).toContain('Another process held the migration lock for more than MIGRATION_LOCK_WAIT_MS (300 ms)');
+      expect((failed as Error).message).toContain(`pid ${other.pid}`);
+      await other.query('commit');
+      expect(await migrate(backend.database.db, migrations.dir, { settings: settings() })).toEqual(['903_campaign_flag']);
+    } finally {
+      await other.end();
+      await migrations.remove();
+    }
+  });
+
+  it('runs each migration in a transaction of its own: a failing one leaves those before it applied, and itself not at all', async () => {
+    const migrations = await migrationsWith({
+      '904_good.sql': 'ALTER TABLE campaigns ADD COLUMN good text;\n',
+      '905_bad.sql': 'ALTER TABLE campaigns ADD COLUMN half text;\nSELECT 1 / 0;\n',
+    });
+    try {
+      await expect(migrate(backend.database.db, migrations.dir, { settings: settings() })).rejects.toThrow(/division by zero/);
+      expect(await columnExists(backend, 'campaigns', 'good')).toBe(true);
+      expect(await columnExists(backend, 'campaigns', 'half')).toBe(false);
+      const { rows } = await backend.sql.query("select version from schema_migrations where version like '90%' order by 1");
+      expect(rows.map((r) => r.version)).toContain('904_good');
+      expect(rows.map((r) => r.version)).not.toContain('905_bad');
+    } finally {
+      await migrations.remove();
+    }
+  });
+
+  it('a no-transaction migration builds its index CONCURRENTLY: writes go on while it waits, and a failed build is dropped and tried again', async () => {
+    const migrations = await migrationsWith({
+      '906_coupons_by_issue.sql':
+        '-- migrate: no-transaction\nCREATE INDEX CONCURRENTLY IF NOT EXISTS coupons_by_issue ON coupons (issued_at);\n',
+    });
+    // A snapshot older than the build: CREATE INDEX CONCURRENTLY waits for it, past MIGRATION_LOCK_TIMEOUT_MS.
+    const reader = await session(backend.databaseUrl);
+    try {
+      await reader.query('begin isolation level repeatable read');
+      await reader.query('select count(*) from coupons');
+      let attempts = 0;
+      const writes: number[] = [];
+      const migrating = migrate(backend.database.db, migrations.dir, {
+        settings: settings({ lockTimeoutMs: 200 }),
+        onLockTimeout: async (_version, attempt) => {
+          attempts = attempt;
+          // Writes to the table go on meanwhile: CONCURRENTLY locks nothing they need.
+          const { rowCount } = await backend.sql.query(
+            "insert into audit_log (tenant_id, role, operation, entity_ids, request_id) values ('t', 'admin', 'probe', '{}', 'r')",
+          );
+          writes.push(rowCount ?? 0);
+          if (attempt === 3) await reader.query('commit');
+        },
+      });
+      expect(await migrating).toEqual(['906_coupons_by_issue']);
+      expect(attempts).toBeGreaterThanOrEqual(3);
+      expect(writes.every((n) => n === 1)).toBe(true);
+      const { rows } = await backend.sql.query<{ valid: boolean }>(
+        "select i.indisvalid as valid from pg_index i join pg_class c on c.oid = i.indexrelid where c.relname = 'coupons_by_issue'",
+      );
+      expect(rows).toEqual([{ valid: true }]);
+    } finally {
+      await reader.end();
+      await migrations.remove();
+    }
+  });
+
+  it("runs under its own timeouts, not the role's: a session default of 100 ms cuts neither a statement nor the wait for the migration lock", async () => {
+    // What the server sets for every session of its role (LOCK_TIMEOUT_MS, STATEMENT_TIMEOUT_MS), shortened.
+    const url = await createTestDatabaseUrl();
+    const admin = await session(url);
+    await admin.query(`alter role current_user in database ${pg.escapeIdentifier(new URL(url).pathname.slice(1))}
+                         set statement_timeout = '100ms'`);
+    await admin.query(
+      `alter role current_user in database ${pg.escapeIdentifier(new URL(url).pathname.slice(1))} set lock_timeout = '50ms'`,
+    );
+    const migrations = await migrationsWith({
+      '908_slow.sql': 'SELECT pg_sleep(0.3);\n',
+      '909_slow_alone.sql': '-- migrate: no-transaction\nSELECT pg_sleep(0.3);\n',
+    });
+    const database = nextVersion({ ...backend, databaseUrl: url });
+    const other = await session(url);
+    try {
+      const { rows } = await other.query<{ statement_timeout: string }>('show statement_timeout');
+      expect(rows[0]!.statement_timeout).toBe('100ms');
+      // Another migrator holds the lock for longer than the role lets a statement wait.
+      await other.query('begin');
+      await other.query('select pg_advisory_xact_lock(727001)');
+      const migrating = migrate(database.db, migrations.dir, { settings: settings() });
+      await sleep(400);
+      await other.query('commit');
+      expect(await migrating).toEqual(['908_slow', '909_slow_alone']);
+    } finally {
+      await other.end();
+      await admin.end();
+      await database.close();
+      await migrations.remove();
+    }
+  });
+
+  it('refuses a no-transaction migration of more than one statement, saying what to do', async () => {
+    const migrations = await migrationsWith({
+      '907_two.sql':
+        '-- migrate: no-transaction\nCREATE INDEX CONCURRENTLY a_idx ON coupons (month);\nCREATE INDEX CONCURRENTLY b_idx ON coupons (amount_yen);\n',
+    });
+    try {
+      await expect(migrate(backend.database.db, migrations.dir, { settings: settings() })).rejects.toThrow(
+        'Migration 907_two is marked no-transaction but holds more than one statement',
+      );
+    } finally {
+      await migrations.remove();
+    }
+  });
+});
