@@ -53,8 +53,9 @@ async function startProcess(
   env: Record<string, string>,
   ready: RegExp,
   cwd = PROJECT,
+  nodeArgs: string[] = [],
 ): Promise<ChildOfOurs> {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', entry, ...args], {
     cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -124,14 +125,44 @@ export function machineLoadNow(): { cores: number; averages: number[] } {
   return { cores: os.cpus().length, averages: os.loadavg() };
 }
 
+/** The shared secret the bench's servers are given, and its load sends with the x-hasura-* headers. */
+export const BENCH_ACTION_SECRET = 'bench-only-action-secret-0123456789';
+
+/**
+ * How the bench runs a server: as in production (NODE_ENV=production: GraphQL's and Yoga's
+ * development checks off), workers off, with the coupon strategy named (test/load/strategies.ts).
+ */
+export function benchServerEnv(databaseUrl: string, strategy: string): Record<string, string> {
+  return {
+    DATABASE_URL: databaseUrl,
+    BENCH_STRATEGY: strategy,
+    RUN_WORKERS: 'false',
+    NODE_ENV: 'production',
+    ACTION_SECRET: BENCH_ACTION_SECRET,
+  };
+}
+
+/** What a server process prints once it listens: the project's servers, and the bench's bare one. */
+export const SERVER_READY = /GraphQL and GraphiQL:|bare node:http server:/;
+
+export interface ServerProcessOptions {
+  /** Another checkout to run it from (the bench's baseline). */
+  project?: string;
+  /** Options for node itself, before the entry (`--cpu-prof`: NODE_OPTIONS refuses it). */
+  nodeArgs?: string[];
+}
+
 /**
  * The server as its own process, the way it runs in production: the load generator then measures
- * it from outside instead of sharing its event loop. `project`: another checkout to run it from
- * (the bench's baseline).
+ * it from outside instead of sharing its event loop.
  */
-export async function startServerProcess(entry: string, env: Record<string, string>, project = PROJECT): Promise<ServerProcess> {
+export async function startServerProcess(
+  entry: string,
+  env: Record<string, string>,
+  { project = PROJECT, nodeArgs = [] }: ServerProcessOptions = {},
+): Promise<ServerProcess> {
   const port = await freePort();
-  const started = await startProcess(entry, [], serverProcessEnv(env, port), /GraphQL and GraphiQL:/, project);
+  const started = await startProcess(entry, [], serverProcessEnv(env, port), SERVER_READY, project, nodeArgs);
   const base = `http://127.0.0.1:${port}`;
   return { url: `${base}/graphql`, metricsUrl: `${base}/metrics`, child: started.child, stop: started.stop };
 }
