@@ -5,6 +5,7 @@ import { outsideTransactionScope } from '../db/pool.js';
 import type { DB } from '../db/schema.js';
 import type { Logger } from '../logger.js';
 import { Replaceable } from '../replaceable.js';
+import { untraced } from '../tracing.js';
 
 /** Which lease an issue takes from, and which leases a refill gives back (test/naive has the stand-in that strands budget). */
 export interface BudgetLeasing {
@@ -173,7 +174,10 @@ export class BudgetLeases {
     this.stopped = true;
     if (this.renewal) clearInterval(this.renewal);
     await Promise.allSettled(this.refills.values());
-    await this.release().catch((error: unknown) => this.log.warn({ err: summary(error) }, 'budget leases not given back; they expire'));
+    // Shutdown belongs to no request: its statement would be a trace of its own.
+    await untraced(() => this.release()).catch((error: unknown) =>
+      this.log.warn({ err: summary(error) }, 'budget leases not given back; they expire'),
+    );
   }
 }
 
