@@ -3,7 +3,7 @@
  * then the database, the features, the services, GraphQL, HTTP, and the entry points on top.
  * `npm run lint` checks them; a module may import only from layers below its own.
  */
-const NEUTRAL = '^src/(config|config-error|jwt-config|errors|logger|clock|request-scope|replaceable|tracing)\\.ts$';
+const NEUTRAL = '^src/(config|config-error|database-url|jwt-config|errors|logger|clock|request-scope|replaceable|tracing)\\.ts$';
 const FEATURES = '^src/(tenants|contracts|coupons|huddles|audit|idempotency|outbox|adoption|bookkeeping|identity)/';
 
 module.exports = {

@@ -9,6 +9,7 @@ import proxyaddr from 'proxy-addr';
  */
 
 import { ConfigError } from './config-error.js';
+import { DatabaseUrlError, parseDatabaseUrl } from './database-url.js';
 import { parseJwtSecret, type JwtConfig } from './jwt-config.js';
 
 export { ConfigError, parseJwtSecret, type JwtConfig };
@@ -32,7 +33,10 @@ export interface AppConfig {
   /** Pause between checks that the database answers (a line in the log while it does not). */
   dbHealthCheckIntervalMs: number;
   dbPoolMax: number;
+  /** The wait for a free connection while every one is busy. */
   dbPoolAcquireTimeoutMs: number;
+  /** Opening one new connection on one host: TCP, TLS, authentication, the target_session_attrs check. */
+  dbPoolConnectTimeoutMs: number;
   /** Named prepared statements for the hot path; off behind a pooler that cannot keep them (PgBouncer < 1.21 in transaction mode). */
   dbPreparedStatements: boolean;
   lockTimeoutMs: number;
@@ -210,14 +214,11 @@ function readDatabaseUrl(env: Env, nodeEnv: string, development: boolean): strin
     );
   }
   if (raw === null) return null;
-  let url: URL;
   try {
-    url = new URL(raw);
-  } catch {
-    throw new ConfigError('DATABASE_URL', 'not a URL (expected postgres://user:password@host:port/database)');
-  }
-  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
-    throw new ConfigError('DATABASE_URL', `expected a postgres:// URL, got the scheme "${url.protocol}"`);
+    parseDatabaseUrl(raw);
+  } catch (error) {
+    if (error instanceof DatabaseUrlError) throw new ConfigError('DATABASE_URL', error.message);
+    throw error;
   }
   return raw;
 }
@@ -463,7 +464,8 @@ export function loadConfig(env: Env = process.env, { servesHttp = true }: LoadOp
     embeddedSharedDir: readFolder(env, 'EMBEDDED_PG_SHARED_DIR'),
     dbPoolMax,
     dbPoolAcquireTimeoutMs: readInt(env, 'DB_POOL_ACQUIRE_TIMEOUT_MS', 3_000, 1, 600_000),
-    dbHealthCheckIntervalMs: readInt(env, 'DB_HEALTH_CHECK_INTERVAL_MS', 5_000, 100, 600_000),
+    dbPoolConnectTimeoutMs: readInt(env, 'DB_POOL_CONNECT_TIMEOUT_MS', 3_000, 100, 600_000),
+    dbHealthCheckIntervalMs: readInt(env, 'DB_HEALTH_CHECK_INTERVAL_MS', 2_000, 100, 600_000),
     dbPreparedStatements: readBoolean(env, 'DB_PREPARED_STATEMENTS', true),
     lockTimeoutMs: readInt(env, 'LOCK_TIMEOUT_MS', 2_000, 1, 600_000),
     statementTimeoutMs,

@@ -36,7 +36,11 @@ export class AppError extends Error {
 }
 
 export interface TryAgainDetails {
-  /** What ran out: a SQLSTATE, 'pool', 'deadline', 'connection', 'shed', 'busy', 'cancelled', 'jwks'. */
+  /**
+   * What ran out: a SQLSTATE, 'pool' (every connection busy), 'connect' (no new connection in
+   * time), 'unanswered' (a statement's client-side limit), 'unavailable' (every database host
+   * failing), 'deadline', 'connection', 'shed', 'busy', 'cancelled', 'jwks'.
+   */
   reason: string;
   /** When a resend has a fair chance, judged from the cause. */
   retryAfterMs: number;

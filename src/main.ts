@@ -21,8 +21,7 @@ function databaseLine(config: AppConfig, embedded: EmbeddedPostgres | null): str
   // db:url finds the data folder the same way: a folder of one's own must be named to it too.
   const folder = config.embeddedDataDir === null ? '' : `EMBEDDED_PG_DATA_DIR=${config.embeddedDataDir} `;
   if (embedded) return `${embedded.connectionString()}   (${folder}npm run -s db:url prints it)`;
-  const { host, port, database } = describeDatabaseUrl(config.databaseUrl!);
-  return `${host}:${port}/${database} (DATABASE_URL)`;
+  return `${describeDatabaseUrl(config.databaseUrl!)} (DATABASE_URL)`;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);

@@ -14,6 +14,8 @@ export interface RequestScope {
   outcome?: string;
   /** SQLSTATE of the database error behind a failure. */
   sqlState?: string;
+  /** Epoch ms after which the request gives up: every database call it makes is limited by it. */
+  deadline?: number;
 }
 
 const scope = new AsyncLocalStorage<RequestScope>();
@@ -24,4 +26,9 @@ export function runInRequestScope<T>(value: RequestScope, fn: () => T): T {
 
 export function currentRequestScope(): RequestScope | undefined {
   return scope.getStore();
+}
+
+/** Runs `fn` outside any request: work a request only set off (a health check) must not inherit its deadline. */
+export function outsideRequestScope<T>(fn: () => T): T {
+  return scope.exit(fn);
 }

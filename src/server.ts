@@ -2,11 +2,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AppConfig } from './config.js';
 import type { Clock } from './clock.js';
-import { waitForDatabase, watchDatabase } from './db/connect.js';
+import { waitForDatabase } from './db/connect.js';
 import { createDatabase, type Database } from './db/database.js';
 import type { EmbeddedPostgres } from './db/embedded.js';
 import { assertSchemaCurrent, migrate } from './db/migrate.js';
 import { applySessionTimeouts } from './db/session-defaults.js';
+import { LONG_WORK_LIMIT_MS, withCallLimit } from './db/scope.js';
 import { seedIfEmpty } from './db/seed.js';
 import { buildServices, type AppServices } from './services.js';
 import { createApp, type App } from './http/app.js';
@@ -29,7 +30,7 @@ export interface BackendOptions {
   /** fsync off for a throwaway embedded cluster (load tests). */
   ephemeral?: boolean;
   host?: string;
-  /** Log while the database is away (one process per server does: the one that owns it). */
+  /** Log while the database is away (one process per server does: the one that owns it); every process checks it for /ready. */
   watchDatabase?: boolean;
 }
 
@@ -40,7 +41,10 @@ export interface Backend {
   database: Database;
   embedded: EmbeddedPostgres | null;
   http: RunningServer;
-  /** Stops accepting, drains requests in flight, closes the pool, stops the embedded server. */
+  /**
+   * Stops accepting, drains requests in flight, stops the background loops, closes the pools,
+   * stops the embedded server: each step time-limited, so it ends whatever the database does.
+   */
   stop(): Promise<void>;
 }
 
@@ -56,7 +60,7 @@ function loadEmbedded(): Promise<typeof import('./db/embedded.js')> {
 export interface OpenedDatabase {
   database: Database;
   embedded: EmbeddedPostgres | null;
-  /** Closes the pool, then stops the embedded server if this process started it. */
+  /** Closes the pools (connections still busy after POOL_END_LIMIT_MS are cut), then stops the embedded server if this process started it. */
   close(): Promise<void>;
 }
 
@@ -100,14 +104,17 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
       connectionString,
       max: config.dbPoolMax,
       acquireTimeoutMs: config.dbPoolAcquireTimeoutMs,
+      connectTimeoutMs: config.dbPoolConnectTimeoutMs,
+      statementTimeoutMs: config.statementTimeoutMs,
       applicationName,
       preparedStatements: config.dbPreparedStatements,
+      healthCheckIntervalMs: config.dbHealthCheckIntervalMs,
+      logOutages: options.watchDatabase ?? false,
     },
     log,
   );
-  const watch = options.watchDatabase ? watchDatabase(connectionString, config.dbHealthCheckIntervalMs, log) : null;
+  if (options.watchDatabase) database.health.start();
   const close = async () => {
-    watch?.stop();
     await database.close();
     await embedded?.stop();
   };
@@ -116,11 +123,12 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
     await untraced(async () => {
       if (options.schema === 'require-current') await assertSchemaCurrent(database.db);
       if (options.schema === 'migrate') {
-        const applied = await migrate(database.db);
+        const applied = await withCallLimit(LONG_WORK_LIMIT_MS, () => migrate(database.db));
         log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
         // What a coupon issue sent as one statement runs under (docs/design.md §5).
-        await applySessionTimeouts(connectionString, config, log);
-        if (embedded && options.seed && (await seedIfEmpty(database.db))) log.info('demo data loaded');
+        await withCallLimit(LONG_WORK_LIMIT_MS, () => applySessionTimeouts(connectionString, config, log));
+        if (embedded && options.seed && (await withCallLimit(LONG_WORK_LIMIT_MS, () => seedIfEmpty(database.db))))
+          log.info('demo data loaded');
       }
     });
     return { database, embedded, close };

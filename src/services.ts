@@ -4,6 +4,7 @@ import type { AppConfig } from './config.js';
 import { BudgetLeases } from './coupons/leases.js';
 import type { Database } from './db/database.js';
 import type { RootPool } from './db/database.js';
+import type { DatabaseHealth } from './db/health.js';
 import { defaultBackoff, type TransactionSettings } from './db/transaction.js';
 import type { Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
@@ -16,6 +17,10 @@ export interface AppServices {
    * unit of work, use the runner's `trx` (the executor rule, docs/design.md §3).
    */
   pool: RootPool;
+  /** The background loops' own connections, which requests never take (see Database.background). */
+  backgroundPool: RootPool;
+  /** The database's health as last checked: what /ready answers from. */
+  health: DatabaseHealth;
   log: Logger;
   clock: Clock;
   transactions: TransactionSettings;
@@ -38,12 +43,14 @@ export function buildServices(config: AppConfig, database: Database, log: Logger
   return {
     config,
     pool: database.db,
+    backgroundPool: database.background,
+    health: database.health,
     log,
     clock,
     admission,
     writeBudget: new TokenBuckets(config.edge.memberWriteRate, config.edge.memberWriteBurst),
     budgetLeases: new BudgetLeases(database.db, config.budgetLeaseTtlMs, log),
-    metrics: createMetrics(database.pool.raw, database.db, admission),
+    metrics: createMetrics(database.pool.counts, database.db, admission),
     transactions: {
       lockTimeoutMs: config.lockTimeoutMs,
       statementTimeoutMs: config.statementTimeoutMs,

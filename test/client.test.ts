@@ -22,12 +22,27 @@ describe('the typed client: one change per user action, whatever fails in betwee
     return { status: response.status, headers: response.headers, body: await response.json() };
   };
 
-  /** Holds the app's only pool connection for `ms`, so that requests meanwhile answer TRY_AGAIN. */
-  function holdThePool(ms: number) {
-    return runInTransaction(backend.database.db, backend.services.transactions, { deadline: Date.now() + 20_000 }, async (trx) => {
+  /**
+   * Holds the app's only pool connection until `release` resolves, so that requests meanwhile
+   * answer TRY_AGAIN. `held` resolves once the connection is held: waiting for it, not for a
+   * guessed time, keeps a busy machine from letting the test's request in first.
+   */
+  function holdThePool(release: Promise<unknown>) {
+    let holding!: () => void;
+    const held = new Promise<void>((resolve) => (holding = resolve));
+    const done = runInTransaction(backend.database.db, backend.services.transactions, { deadline: Date.now() + 60_000 }, async (trx) => {
       await sql`select 1`.execute(trx);
-      await sleep(ms);
+      holding();
+      await release;
     });
+    // A holder that failed to get its connection fails the test here rather than as an unhandled rejection.
+    return { held: Promise.race([held, done.then(() => undefined)]), done };
+  }
+
+  function signal() {
+    let fire!: () => void;
+    const fired = new Promise<void>((resolve) => (fire = resolve));
+    return { fired, fire };
   }
 
   beforeAll(async () => {
@@ -60,10 +75,19 @@ describe('the typed client: one change per user action, whatever fails in betwee
   it('rides out an exhausted pool, never resending sooner than the server asked', async () => {
     const before = await documents();
     const pauses: number[] = [];
-    const held = holdThePool(700);
-    await sleep(20);
-    const result = await create({ baseDelayMs: 1, sleep: async (ms) => (pauses.push(ms), await sleep(ms)) });
-    await held;
+    // The pool is given back once the client has been told TRY_AGAIN and pauses before its resend.
+    const refused = signal();
+    const holder = holdThePool(refused.fired);
+    await holder.held;
+    const result = await create({
+      baseDelayMs: 1,
+      sleep: async (ms) => {
+        pauses.push(ms);
+        refused.fire();
+        await sleep(ms);
+      },
+    });
+    await holder.done;
     expect(result.attempts).toBeGreaterThan(1);
     expect(result.replayed).toBe(false);
     expect(pauses.length).toBe(result.attempts - 1);
@@ -109,12 +133,14 @@ describe('the typed client: one change per user action, whatever fails in betwee
     );
     await expect(refused).rejects.toMatchObject({ name: 'MutationError', code: 'NOT_FOUND', attempts: 1 });
     const before = await documents();
-    const held = holdThePool(1_500);
-    await sleep(20);
+    const gaveUpSignal = signal();
+    const holder = holdThePool(gaveUpSignal.fired);
+    await holder.held;
     const started = performance.now();
     const gaveUp = await create({ deadlineMs: 600 }).catch((error: unknown) => error);
     const waited = performance.now() - started;
-    await held;
+    gaveUpSignal.fire();
+    await holder.done;
     expect(gaveUp).toBeInstanceOf(MutationError);
     expect(gaveUp).toMatchObject({ code: 'TRY_AGAIN' });
     expect(waited).toBeLessThan(1_500);

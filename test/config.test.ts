@@ -28,6 +28,7 @@ const NONSENSE: Record<string, string> = {
   EMBEDDED_PG_SHARED_DIR: fileURLToPath(new URL('../README.md', import.meta.url)),
   DB_POOL_MAX: '0',
   DB_POOL_ACQUIRE_TIMEOUT_MS: '-5',
+  DB_POOL_CONNECT_TIMEOUT_MS: '3s',
   DB_HEALTH_CHECK_INTERVAL_MS: 'often',
   LOCK_TIMEOUT_MS: '1.5',
   STATEMENT_TIMEOUT_MS: 'soon',

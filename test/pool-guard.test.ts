@@ -106,20 +106,31 @@ describe('the executor rule', () => {
       env: { DB_POOL_MAX: '1', DB_POOL_ACQUIRE_TIMEOUT_MS: '200' },
     });
     try {
-      // Connect first: opening a connection on a busy machine can take most of the 200 ms the
-      // holder below would otherwise spend on it, and fail it before the request is sent.
+      // Connect first: opening a connection on a busy machine can take a good part of the wait the
+      // holder below would otherwise spend on it.
       await sql`select 1`.execute(small.database.db);
-      // Hold the app's only connection with a transaction of our own until the request has answered.
+      // Hold the app's only connection with a transaction of our own until the request has answered;
+      // the request goes once the connection is held (an event, not a guessed pause).
       let release!: () => void;
-      const held = new Promise<void>((resolve) => (release = resolve));
-      const holder = runInTransaction(small.database.db, small.services.transactions, { deadline: Date.now() + 10_000 }, async (trx) => {
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let holding!: () => void;
+      const held = new Promise<void>((resolve) => (holding = resolve));
+      const holder = runInTransaction(small.database.db, small.services.transactions, { deadline: Date.now() + 60_000 }, async (trx) => {
         await sql`select 1`.execute(trx);
-        await held;
+        holding();
+        await released;
       });
+      await Promise.race([held, holder]);
+      const started = performance.now();
       const response = await gql(small.app.fetch, CreateContract, { input: { title: 'x' } }, asUser('pool'));
+      const waited = performance.now() - started;
       release();
       await holder;
       expect(errorCodes(response)).toEqual(['TRY_AGAIN']);
+      // It says which limit ran out: the wait for a free connection, not a slow connect or a lost one.
+      expect(response.body.errors?.[0]?.extensions).toMatchObject({ reason: 'pool', retryAfterMs: 200 });
+      expect(response.body.errors?.[0]?.message).toMatch(/DB_POOL_ACQUIRE_TIMEOUT_MS/);
+      console.log(`an exhausted pool answered TRY_AGAIN after ${waited.toFixed(0)} ms (acquire timeout 200 ms)`);
     } finally {
       await small.close();
     }

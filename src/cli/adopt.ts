@@ -1,5 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import { adoptLegacyData, type AdoptionReport } from '../adoption/adopt.js';
+import { LONG_WORK_LIMIT_MS, withCallLimit } from '../db/scope.js';
 import { openDatabase } from '../server.js';
 import { bootstrap, run } from './bootstrap.js';
 
@@ -61,7 +62,9 @@ run(async () => {
   // No migrations first: the legacy tables may hold the very names the migrations create.
   const opened = await openDatabase({ config, log, schema: 'leave' }, 'mutation-backend-adopt');
   try {
-    const report = await adoptLegacyData(opened.database.db, { tenantId, dryRun: args.includes('--dry-run') });
+    const report = await withCallLimit(LONG_WORK_LIMIT_MS, () =>
+      adoptLegacyData(opened.database.db, { tenantId, dryRun: args.includes('--dry-run') }),
+    );
     printReport(report);
     const json = valueOf('--json');
     if (json) await writeFile(json, `${JSON.stringify(report, null, 2)}\n`);

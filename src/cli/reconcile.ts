@@ -1,4 +1,5 @@
 import { ledgerCheck } from '../coupons/ledger.js';
+import { LONG_WORK_LIMIT_MS, withCallLimit } from '../db/scope.js';
 import { openDatabase } from '../server.js';
 import { bootstrap, run } from './bootstrap.js';
 
@@ -17,7 +18,7 @@ run(async () => {
   const { config, log } = bootstrap({ servesHttp: false });
   const opened = await openDatabase({ config, log, schema: 'require-current' }, 'mutation-backend-reconcile');
   try {
-    const report = await ledgerCheck(opened.database.db, tenantId);
+    const report = await withCallLimit(LONG_WORK_LIMIT_MS, () => ledgerCheck(opened.database.db, tenantId));
     const print = (title: string, rows: object[]) => {
       console.log(`${title}: ${rows.length}`);
       if (rows.length > 0) console.table(rows);

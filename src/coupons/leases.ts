@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import { outsideTransactionScope } from '../db/pool.js';
+import { asWorkOfItsOwn } from '../db/scope.js';
 import type { DB } from '../db/schema.js';
 import type { Logger } from '../logger.js';
 import { Replaceable } from '../replaceable.js';
@@ -86,7 +86,7 @@ export class BudgetLeases {
     const key = `${issue.tenantId}\u0000${issue.campaignId}`;
     if (this.stopped || this.refills.has(key) || (this.dryUntil.get(key) ?? 0) > Date.now()) return;
     // Its own statement on its own connection, after the issue, never inside the issue's.
-    const refill = outsideTransactionScope(() => this.refill(issue))
+    const refill = asWorkOfItsOwn(() => this.refill(issue))
       .then((granted) => {
         if (granted === 0) this.dryUntil.set(key, Date.now() + this.ttlMs / 3);
       })

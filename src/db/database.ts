@@ -1,6 +1,7 @@
 import {
   CompiledQuery,
   Kysely,
+  sql,
   PostgresDialect,
   PostgresDriver,
   type DatabaseConnection,
@@ -9,11 +10,16 @@ import {
   type PostgresDialectConfig,
   type TransactionSettings,
 } from 'kysely';
+import { parseDatabaseUrl, type DatabaseTarget } from '../database-url.js';
 import type { Logger } from '../logger.js';
 import { inSpan, SpanKind, traceparentOf, tracing } from '../tracing.js';
-import { createGuardedPool, currentTransactionTimeouts, type GuardedPool, type PoolOptions } from './pool.js';
+import { DatabasePath, type Trouble } from './client.js';
+import { HEALTH_CHECK_LIMIT_MS, watchHealth, type DatabaseHealth } from './health.js';
+import { createGuardedPool, POOL_END_LIMIT_MS, type GuardedPool, type PoolOptions } from './pool.js';
 import { preparedNameOf } from './prepared.js';
 import type { DB } from './schema.js';
+import { currentTransaction, withCallLimit } from './scope.js';
+import { isConnectionFailure } from './sqlstate.js';
 
 /** The root Kysely instance over the guarded pool: what the transaction runner opens transactions on. */
 export type RootPool = Kysely<DB>;
@@ -21,8 +27,18 @@ export type RootPool = Kysely<DB>;
 export interface Database {
   /** The root instance: reads outside a transaction, and the runner that opens transactions. */
   db: Kysely<DB>;
+  /**
+   * The background loops' own connections (outbox relay, huddle cleanup, key expiry): one each,
+   * never handed to a request, so a flood of requests cannot starve them.
+   */
+  background: Kysely<DB>;
+  /** The requests' pool. */
   pool: GuardedPool;
-  close(): Promise<void>;
+  /** What /ready answers from, kept current over a connection of its own. */
+  health: DatabaseHealth;
+  target: DatabaseTarget;
+  /** Stops the health checks and closes every pool; connections still busy after `limitMs` are cut. */
+  close(limitMs?: number): Promise<void>;
 }
 
 /**
@@ -37,7 +53,7 @@ class TimedPostgresDriver extends PostgresDriver {
   }
 
   override async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
-    const timeouts = currentTransactionTimeouts();
+    const timeouts = currentTransaction()?.timeouts;
     if (!timeouts) return super.beginTransaction(connection, settings);
     const ms = (value: number) => String(Math.max(1, Math.floor(value)));
     const isolation = settings.isolationLevel ? ` isolation level ${settings.isolationLevel}` : '';
@@ -52,6 +68,26 @@ class TimedPostgresDriver extends PostgresDriver {
           `set_config('idle_in_transaction_session_timeout', '${ms(timeouts.idleInTransactionTimeoutMs)}', true)${traced}`,
       ),
     );
+  }
+
+  /** From here on a lost answer may hide a commit: the runner must not retry blindly (see transaction.ts). */
+  override async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    const mark = currentTransaction();
+    if (mark) mark.commitSent = true;
+    return super.commitTransaction(connection);
+  }
+
+  /**
+   * A connection that is gone (lost, or closed by its client-side limit) has nothing to roll back:
+   * PostgreSQL rolls back a transaction whose connection ended. Failing here would hide the error
+   * that ended the transaction behind "not queryable".
+   */
+  override async rollbackTransaction(connection: Parameters<PostgresDriver['rollbackTransaction']>[0]): Promise<void> {
+    try {
+      await super.rollbackTransaction(connection);
+    } catch (error) {
+      if (!isConnectionFailure(error)) throw error;
+    }
   }
 }
 
@@ -101,18 +137,86 @@ class TimedPostgresDialect extends PostgresDialect {
   }
 }
 
-export function createDatabase(options: PoolOptions & { plugins?: KyselyPlugin[] }, log: Logger): Database {
-  const pool = createGuardedPool(options, log);
-  const db = new Kysely<DB>({ dialect: new TimedPostgresDialect({ pool: pool.kyselyPool }), plugins: options.plugins ?? [] });
+/** Connections of the background loops: one per loop, so they never wait for each other either. */
+export const BACKGROUND_CONNECTIONS = 3;
+
+export interface DatabaseOptions extends PoolOptions {
+  plugins?: KyselyPlugin[];
+  /** DB_HEALTH_CHECK_INTERVAL_MS. */
+  healthCheckIntervalMs?: number;
+  /** Log each failed health check and the recovery (one process per server does). */
+  logOutages?: boolean;
+}
+
+export const DEFAULT_HEALTH_CHECK_INTERVAL_MS = 2_000;
+
+/** During an outage every request meets the same trouble: one line of each kind per this interval says it. */
+const TROUBLE_LOG_INTERVAL_MS = 1_000;
+
+/** What went wrong on the path, in the log (host names included: the log is the operator's), at most once a second per kind. */
+function logTrouble(path: DatabasePath, log: Logger) {
+  const lastLogged = new Map<string, number>();
+  path.on('trouble', (trouble: Trouble) => {
+    const key = trouble.kind === 'host' ? `${trouble.failure.host} ${trouble.failure.kind}` : 'stall';
+    const now = Date.now();
+    if (now - (lastLogged.get(key) ?? 0) < TROUBLE_LOG_INTERVAL_MS) return;
+    lastLogged.set(key, now);
+    if (trouble.kind === 'host') {
+      log.warn(
+        { host: trouble.failure.host, kind: trouble.failure.kind, reason: trouble.failure.message },
+        'a new database connection failed',
+      );
+    } else {
+      log.warn(
+        { limitMs: Math.round(trouble.limitMs), limit: trouble.source },
+        'a database connection did not answer within its limit and was closed; connections opened before it are replaced',
+      );
+    }
+  });
+}
+
+export function createDatabase(options: DatabaseOptions, log: Logger): Database {
+  const target = parseDatabaseUrl(options.connectionString);
+  // One path for every pool of the process: what one connection learns (a dead host, a stall) the others use.
+  const path = new DatabasePath(target);
+  logTrouble(path, log);
+  const pool = createGuardedPool(options, log, path, { failFast: true });
+  const backgroundPool = createGuardedPool(
+    { ...options, max: BACKGROUND_CONNECTIONS, applicationName: `${options.applicationName}-background` },
+    log,
+    path,
+    { failFast: true },
+  );
+  // The health check tries even while every host fails: it is what notices the database coming back.
+  const healthPool = createGuardedPool({ ...options, max: 1, applicationName: `${options.applicationName}-health` }, log, path, {
+    failFast: false,
+  });
+  const kysely = (guarded: GuardedPool, plugins: KyselyPlugin[] = []) =>
+    new Kysely<DB>({ dialect: new TimedPostgresDialect({ pool: guarded.kyselyPool }), plugins });
+  const db = kysely(pool, options.plugins);
+  const background = kysely(backgroundPool);
+  const healthDb = kysely(healthPool);
+  const health = watchHealth(
+    path,
+    async () => {
+      await withCallLimit(HEALTH_CHECK_LIMIT_MS, () => sql`select 1`.execute(healthDb));
+    },
+    { intervalMs: options.healthCheckIntervalMs ?? DEFAULT_HEALTH_CHECK_INTERVAL_MS, log, logOutages: options.logOutages ?? false },
+  );
   let closed: Promise<void> | null = null;
   return {
     db,
+    background,
     pool,
-    close() {
-      // db.destroy() only ends the pool once Kysely has used it; end the raw pool either way.
-      closed ??= db.destroy().then(async () => {
-        if (!pool.raw.ended) await pool.raw.end();
-      });
+    health,
+    target,
+    close(limitMs = POOL_END_LIMIT_MS) {
+      closed ??= (async () => {
+        health.stop();
+        await Promise.all([pool, backgroundPool, healthPool].map((guarded) => guarded.end(limitMs)));
+        // Marks the instances destroyed; their pools have ended already.
+        await Promise.all([db, background, healthDb].map((instance) => instance.destroy().catch(() => {})));
+      })();
       return closed;
     },
   };

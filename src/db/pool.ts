@@ -1,9 +1,18 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { PostgresPool } from 'kysely';
 import type { Logger } from '../logger.js';
+import { currentRequestScope } from '../request-scope.js';
 import { inSpan, tracing } from '../tracing.js';
-import { preparedNameOf } from './prepared.js';
+import {
+  clientClass,
+  ConnectError,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  type DatabaseClient,
+  type DatabasePath,
+  type HostFailure,
+} from './client.js';
+import { currentTransaction, deadlineError, isHoldingTransaction } from './scope.js';
 
 /**
  * The executor rule, enforced at run time: while an async context holds a transaction, asking the
@@ -11,48 +20,13 @@ import { preparedNameOf } from './prepared.js';
  * connection and wait for a second hang until something times out; refusing the second
  * `connect()` turns that hang into an immediate, named error. Queries on the transaction reuse
  * its connection and never call `connect()`, so only the mistake is caught.
+ *
+ * And no wait without an end: waiting for a free connection is limited by
+ * DB_POOL_ACQUIRE_TIMEOUT_MS, opening a new one by DB_POOL_CONNECT_TIMEOUT_MS (per host: the next
+ * host of a multi-host DATABASE_URL is tried after it), both by the work's deadline, and each
+ * failure says which limit ran out. While every host fails, new connections fail at once (see
+ * DatabasePath.admitNewConnection) instead of each waiting out its own timeout.
  */
-interface TransactionMark {
-  holding: boolean;
-  /** What BEGIN sets for this transaction (see TimedPostgresDriver). */
-  timeouts: TransactionTimeouts;
-}
-
-/** Transaction-scoped settings, in whole milliseconds. */
-export interface TransactionTimeouts {
-  lockTimeoutMs: number;
-  statementTimeoutMs: number;
-  idleInTransactionTimeoutMs: number;
-}
-
-const transactionScope = new AsyncLocalStorage<TransactionMark>();
-
-/** Runs `fn` in a fresh scope; `hold()` marks the moment the scope's transaction owns its connection. */
-export function withTransactionScope<T>(timeouts: TransactionTimeouts, fn: (hold: (holding: boolean) => void) => Promise<T>): Promise<T> {
-  const mark: TransactionMark = { holding: false, timeouts };
-  return transactionScope.run(mark, () =>
-    fn((holding) => {
-      mark.holding = holding;
-    }),
-  );
-}
-
-/** The timeouts of the transaction this async context is opening, if the runner opens it. */
-export function currentTransactionTimeouts(): TransactionTimeouts | undefined {
-  return transactionScope.getStore()?.timeouts;
-}
-
-/**
- * Runs `fn` outside any transaction's scope: background work a request starts (a budget lease
- * refill) takes a connection of its own and must not count as the request's second one.
- */
-export function outsideTransactionScope<T>(fn: () => T): T {
-  return transactionScope.exit(fn);
-}
-
-export function isHoldingTransaction(): boolean {
-  return transactionScope.getStore()?.holding === true;
-}
 
 export class PoolReentryError extends Error {
   constructor() {
@@ -66,19 +40,32 @@ export class PoolReentryError extends Error {
 
 export class PoolExhaustedError extends Error {
   constructor(readonly timeoutMs: number) {
-    super(`No database connection became free within ${timeoutMs} ms`);
+    super(`No database connection became free within ${timeoutMs} ms (DB_POOL_ACQUIRE_TIMEOUT_MS): every connection was busy`);
     this.name = 'PoolExhaustedError';
   }
 }
 
 export interface PoolOptions {
+  /** DATABASE_URL: one host or several (see src/database-url.ts). */
   connectionString: string;
   max: number;
+  /** The wait for a free connection when every one is busy. */
   acquireTimeoutMs: number;
+  /** Opening one new connection on one host (DB_POOL_CONNECT_TIMEOUT_MS). */
+  connectTimeoutMs?: number;
+  /** STATEMENT_TIMEOUT_MS: the client-side limit of statements outside the runner derives from it. */
+  statementTimeoutMs?: number;
   applicationName: string;
   /** Run the hot statements as named prepared statements (DB_PREPARED_STATEMENTS; see prepared.ts). */
   preparedStatements: boolean;
 }
+
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 5_000;
+
+/** How long closing a pool waits for its connections before it cuts them. */
+export const POOL_END_LIMIT_MS = 2_000;
+/** After cutting, how long the pool's own end may still take. */
+const AFTER_CUT_MS = 250;
 
 const INT8_OID = 20;
 
@@ -90,36 +77,87 @@ const types = {
       : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
+/** The pool as metrics see it (pg.Pool's names). */
+export interface PoolCounts {
+  readonly totalCount: number;
+  readonly idleCount: number;
+  /** Requests waiting for a connection. */
+  readonly waitingCount: number;
+}
+
 /**
- * A client that runs each statement of prepared.ts under its name: pg then parses it once per
- * connection and only binds and executes it afterwards. Every other statement stays unnamed.
+ * Connections handed out, at most `max` at a time, first come first served; a wait that runs out
+ * of time leaves the line, so nothing is handed to a waiter that is gone.
  */
-class PreparingClient extends pg.Client {
-  override query(...args: unknown[]): never {
-    const [text, values, callback] = args;
-    const name = typeof text === 'string' && Array.isArray(values) ? preparedNameOf(text) : undefined;
-    const query = super.query as (...args: unknown[]) => never;
-    return name === undefined ? query.apply(this, args) : query.call(this, { name, text, values }, callback);
+class Permits {
+  private free: number;
+  private readonly waiters: (() => void)[] = [];
+
+  constructor(max: number) {
+    this.free = max;
+  }
+
+  get waiting(): number {
+    return this.waiters.length;
+  }
+
+  take(limitMs: number, onTimeout: () => Error): Promise<void> {
+    if (this.free > 0) {
+      this.free--;
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => {
+      const grant = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.waiters.splice(this.waiters.indexOf(grant), 1);
+        reject(onTimeout());
+      }, limitMs);
+      this.waiters.push(grant);
+    });
+  }
+
+  give(): void {
+    const next = this.waiters.shift();
+    if (next) next();
+    else this.free++;
   }
 }
 
 export interface GuardedPool {
-  /** What Kysely's dialect is given: `connect()` refuses re-entry and turns a wait timeout into PoolExhaustedError. */
+  /** What Kysely's dialect is given: `connect()` refuses re-entry and names the limit that ran out. */
   kyselyPool: PostgresPool;
-  /** The raw pool, for metrics and shutdown. */
-  raw: pg.Pool;
+  counts: PoolCounts;
+  /** Ends the pool; connections still busy after `limitMs` are cut. Safe to call twice. */
+  end(limitMs?: number): Promise<void>;
 }
 
-export function createGuardedPool(options: PoolOptions, log: Logger): GuardedPool {
+export interface GuardOptions {
+  /**
+   * Fail at once while every host fails, and let a stalled connection make the older ones suspect
+   * (requests, background work); the health check tries anyway and only reports.
+   */
+  failFast: boolean;
+}
+
+export function createGuardedPool(options: PoolOptions, log: Logger, path: DatabasePath, guard: GuardOptions): GuardedPool {
+  const { Client, live } = clientClass({
+    path,
+    connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+    preparedStatements: options.preparedStatements,
+    stallsEvict: guard.failFast,
+  });
   const raw = new pg.Pool({
-    connectionString: options.connectionString,
     max: options.max,
-    // pg's default of 0 waits forever for a free connection: the hang this project exists to prevent.
-    connectionTimeoutMillis: options.acquireTimeoutMs,
+    // No timer of pg's own: waiting for a connection and opening one are limited separately, below and in client.ts.
+    connectionTimeoutMillis: 0,
     idleTimeoutMillis: 30_000,
     application_name: options.applicationName,
     types,
-    ...(options.preparedStatements ? { Client: PreparingClient } : {}),
+    Client,
   });
   // Without these listeners a database restart emits 'error' on an idle or checked-out client and
   // the whole process dies. The pool drops a broken client on release; the next request gets a new one.
@@ -132,19 +170,108 @@ export function createGuardedPool(options: PoolOptions, log: Logger): GuardedPoo
     });
   });
 
+  const permits = new Permits(options.max);
+
+  /**
+   * The pool's own connect(), with a permit held: pg's pool then never queues (it has an idle
+   * connection or room for a new one), so the only wait is the permit's, which ends on time and
+   * leaves nothing behind. A connect given up at the deadline keeps its permit until it settles.
+   */
+  const take = (limitMs: number): Promise<pg.PoolClient> => {
+    if (limitMs === Infinity) return raw.connect();
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const timer = setTimeout(() => {
+        settled = true;
+        reject(deadlineError(0));
+      }, limitMs);
+      raw.connect().then(
+        (client) => {
+          if (settled) return client.release();
+          settled = true;
+          clearTimeout(timer);
+          resolve(client);
+        },
+        (error: unknown) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          reject(error as Error);
+        },
+      );
+    });
+  };
+
+  /** Within a permit: an idle connection that is not suspect, or a new one on the first host that takes it. */
+  const open = async (deadline: number | null): Promise<pg.PoolClient> => {
+    const failures: HostFailure[] = [];
+    // Each host once (a new connection goes to the next host after a failure), plus idle connections found suspect.
+    for (let turns = 0; turns < options.max + path.hosts.length; turns++) {
+      const left = deadline === null ? Infinity : deadline - Date.now();
+      if (left <= 0) throw deadlineError(0);
+      const opensNew = raw.idleCount === 0;
+      if (opensNew && guard.failFast) {
+        const unavailable = path.admitNewConnection();
+        if (unavailable) throw unavailable;
+      }
+      let client: pg.PoolClient;
+      try {
+        // A new connection is limited by its own connect timeout (client.ts), and by the deadline.
+        client = await take(left);
+      } catch (error) {
+        if (!(error instanceof ConnectError)) throw error;
+        failures.push(...error.failures);
+        if (failures.length >= path.hosts.length) throw new ConnectError(failures);
+        continue;
+      }
+      // An idle connection opened before another stopped answering may sit on the same dead path.
+      if (!opensNew && (client as unknown as DatabaseClient).generation < path.generation) {
+        client.release(new Error('opened before a connection stalled'));
+        continue;
+      }
+      return client;
+    }
+    throw new ConnectError(failures);
+  };
+
+  const acquire = async (): Promise<pg.PoolClient> => {
+    const deadline = currentTransaction()?.deadline ?? currentRequestScope()?.deadline ?? null;
+    const left = deadline === null ? Infinity : deadline - Date.now();
+    if (left <= 0) throw deadlineError(0);
+    await permits.take(Math.min(options.acquireTimeoutMs, left), () =>
+      left <= options.acquireTimeoutMs ? deadlineError(0) : new PoolExhaustedError(options.acquireTimeoutMs),
+    );
+    let client: pg.PoolClient;
+    try {
+      client = await open(deadline);
+    } catch (error) {
+      permits.give();
+      throw error;
+    }
+    const release = client.release;
+    client.release = (error?: Error | boolean) => {
+      release.call(client, error);
+      permits.give();
+    };
+    return client;
+  };
+
+  let ending: Promise<void> | null = null;
+  const end = (limitMs = POOL_END_LIMIT_MS): Promise<void> => {
+    ending ??= (async () => {
+      const ended = raw.end().catch(() => {});
+      const inTime = await Promise.race([ended.then(() => true), sleep(limitMs, false)]);
+      if (inTime) return;
+      log.warn({ pool: options.applicationName, open: live.size }, 'database connections still busy at shutdown: closing them');
+      for (const client of live) client.cut();
+      await Promise.race([ended, sleep(AFTER_CUT_MS)]);
+    })();
+    return ending;
+  };
+
   const kyselyPool: PostgresPool = {
     async connect() {
       if (isHoldingTransaction()) throw new PoolReentryError();
-      const acquire = async () => {
-        try {
-          return await raw.connect();
-        } catch (error) {
-          if (error instanceof Error && /timeout exceeded when trying to connect/i.test(error.message)) {
-            throw new PoolExhaustedError(options.acquireTimeoutMs);
-          }
-          throw error;
-        }
-      };
       // The wait for a connection, as a span of its own: a busy pool shows as a long one.
       if (!tracing.enabled) return acquire();
       return inSpan(
@@ -153,9 +280,20 @@ export function createGuardedPool(options: PoolOptions, log: Logger): GuardedPoo
         acquire,
       );
     },
-    end: () => raw.end(),
+    end: () => end(),
   };
-  return { kyselyPool, raw };
+  const counts: PoolCounts = {
+    get totalCount() {
+      return raw.totalCount;
+    },
+    get idleCount() {
+      return raw.idleCount;
+    },
+    get waitingCount() {
+      return permits.waiting;
+    },
+  };
+  return { kyselyPool, counts, end };
 }
 
 function errorSummary(error: unknown): { message: string; code?: string } {

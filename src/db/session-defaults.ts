@@ -1,10 +1,15 @@
-import pg from 'pg';
+import { connectOutsidePool } from './connect.js';
 import type { Logger } from '../logger.js';
 
 /** The timeouts a one-statement unit runs under, as every new session of the app's role starts with them. */
 export interface SessionTimeouts {
   lockTimeoutMs: number;
   statementTimeoutMs: number;
+}
+
+/** How long opening the connection that sets them may take (DB_POOL_CONNECT_TIMEOUT_MS). */
+export interface SetupConnection {
+  dbPoolConnectTimeoutMs: number;
 }
 
 // Any constant works; every process that sets the defaults of one database uses the same one.
@@ -26,11 +31,14 @@ const wanted = (timeouts: SessionTimeouts) => [
  * keeps the old values, which the one-statement units detect and then run as transactions.
  * Returns false, after a warning, when the role may not set them.
  */
-export async function applySessionTimeouts(connectionString: string, timeouts: SessionTimeouts, log: Logger): Promise<boolean> {
-  const client = new pg.Client({ connectionString, application_name: 'mutation-backend-setup' });
-  client.on('error', () => {});
+export async function applySessionTimeouts(
+  connectionString: string,
+  timeouts: SessionTimeouts & SetupConnection,
+  log: Logger,
+): Promise<boolean> {
+  let client: Awaited<ReturnType<typeof connectOutsidePool>> | null = null;
   try {
-    await client.connect();
+    client = await connectOutsidePool(connectionString, timeouts.dbPoolConnectTimeoutMs);
     await client.query('begin');
     await client.query('select pg_advisory_xact_lock($1)', [SESSION_DEFAULTS_LOCK_KEY]);
     const current = await client.query<{ setconfig: string[] | null }>(
@@ -57,6 +65,6 @@ export async function applySessionTimeouts(connectionString: string, timeouts: S
     );
     return false;
   } finally {
-    await client.end().catch(() => {});
+    await client?.end().catch(() => {});
   }
 }

@@ -12,6 +12,7 @@ export const SqlState = {
   crashShutdown: '57P02',
   cannotConnectNow: '57P03',
   idleInTransactionTimeout: '25P03',
+  readOnlyTransaction: '25006',
 } as const;
 
 export function sqlStateOf(error: unknown): string | null {

@@ -2,9 +2,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Kysely, Transaction } from 'kysely';
 import { AppError, tryAgain } from '../errors.js';
 import { SpanStatusCode, startSpan, traceContext } from '../tracing.js';
-import { PoolExhaustedError, withTransactionScope } from './pool.js';
+import { ConnectError, DatabaseUnavailableError, publicFailureSummary, QueryTimeoutError } from './client.js';
+import { PoolExhaustedError } from './pool.js';
 import type { DB } from './schema.js';
+import { deadlineError, withTransactionScope, type TransactionMark } from './scope.js';
 import { isConnectionFailure, isRetryableContention, sqlStateOf, SqlState } from './sqlstate.js';
+
+export { deadlineError };
 
 export interface TransactionSettings {
   lockTimeoutMs: number;
@@ -83,13 +87,16 @@ export async function runInTransaction<T>(
   for (let attempt = (options.attemptsBefore ?? 0) + 1; ; attempt++) {
     const remainingMs = options.deadline - Date.now();
     if (remainingMs <= 0) throw deadlineError(attempt - 1);
+    const mark = newMark(settings, options, remainingMs);
     try {
-      const value = await tracedAttempt(attempt, settings, options, () => attemptOnce(db, settings, options, remainingMs, work));
+      const value = await tracedAttempt(attempt, settings, options, () => attemptOnce(db, options, mark, work));
       return { value, attempts: attempt, rolledBack: false };
     } catch (error) {
       if (error instanceof RollbackAndReturn) return { value: error.value as T, attempts: attempt, rolledBack: true };
-      if (!isRetryableContention(error)) throw translate(error, attempt, settings);
-      const state = sqlStateOf(error) ?? 'unknown';
+      const primaryGone = isPrimaryGone(error) && (!mark.commitSent || mark.readOnly);
+      if (!isRetryableContention(error) && !primaryGone) throw translate(error, attempt, settings, mark);
+      const state = primaryGone ? failureReason(error) : (sqlStateOf(error) ?? 'unknown');
+      if (primaryGone && attempt >= settings.maxAttempts) throw translate(error, attempt, settings, mark);
       if (attempt >= settings.maxAttempts) {
         throw tryAgain('The request met too much contention; resend it', {
           attempts: attempt,
@@ -100,30 +107,47 @@ export async function runInTransaction<T>(
       }
       options.onRetry?.(state, attempt);
       const delayMs = fullJitter(settings, attempt);
-      if (Date.now() + delayMs >= options.deadline) throw deadlineError(attempt);
+      if (Date.now() + delayMs >= options.deadline) throw primaryGone ? translate(error, attempt, settings, mark) : deadlineError(attempt);
       await sleep(delayMs);
     }
   }
+}
+
+/** What the attempt's async context carries: its timeouts (each capped by what is left of the deadline, BEGIN sets them). */
+function newMark(settings: TransactionSettings, options: RunOptions, remainingMs: number): TransactionMark {
+  const cap = (ms: number) => Math.max(1, Math.min(ms, remainingMs));
+  return {
+    holding: false,
+    timeouts: {
+      lockTimeoutMs: cap(settings.lockTimeoutMs),
+      statementTimeoutMs: cap(settings.statementTimeoutMs),
+      idleInTransactionTimeoutMs: cap(settings.idleInTransactionTimeoutMs),
+    },
+    deadline: options.deadline,
+    readOnly: options.accessMode === 'read only',
+    commitSent: false,
+  };
+}
+
+/** A one-statement unit that left the request to the transaction runner. */
+export interface Declined {
+  declined: true;
+  /** 1 when its statement met contention or never ran (refused by a standby, no connection): that counts as the first attempt. */
+  attemptsMade: number;
 }
 
 /**
  * Runs a one-statement unit (docs/design.md §5): no BEGIN, no COMMIT, so a lock the statement takes
  * is held only while it runs and commits, never across a round trip. Its timeouts are the sessions'
  * own (the role's defaults, see session-defaults.ts) rather than SET LOCAL; the unit's statement
- * checks that they are in force. Returns null when the request must run as a transaction instead:
- * when less of the deadline is left than those timeouts (the transaction caps them), when the unit
- * says so, or on contention (the whole unit then runs as a transaction, its statement counting as
- * the first attempt: pass `attemptsMade` on as `attemptsBefore`). Holds one connection,
- * marked like a transaction's, so the executor rule holds here too. A lost connection is TRY_AGAIN
- * and never rerun: the statement may have committed, and only the Idempotency-Key can tell.
+ * checks that they are in force. Declines (the request then runs as a transaction) when less of the
+ * deadline is left than those timeouts (the transaction caps them), when the unit says so, on
+ * contention, or when the statement provably never ran (no connection could be opened, a standby
+ * refused it): the statement then counts as the first attempt (pass `attemptsMade` on as
+ * `attemptsBefore`). Holds one connection, marked like a transaction's, so the executor rule and
+ * the client-side call limit hold here too. A lost answer is TRY_AGAIN and never rerun: the
+ * statement may have committed, and only the Idempotency-Key can tell.
  */
-/** A one-statement unit that left the request to the transaction runner. */
-export interface Declined {
-  declined: true;
-  /** 1 when its statement met contention and rolled back: that counts as the first attempt. */
-  attemptsMade: number;
-}
-
 export async function runInOneStatement<T>(
   db: Kysely<DB>,
   settings: TransactionSettings,
@@ -133,15 +157,17 @@ export async function runInOneStatement<T>(
   const remainingMs = options.deadline - Date.now();
   if (remainingMs <= 0) throw deadlineError(0);
   if (remainingMs < Math.max(settings.lockTimeoutMs, settings.statementTimeoutMs)) return { declined: true, attemptsMade: 0 };
+  // The statement is its own commit: from the moment it is sent, a lost answer may hide one.
+  const mark: TransactionMark = { ...newMark(settings, options, remainingMs), commitSent: true };
   try {
     const value = await tracedAttempt(1, settings, {}, () =>
-      withTransactionScope(settings, (hold) =>
+      withTransactionScope(mark, () =>
         db.connection().execute(async (connection) => {
-          hold(true);
+          mark.holding = true;
           try {
             return await work(connection);
           } finally {
-            hold(false);
+            mark.holding = false;
           }
         }),
       ),
@@ -149,41 +175,29 @@ export async function runInOneStatement<T>(
     return value === AS_TRANSACTION ? { declined: true, attemptsMade: 0 } : { value, attempts: 1, rolledBack: false };
   } catch (error) {
     if (error instanceof RollbackAndReturn) return { value: error.value as T, attempts: 1, rolledBack: true };
-    if (!isRetryableContention(error)) throw translate(error, 1, settings);
-    // The statement rolled back whole: the transaction runner takes over as attempt 2, after the same pause.
-    options.onRetry?.(sqlStateOf(error) ?? 'unknown', 1);
+    const neverRan = error instanceof ConnectError || sqlStateOf(error) === SqlState.readOnlyTransaction;
+    if (!isRetryableContention(error) && !neverRan) throw translate(error, 1, settings, mark);
+    // The statement rolled back whole or never ran: the transaction runner takes over as attempt 2, after the same pause.
+    options.onRetry?.(neverRan ? failureReason(error) : (sqlStateOf(error) ?? 'unknown'), 1);
     const delayMs = fullJitter(settings, 1);
-    if (Date.now() + delayMs >= options.deadline) throw deadlineError(1);
+    if (Date.now() + delayMs >= options.deadline) throw neverRan ? translate(error, 1, settings, mark) : deadlineError(1);
     await sleep(delayMs);
     return { declined: true, attemptsMade: 1 };
   }
 }
 
-async function attemptOnce<T>(
-  db: Kysely<DB>,
-  settings: TransactionSettings,
-  options: RunOptions,
-  remainingMs: number,
-  work: UnitOfWork<T>,
-): Promise<T> {
-  // Each timeout is capped by what is left of the request's deadline; BEGIN sets them.
-  const cap = (ms: number) => Math.max(1, Math.min(ms, remainingMs));
-  const timeouts = {
-    lockTimeoutMs: cap(settings.lockTimeoutMs),
-    statementTimeoutMs: cap(settings.statementTimeoutMs),
-    idleInTransactionTimeoutMs: cap(settings.idleInTransactionTimeoutMs),
-  };
+async function attemptOnce<T>(db: Kysely<DB>, options: RunOptions, mark: TransactionMark, work: UnitOfWork<T>): Promise<T> {
   let transaction = db.transaction().setIsolationLevel(options.isolation ?? 'read committed');
   if (options.accessMode) transaction = transaction.setAccessMode(options.accessMode);
-  return withTransactionScope(timeouts, (hold) =>
+  return withTransactionScope(mark, () =>
     transaction.execute(async (trx) => {
-      hold(true);
+      mark.holding = true;
       try {
         return await work(trx);
       } finally {
         // Commit or rollback happens after this callback, on the same connection; no query of
         // ours runs in between, so the mark can drop here.
-        hold(false);
+        mark.holding = false;
       }
     }),
   );
@@ -235,29 +249,74 @@ export function fullJitter(settings: Pick<TransactionSettings, 'baseDelayMs' | '
   return Math.random() * ceiling;
 }
 
-/** A request that used its whole deadline met a slow moment; a second later is a fair guess. */
-const AFTER_DEADLINE_MS = 1_000;
-
-export function deadlineError(attempts: number) {
-  return tryAgain('The request ran out of time; resend it', { attempts, reason: 'deadline', retryAfterMs: AFTER_DEADLINE_MS });
-}
-
 /** A database that went away is usually back, or failed over, within a couple of seconds. */
 const RECONNECT_AFTER_MS = 2_000;
 
-/** Maps infrastructure failures to TRY_AGAIN; business errors and bugs pass through unchanged. */
-export function translate(error: unknown, attempt: number, settings: Pick<TransactionSettings, 'statementTimeoutMs'>): unknown {
+/**
+ * The primary went away or could not be reached: a lost or reset connection, a terminated or
+ * shut-down server (57P01, 57P02, 57P03, 08xxx), a statement that got no answer within its
+ * client-side limit, no host that accepts a connection, or a write refused because the server is
+ * a standby now (25006). Before COMMIT was sent the transaction cannot have committed (PostgreSQL
+ * rolls back a transaction whose connection ended), so the runner tries again on a new connection;
+ * after it, the outcome is unknown and only the client's resend with its Idempotency-Key is safe.
+ */
+export function isPrimaryGone(error: unknown): boolean {
+  return (
+    error instanceof QueryTimeoutError ||
+    error instanceof ConnectError ||
+    isConnectionFailure(error) ||
+    sqlStateOf(error) === SqlState.readOnlyTransaction
+  );
+}
+
+function failureReason(error: unknown): string {
+  if (error instanceof QueryTimeoutError) return 'unanswered';
+  if (error instanceof ConnectError) return 'connect';
+  return sqlStateOf(error) ?? 'connection';
+}
+
+/** Maps infrastructure failures to TRY_AGAIN, each naming what ran out; business errors and bugs pass through unchanged. */
+export function translate(
+  error: unknown,
+  attempt: number,
+  settings: Pick<TransactionSettings, 'statementTimeoutMs'>,
+  mark?: Pick<TransactionMark, 'commitSent' | 'readOnly'>,
+): unknown {
   if (error instanceof AppError) return error;
+  const details = (reason: string, retryAfterMs: number) => ({ attempts: attempt, reason, retryAfterMs });
   if (error instanceof PoolExhaustedError) {
     // Every connection stayed busy for the whole wait: the backlog is about that long.
-    return tryAgain('The server is busy; resend the request', { attempts: attempt, reason: 'pool', retryAfterMs: error.timeoutMs });
+    return tryAgain(`The server is busy: ${error.message}; resend the request`, details('pool', error.timeoutMs));
+  }
+  if (error instanceof DatabaseUnavailableError) {
+    return tryAgain(
+      `No database host is usable right now (${publicFailureSummary(error.failures)}); resend the request`,
+      details('unavailable', Math.max(RECONNECT_AFTER_MS, error.retryAfterMs)),
+    );
+  }
+  if (error instanceof ConnectError) {
+    return tryAgain(
+      `No database connection could be opened (${publicFailureSummary(error.failures)}); resend the request`,
+      details('connect', RECONNECT_AFTER_MS),
+    );
+  }
+  const unknownOutcome = mark?.commitSent === true && !mark.readOnly;
+  if (error instanceof QueryTimeoutError) {
+    return tryAgain(
+      unknownOutcome || error.duringCommit
+        ? `The database did not confirm the commit within ${Math.round(error.limitMs)} ms (${error.source}); resend the request with the same Idempotency-Key`
+        : `${error.message}; resend the request`,
+      details('unanswered', RECONNECT_AFTER_MS),
+    );
   }
   if (sqlStateOf(error) === SqlState.queryCanceled) {
-    return tryAgain('The request ran out of time; resend it', {
-      attempts: attempt,
-      reason: SqlState.queryCanceled,
-      retryAfterMs: settings.statementTimeoutMs,
-    });
+    return tryAgain('The request ran out of time; resend it', details(SqlState.queryCanceled, settings.statementTimeoutMs));
+  }
+  if (sqlStateOf(error) === SqlState.readOnlyTransaction) {
+    return tryAgain(
+      'The database stopped accepting writes (a failover); resend the request',
+      details(SqlState.readOnlyTransaction, RECONNECT_AFTER_MS),
+    );
   }
   if (isConnectionFailure(error)) {
     return tryAgain('The database connection was lost; resend the request with the same Idempotency-Key', {

@@ -1,5 +1,6 @@
 import type { Transaction } from 'kysely';
-import { isHoldingTransaction, PoolReentryError } from '../db/pool.js';
+import { PoolReentryError } from '../db/pool.js';
+import { isHoldingTransaction } from '../db/scope.js';
 import type { DB } from '../db/schema.js';
 import { deadlineError, runInTransaction } from '../db/transaction.js';
 import type { Context } from './context.js';

@@ -95,7 +95,7 @@ export function createApp(services: AppServices): App {
   const graphiqlSettings = graphiqlOptions(config);
   // GraphiQL's code is served from this process, not from a CDN: it works offline and behind firewalls.
   const graphiql = graphiqlSettings ? createGraphiQLPage({ ...graphiqlSettings, endpoint: '/graphql' }) : null;
-  const ready = readiness(services.pool);
+  const ready = readiness({ database: services.health });
   const metrics = metricsRoute(services.metrics, config.edge.metricsToken);
   const requestLog = createRequestLog(log, services.metrics);
   const clientAddressOf = clientAddresses(config.edge.trustProxy);

@@ -1,7 +1,7 @@
 import cluster from 'node:cluster';
 import type { Kysely } from 'kysely';
-import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { PoolCounts } from '../db/pool.js';
 import type { DB } from '../db/schema.js';
 import { outboxStats, type OutboxStats } from '../outbox/outbox.js';
 import type { AdmissionStats } from '../admission.js';
@@ -30,7 +30,7 @@ export interface Metrics {
  * labelled with its `pid`; the outbox gauges read the shared database, so the same value from
  * every process is reported once.
  */
-export function createMetrics(pool: pg.Pool, db: Kysely<DB>, admission: { stats(): AdmissionStats }): Metrics {
+export function createMetrics(pool: PoolCounts, db: Kysely<DB>, admission: { stats(): AdmissionStats }): Metrics {
   const registry = new Registry();
   const thisProcess = { pid: String(process.pid) };
   collectDefaultMetrics({ register: registry, labels: thisProcess });
@@ -49,7 +49,7 @@ export function createMetrics(pool: pg.Pool, db: Kysely<DB>, admission: { stats(
   });
   const transactionRetries = new Counter({
     name: 'transaction_retries_total',
-    help: 'Transactions rerun after a serialization failure (40001), deadlock (40P01) or lock timeout (55P03).',
+    help: 'Transactions rerun after a serialization failure (40001), deadlock (40P01), lock timeout (55P03), or a connection lost before COMMIT (unanswered, connect, 08xxx, 57P0x, 25006).',
     labelNames: ['sqlstate'] as const,
     registers: [registry],
   });

@@ -8,12 +8,20 @@ import { PASS_DEADLINE_MS, logSink, relayOnce, webhookSink, type OutboxSink, typ
 import { inSpan } from '../tracing.js';
 
 export interface Workers {
-  stop(): Promise<void>;
+  /** Stops the loops; waits for the passes in progress up to `limitMs` (their database calls end when the pool closes). */
+  stop(limitMs?: number): Promise<void>;
 }
 
 /**
+ * How long stopping waits for a pass in progress. A pass is itself bounded (PASS_DEADLINE_MS, the
+ * client-side limit of each statement, the webhook's timeout); a shutdown need not wait all of it.
+ */
+export const WORKERS_STOP_LIMIT_MS = 5_000;
+
+/**
  * Runs `pass` again and again: at once while it reports more work, otherwise after `intervalMs`.
- * A failing pass is logged and retried on the next tick; stop() waits for the pass in progress.
+ * A failing pass is logged and retried on the next tick; stop() waits for the pass in progress,
+ * up to its limit.
  */
 export function loop(name: string, intervalMs: number, log: Logger, pass: () => Promise<boolean>): Workers {
   const stopping = new AbortController();
@@ -29,9 +37,14 @@ export function loop(name: string, intervalMs: number, log: Logger, pass: () => 
     }
   })();
   return {
-    async stop() {
+    async stop(limitMs = WORKERS_STOP_LIMIT_MS) {
       stopping.abort();
-      await done;
+      const finished = await Promise.race([done.then(() => true), sleep(limitMs, false)]);
+      if (!finished)
+        log.warn(
+          { worker: name, waitedMs: limitMs },
+          'a background pass was still running at shutdown; its connection is closed with the pool',
+        );
     },
   };
 }
@@ -44,7 +57,7 @@ export function outboxSink(services: AppServices): OutboxSink {
 export function relayDeps(services: AppServices, sink: OutboxSink = outboxSink(services)): RelayDeps {
   const { batchSize, leaseMs, maxAttempts, retryBaseDelayMs, retryMaxDelayMs } = services.config.outbox;
   return {
-    db: services.pool,
+    db: services.backgroundPool,
     transactions: services.transactions,
     sink,
     log: services.log,
@@ -57,7 +70,8 @@ const EXPIRY_BATCH = 1_000;
 
 /**
  * The background loops: the outbox relay, stale-huddle cleanup and expiry of idempotency keys.
- * Several processes may run them against one database.
+ * Several processes may run them against one database. They run on connections of their own
+ * (services.backgroundPool), which admission never hands to a request.
  */
 export function startWorkers(services: AppServices): Workers {
   const { log, config } = services;
@@ -73,8 +87,11 @@ export function startWorkers(services: AppServices): Workers {
     loop('huddle-cleanup', config.huddles.cleanupIntervalMs, log, () =>
       inSpan('huddle cleanup pass', { root: true }, async () => {
         const { staleAfterMs, cleanupBatchSize } = config.huddles;
-        const { value } = await runInTransaction(services.pool, services.transactions, { deadline: Date.now() + PASS_DEADLINE_MS }, (trx) =>
-          cleanupHuddles(trx, null, staleAfterMs, cleanupBatchSize),
+        const { value } = await runInTransaction(
+          services.backgroundPool,
+          services.transactions,
+          { deadline: Date.now() + PASS_DEADLINE_MS },
+          (trx) => cleanupHuddles(trx, null, staleAfterMs, cleanupBatchSize),
         );
         if (value.participantsRemoved + value.sessionsEnded > 0) log.info(value, 'stale huddles cleaned up');
         return value.objectives === cleanupBatchSize;
@@ -82,15 +99,15 @@ export function startWorkers(services: AppServices): Workers {
     ),
     loop('idempotency-expiry', config.idempotencyCleanupIntervalMs, log, () =>
       inSpan('idempotency key expiry pass', { root: true }, async () => {
-        const deleted = await deleteExpiredKeys(services.pool, EXPIRY_BATCH);
+        const deleted = await deleteExpiredKeys(services.backgroundPool, EXPIRY_BATCH);
         if (deleted > 0) log.info({ deleted }, 'expired idempotency keys deleted');
         return deleted === EXPIRY_BATCH;
       }),
     ),
   ];
   return {
-    async stop() {
-      await Promise.all(loops.map((l) => l.stop()));
+    async stop(limitMs = WORKERS_STOP_LIMIT_MS) {
+      await Promise.all(loops.map((l) => l.stop(limitMs)));
     },
   };
 }

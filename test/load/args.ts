@@ -23,7 +23,8 @@ export const LOAD_USAGE = `usage: npm run load -- --scenario coupons|documents|h
 
   --url URL            the /graphql endpoint to load; without it a server is started on a fresh
                        embedded database and stopped afterwards
-  --database-url URL   the database behind --url, for the invariant check in SQL
+  --database-url URL   the database behind --url, for the invariant check in SQL (as DATABASE_URL:
+                       a multi-host URL with target_session_attrs=read-write checks the primary)
   --concurrency N      requests in flight (default 32); with --rate, the most connections
                        (default 256; a request waiting for one counts the wait in its latency)
   --rate R             open model: R requests per second, each sent at its scheduled time

@@ -1,5 +1,4 @@
 import { writeFile } from 'node:fs/promises';
-import pg from 'pg';
 import { loadEnvFile } from '../../src/cli/env-file.js';
 import { ConfigError, loadConfig, type AppConfig } from '../../src/config.js';
 import { LOAD_USAGE, parseLoadArgs, UsageError, type LoadArgs } from './args.js';
@@ -17,6 +16,7 @@ import {
   machineDescription,
   machineLoadNow,
   serverProcessEnv,
+  sqlPool,
   startScratchDatabase,
   startServerProcess,
 } from './target.js';
@@ -142,7 +142,7 @@ async function main(): Promise<number> {
   const server = database ? await startServerProcess('src/main.ts', { DATABASE_URL: database.databaseUrl }) : null;
   const url = args.url ?? server!.url;
   const databaseUrl = args.databaseUrl ?? database?.databaseUrl ?? null;
-  const sql = databaseUrl ? new pg.Pool({ connectionString: databaseUrl, max: 2 }) : null;
+  const sql = databaseUrl ? sqlPool(databaseUrl) : null;
   // An idle connection the server drops must not take the whole run down with it.
   sql?.on('error', (error) => console.error(`database connection lost: ${error.message}`));
   const client = new LoadClient(url, args.concurrency, { resend: args.resend });

@@ -18,6 +18,11 @@ export interface LoadClientOptions {
    */
   resend?: boolean;
   resendDeadlineMs?: number;
+  /**
+   * A new connection per request instead of keep-alive: a probe that must not mistake the race of
+   * a request with the server closing an idle socket (its keep-alive timeout) for a failure.
+   */
+  keepAlive?: boolean;
 }
 
 const MUTATION = /^\s*mutation\b/;
@@ -37,7 +42,7 @@ export class LoadClient {
     private readonly options: LoadClientOptions = {},
   ) {
     this.url = new URL(graphqlUrl);
-    this.agent = new http.Agent({ keepAlive: true, maxSockets: connections, maxFreeSockets: connections });
+    this.agent = new http.Agent({ keepAlive: options.keepAlive ?? true, maxSockets: connections, maxFreeSockets: connections });
   }
 
   async open(): Promise<void> {

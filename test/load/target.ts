@@ -4,6 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AppConfig } from '../../src/config.js';
+import pg from 'pg';
+import { parseDatabaseUrl } from '../../src/database-url.js';
+import { clientClass, ConnectError, DatabasePath } from '../../src/db/client.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
 import { createLogger } from '../../src/logger.js';
 import { freePort } from '../support/ports.js';
@@ -30,6 +33,54 @@ export async function startScratchDatabase(): Promise<{
       await rm(root, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * A pg pool for the load tool's own SQL (the invariant checks) that takes any DATABASE_URL the
+ * server takes, a multi-host one with target_session_attrs included: after a failover the
+ * checks then run on the new primary.
+ */
+export function sqlPool(databaseUrl: string, max = 2): pg.Pool {
+  const path = new DatabasePath(parseDatabaseUrl(databaseUrl));
+  const { Client } = clientClass({
+    path,
+    connectTimeoutMs: 10_000,
+    statementTimeoutMs: 60_000,
+    preparedStatements: false,
+    stallsEvict: false,
+  });
+  return new PrimaryPool({ max, Client }, path.hosts.length);
+}
+
+type ConnectCallback = (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void;
+
+/** pg's pool opens a connection on one host; this one tries the next host after each that fails (pool.query included). */
+class PrimaryPool extends pg.Pool {
+  constructor(
+    config: pg.PoolConfig,
+    private readonly hosts: number,
+  ) {
+    super(config);
+  }
+
+  override connect(): Promise<pg.PoolClient>;
+  override connect(callback: ConnectCallback): void;
+  override connect(callback?: ConnectCallback): Promise<pg.PoolClient> | void {
+    const attempt = async (): Promise<pg.PoolClient> => {
+      for (let tried = 1; ; tried++) {
+        try {
+          return await super.connect();
+        } catch (error) {
+          if (!(error instanceof ConnectError) || tried >= this.hosts) throw error;
+        }
+      }
+    };
+    if (!callback) return attempt();
+    attempt().then(
+      (client) => callback(undefined, client, (release) => client.release(release as Error | undefined)),
+      (error: Error) => callback(error, undefined, () => {}),
+    );
+  }
 }
 
 export interface ServerProcess {

@@ -44,6 +44,9 @@ export function useAdmission(options: AdmissionPluginOptions): Plugin<Context> {
       setParamsHandler(async (payload) => {
         const serverContext = payload.context as IdentifiedContext;
         const deadline = Date.now() + requestDeadlineMs;
+        // Every database call the request makes, through the runners or not, is limited by this (src/db/scope.ts).
+        const scope = currentRequestScope();
+        if (scope) scope.deadline = deadline;
         let session: Session | null;
         try {
           session = await identify(payload.request, serverContext);
