@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -38,6 +36,7 @@ import {
   startDelayProxyProcess,
   startScratchDatabase,
   startServerProcess,
+  startSpanSink,
   type ServerProcess,
 } from './target.js';
 
@@ -381,19 +380,6 @@ function table(rows: Row[]): string {
 /** The median over repetitions of one row's figure (req/s unless told) divided by another's in the same repetition. */
 function pairedRatio(row: Row, base: Row, figure: (f: Figures) => number | null = (f) => f.requestsPerSecond): number {
   return median(row.runs.map((run, i) => (figure(run) ?? NaN) / (figure(base.runs[i]!) ?? NaN)));
-}
-
-/** A collector that takes every OTLP export and keeps nothing: the traced row pays for exporting, not for a real backend. */
-async function startSpanSink(): Promise<{ url: string; close(): Promise<void> }> {
-  const server = http.createServer((req, res) => {
-    req.resume();
-    req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
 }
 
 function targets(rows: Row[]): string[] {

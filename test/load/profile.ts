@@ -16,9 +16,10 @@ import {
   machineDescription,
   startScratchDatabase,
   startServerProcess,
+  startSpanSink,
 } from './target.js';
 
-const USAGE = `usage: npm run profile [-- --server endpoint|bare] [--members 600] [--concurrency 32] [--top 10] [--keep FILE]
+const USAGE = `usage: npm run profile [-- --server endpoint|bare] [--members 600] [--concurrency 32] [--top 10] [--keep FILE] [--project DIR] [--traced]
 
 Profiles one server process with node --cpu-prof under the bench's coupon load: the project's
 server as the bench runs it (NODE_ENV=production, workers off), or the bench's bare node:http
@@ -27,7 +28,10 @@ requests) at --concurrency clients, then prints the server's CPU per request and
 that took the most CPU time themselves (self time) while that load ran, idle excluded, with each
 one's share of the busy time, then the same by package.
 
---keep FILE   also keep the profile of the measured load (open it in Chrome DevTools or speedscope)`;
+--keep FILE   also keep the profile of the measured load (open it in Chrome DevTools or speedscope)
+--project DIR profile the endpoint of another checkout (its own npm ci done), as the bench's --baseline
+--traced      the endpoint with tracing on as the bench's traced row runs it: every request sampled,
+              every span exported to a collector that keeps nothing`;
 
 const ENTRIES = { endpoint: 'test/load/bench-server.ts', bare: 'test/load/bare-server.ts' } as const;
 const WARM_UP_MEMBERS = 150;
@@ -38,6 +42,8 @@ function parseArgs(argv: string[]) {
   let concurrency = 32;
   let top = 10;
   let keep: string | null = null;
+  let project: string | null = null;
+  let traced = false;
   const whole = (raw: string | undefined) => (raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : NaN);
   for (let i = 0; i < argv.length; i++) {
     const option = argv[i];
@@ -46,6 +52,8 @@ function parseArgs(argv: string[]) {
     else if (option === '--concurrency') concurrency = whole(argv[++i]);
     else if (option === '--top') top = whole(argv[++i]);
     else if (option === '--keep') keep = argv[++i] ?? null;
+    else if (option === '--project') project = argv[++i] ?? null;
+    else if (option === '--traced') traced = true;
     else if (option === '--help') {
       console.log(USAGE);
       process.exit(0);
@@ -54,11 +62,19 @@ function parseArgs(argv: string[]) {
       process.exit(2);
     }
   }
-  if (!(server in ENTRIES) || !(members >= 3) || !(concurrency >= 1) || !(top >= 1)) {
-    console.error(`--server is endpoint or bare; --members (from 3), --concurrency and --top take whole numbers\n\n${USAGE}`);
+  if (
+    !(server in ENTRIES) ||
+    !(members >= 3) ||
+    !(concurrency >= 1) ||
+    !(top >= 1) ||
+    ((project !== null || traced) && server !== 'endpoint')
+  ) {
+    console.error(
+      `--server is endpoint or bare (--project and --traced only with endpoint); --members (from 3), --concurrency and --top take whole numbers\n\n${USAGE}`,
+    );
     process.exit(2);
   }
-  return { server, members, concurrency, top, keep };
+  return { server, members, concurrency, top, keep, project, traced };
 }
 
 /** The parts of V8's .cpuprofile read here. */
@@ -148,8 +164,8 @@ function table(entries: Entry[], busyMs: number, requests: number, header: strin
 }
 
 async function main() {
-  const { server, members, concurrency, top, keep } = parseArgs(process.argv.slice(2));
-  const project = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+  const { server, members, concurrency, top, keep, project: other, traced } = parseArgs(process.argv.slice(2));
+  const project = other ? path.resolve(other) : path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
   const database = await startScratchDatabase();
   const profiles = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-profile-'));
   const config = loadConfig({ DATABASE_URL: database.databaseUrl, NODE_ENV: 'production', ACTION_SECRET: BENCH_ACTION_SECRET });
@@ -157,9 +173,18 @@ async function main() {
   // Migrated here, so that the bare server (which never migrates) finds its schema; set-up goes straight to the tables.
   const opened = await openDatabase({ config, log, schema: 'migrate' }, 'profile-setup');
   const settings = buildServices(config, opened.database, log).transactions;
-  const started = await startServerProcess(ENTRIES[server], benchServerEnv(database.databaseUrl, 'conditional'), {
-    nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profiles}`],
-  });
+  const collector = traced ? await startSpanSink() : null;
+  const tracingEnv: Record<string, string> = collector
+    ? { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: collector.url, OTEL_TRACES_SAMPLER: 'always_on' }
+    : {};
+  const started = await startServerProcess(
+    ENTRIES[server],
+    { ...benchServerEnv(database.databaseUrl, 'conditional'), ...tracingEnv },
+    {
+      nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profiles}`],
+      ...(other ? { project } : {}),
+    },
+  );
   let running = true;
   const stopServer = async () => {
     if (running) await started.stop();
@@ -206,10 +231,15 @@ async function main() {
       .map(([outcome, n]) => `${n} ${outcome}`)
       .join(', ');
     console.log(
-      `${server === 'endpoint' ? "the project's server (NODE_ENV=production, workers off)" : 'the bare node:http server around the same unit'}, ` +
+      `${server === 'endpoint' ? "the project's server (NODE_ENV=production, workers off)" : 'the bare node:http server around the same unit'}` +
+        `${traced ? ' with tracing on (every request sampled and exported)' : ''}, ` +
         `${result.requests} issueCoupon requests at ${concurrency} clients (${outcomes}): ${result.requestsPerSecond.toFixed(0)} req/s, ` +
         `server CPU ${((used.parts['server']! * 1000) / result.requests).toFixed(2)} ms per request, ` +
-        `profiled busy ${(times.busyMs / result.requests).toFixed(2)} ms per request; ${machineDescription()}, commit ${currentCommit()}\n`,
+        `profiled busy ${(times.busyMs / result.requests).toFixed(2)} ms per request; ${machineDescription()}, ` +
+        `${other ? `the checkout in ${other}` : `commit ${currentCommit()}`}, load average ${os
+          .loadavg()
+          .map((l) => l.toFixed(2))
+          .join(' ')}\n`,
     );
     console.log(table(times.functions.slice(0, top), times.busyMs, result.requests, 'function (self time)'));
     console.log('');
@@ -219,6 +249,7 @@ async function main() {
     await stopServer();
     await opened.close();
     await database.stop();
+    await collector?.close();
     await rm(profiles, { recursive: true, force: true });
   }
 }

@@ -1,4 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -267,4 +269,17 @@ export function currentCommit(): string {
   } catch {
     return 'unknown';
   }
+}
+
+/** A collector that takes every OTLP export and keeps nothing: the traced row pays for exporting, not for a real backend. */
+export async function startSpanSink(): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
