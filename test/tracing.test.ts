@@ -204,6 +204,9 @@ describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', ()
     for (const statement of statements) {
       expect(statement.attributes).toMatchObject({ 'db.system.name': 'postgresql' });
       expect(String(statement.attributes['db.query.text'])).not.toContain('tracer');
+      // A prepared statement's indented text goes out with each run of whitespace as one space.
+      expect(String(statement.attributes['db.query.text'])).toMatch(/^\S.*\$1.*\S$/s);
+      expect(String(statement.attributes['db.query.text'])).not.toMatch(/\s\s|\n/);
     }
     expect(inTrace().some((s) => s.name === 'pool.connect')).toBe(true);
 

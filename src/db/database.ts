@@ -1,3 +1,4 @@
+import type { Attributes } from '@opentelemetry/api';
 import {
   CompiledQuery,
   Kysely,
@@ -94,37 +95,63 @@ class TimedPostgresDriver extends PostgresDriver {
 /** A W3C traceparent, safe to write into SQL as it is. */
 const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
-/** A statement's span name: the prepared statement's name, or the statement's first word. */
-function statementName(sql: string): string {
-  return preparedNameOf(sql) ?? (/^\s*(\w+)/.exec(sql)?.[1] ?? 'SQL').toUpperCase();
+/** What a statement's span carries: its name and attributes (OpenTelemetry's database conventions). */
+interface StatementSpan {
+  name: string;
+  attributes: Attributes;
 }
+
+/** A statement's span, named `name` or by the statement's first word, carrying `text`. */
+function statementSpanOf(text: string, name?: string): StatementSpan {
+  const operation = (/^\s*(\w+)/.exec(text)?.[1] ?? '').toUpperCase();
+  return {
+    name: name ?? (operation || 'SQL'),
+    attributes: { 'db.system.name': 'postgresql', 'db.system': 'postgresql', 'db.query.text': text, 'db.operation.name': operation },
+  };
+}
+
+/**
+ * The spans of the prepared statements, built once each: every span of one shares its attributes.
+ * Their text is kept with each run of whitespace as one space (the hot path's statements are
+ * indented SQL of several kilobytes, and every span's text is encoded afresh for the collector).
+ */
+const preparedStatementSpans = new Map<string, StatementSpan>();
+
+function statementSpan(sql: string): StatementSpan {
+  const name = preparedNameOf(sql);
+  if (name === undefined) return statementSpanOf(sql);
+  let span = preparedStatementSpans.get(sql);
+  if (!span) preparedStatementSpans.set(sql, (span = statementSpanOf(sql.replace(/\s+/g, ' ').trim(), name)));
+  return span;
+}
+
+/** Each connection's traced face, made once: the pool hands the same connections out again and again. */
+const tracedConnections = new WeakMap<DatabaseConnection, DatabaseConnection>();
 
 /**
  * A connection whose every statement is a span (OpenTelemetry's database conventions: the text
  * as sent, with placeholders, never the values). A lock wait shows as a long statement span.
  */
 function tracedConnection(connection: DatabaseConnection): DatabaseConnection {
-  const executeQuery: DatabaseConnection['executeQuery'] = (compiled) =>
-    inSpan(
-      statementName(compiled.sql),
-      {
-        kind: SpanKind.CLIENT,
-        attributes: {
-          'db.system.name': 'postgresql',
-          'db.system': 'postgresql',
-          'db.query.text': compiled.sql,
-          'db.operation.name': (/^\s*(\w+)/.exec(compiled.sql)?.[1] ?? '').toUpperCase(),
-        },
-      },
-      () => connection.executeQuery(compiled),
-    );
-  return new Proxy(connection, {
+  let traced = tracedConnections.get(connection);
+  if (traced) return traced;
+  const executeQuery: DatabaseConnection['executeQuery'] = (compiled) => {
+    const { name, attributes } = statementSpan(compiled.sql);
+    return inSpan(name, { kind: SpanKind.CLIENT, attributes }, () => connection.executeQuery(compiled));
+  };
+  const bound = new Map<PropertyKey, unknown>();
+  traced = new Proxy(connection, {
     get: (target, property) => {
       if (property === 'executeQuery') return executeQuery;
       const value = Reflect.get(target, property, target) as unknown;
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      if (typeof value !== 'function') return value;
+      let method = bound.get(property);
+      if (method === undefined) bound.set(property, (method = (value as (...args: unknown[]) => unknown).bind(target)));
+      return method;
     },
   });
+  tracedConnections.set(connection, traced);
+  return traced;
 }
 
 class TimedPostgresDialect extends PostgresDialect {
