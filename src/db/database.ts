@@ -101,28 +101,44 @@ interface StatementSpan {
   attributes: Attributes;
 }
 
-/** A statement's span, named `name` or by the statement's first word, carrying `text`. */
-function statementSpanOf(text: string, name?: string): StatementSpan {
-  const operation = (/^\s*(\w+)/.exec(text)?.[1] ?? '').toUpperCase();
+const operationOf = (sql: string) => (/^\s*(\w+)/.exec(sql)?.[1] ?? '').toUpperCase();
+
+/** The span of a statement that is not a prepared one: named by its first word, with its text. */
+function unpreparedSpan(sql: string): StatementSpan {
+  const operation = operationOf(sql);
   return {
-    name: name ?? (operation || 'SQL'),
-    attributes: { 'db.system.name': 'postgresql', 'db.system': 'postgresql', 'db.query.text': text, 'db.operation.name': operation },
+    name: operation || 'SQL',
+    attributes: { 'db.system.name': 'postgresql', 'db.system': 'postgresql', 'db.query.text': sql, 'db.operation.name': operation },
   };
 }
 
 /**
- * The spans of the prepared statements, built once each: every span of one shares its attributes.
- * Their text is kept with each run of whitespace as one space (the hot path's statements are
- * indented SQL of several kilobytes, and every span's text is encoded afresh for the collector).
+ * A prepared statement's spans, built once each and shared by every span of it: named by the
+ * statement, its name as the summary, and its text only with TRACES_STATEMENT_TEXT=all (then with
+ * each run of whitespace as one space). The hot path's statements are 6 to 8 KB of indented SQL,
+ * the same on every span of one name, and the collector's encoder walks every character of every
+ * span's text: with it, the text was the costliest part of tracing a request.
  */
-const preparedStatementSpans = new Map<string, StatementSpan>();
+const preparedSpans = new Map<string, { named: StatementSpan; withText: StatementSpan }>();
 
 function statementSpan(sql: string): StatementSpan {
   const name = preparedNameOf(sql);
-  if (name === undefined) return statementSpanOf(sql);
-  let span = preparedStatementSpans.get(sql);
-  if (!span) preparedStatementSpans.set(sql, (span = statementSpanOf(sql.replace(/\s+/g, ' ').trim(), name)));
-  return span;
+  if (name === undefined) return unpreparedSpan(sql);
+  let spans = preparedSpans.get(sql);
+  if (!spans) {
+    const named = {
+      name,
+      attributes: {
+        'db.system.name': 'postgresql',
+        'db.system': 'postgresql',
+        'db.query.summary': name,
+        'db.operation.name': operationOf(sql),
+      },
+    };
+    const withText = { name, attributes: { ...named.attributes, 'db.query.text': sql.replace(/\s+/g, ' ').trim() } };
+    preparedSpans.set(sql, (spans = { named, withText }));
+  }
+  return tracing.preparedStatementText ? spans.withText : spans.named;
 }
 
 /** Each connection's traced face, made once: the pool hands the same connections out again and again. */
