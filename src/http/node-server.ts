@@ -74,11 +74,14 @@ const STREAMED_MEDIA_TYPES = /^\s*(text\/event-stream|multipart\/mixed)\b/i;
  * they are produced.
  */
 export async function writeFetchResponse(response: Response, res: ServerResponse): Promise<void> {
+  // One pass over the headers and no lookup after it (a Fetch Headers lookup showed in the profile).
   const headers: Record<string, string | string[]> = {};
+  let contentType = '';
   response.headers.forEach((value, name) => {
+    if (name === 'content-type') contentType = value;
     headers[name] = name === 'set-cookie' ? response.headers.getSetCookie() : value;
   });
-  if (!STREAMED_MEDIA_TYPES.test(response.headers.get('content-type') ?? '')) {
+  if (!STREAMED_MEDIA_TYPES.test(contentType)) {
     const bytes: ArrayBuffer | Uint8Array = await response.arrayBuffer();
     res.writeHead(response.status, headers);
     res.end(ArrayBuffer.isView(bytes) ? bytes : Buffer.from(bytes));
