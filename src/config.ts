@@ -84,6 +84,8 @@ export interface TracingConfig {
   samplerRatio: number;
   /** How long the batch processor waits before it sends (OTEL_BSP_SCHEDULE_DELAY). */
   scheduleDelayMs: number;
+  /** Whether a prepared statement's span carries its text too (TRACES_STATEMENT_TEXT=all), not only its name. */
+  preparedStatementText: boolean;
 }
 
 /** What the public endpoint accepts from anyone on the internet (docs/design.md §8). */
@@ -410,7 +412,18 @@ function readTracing(env: Env): TracingConfig {
     sampler: sampler as Sampler,
     samplerRatio,
     scheduleDelayMs: readInt(env, 'OTEL_BSP_SCHEDULE_DELAY', 5_000, 0, 600_000),
+    preparedStatementText: readStatementText(env),
   };
+}
+
+/**
+ * TRACES_STATEMENT_TEXT: `unprepared` (every statement's span carries its text, except a prepared
+ * statement's, which its name and summary identify) or `all`.
+ */
+function readStatementText(env: Env): boolean {
+  const raw = readString(env, 'TRACES_STATEMENT_TEXT') ?? 'unprepared';
+  if (raw !== 'unprepared' && raw !== 'all') throw new ConfigError('TRACES_STATEMENT_TEXT', `expected unprepared or all, got "${raw}"`);
+  return raw === 'all';
 }
 
 /** CORS_ORIGINS: comma-separated origins such as https://app.example.com, or * for any. */

@@ -35,7 +35,7 @@ import type { TracingConfig } from './config.js';
  * The HTTP, GraphQL, pool, runner and relay layers ask `tracing.enabled` before they do anything,
  * so a server without a collector pays a boolean check per layer and nothing else.
  */
-export const tracing = { enabled: false };
+export const tracing = { enabled: false, preparedStatementText: false };
 
 /** Request paths that make no trace (TRACES_EXCLUDED_PATHS): probes and scrapes. */
 let untracedPaths = new Set<string>();
@@ -87,6 +87,7 @@ export function startTracing(config: TracingConfig): () => Promise<void> {
   provider = started;
   tracer = started.getTracer('mutation-backend');
   untracedPaths = new Set(config.excludedPaths);
+  tracing.preparedStatementText = config.preparedStatementText;
   tracing.enabled = true;
   return stopTracing;
 }

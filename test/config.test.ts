@@ -101,6 +101,7 @@ const NONSENSE: Record<string, string> = {
   OTEL_BSP_SCHEDULE_DELAY: 'soon',
   OTEL_TRACES_EXPORTER: 'zipkin',
   TRACES_EXCLUDED_PATHS: 'health',
+  TRACES_STATEMENT_TEXT: 'some',
 };
 
 function configErrorOf(env: Record<string, string>): ConfigError | null {

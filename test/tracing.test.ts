@@ -203,7 +203,9 @@ describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', ()
     expect(statements.map((s) => s.name)).toEqual(['coupons.issue.one']);
     for (const statement of statements) {
       expect(statement.attributes).toMatchObject({ 'db.system.name': 'postgresql' });
-      expect(String(statement.attributes['db.query.text'])).not.toContain('tracer');
+      // A prepared statement is named, not spelled out (TRACES_STATEMENT_TEXT=unprepared, the default).
+      expect(statement.attributes).toMatchObject({ 'db.query.summary': 'coupons.issue.one', 'db.operation.name': 'WITH' });
+      expect(statement.attributes).not.toHaveProperty('db.query.text');
     }
     expect(inTrace().some((s) => s.name === 'pool.connect')).toBe(true);
 
@@ -373,6 +375,38 @@ describe('what makes a trace: requests, not start-up, probes or scrapes', () => 
       }
       const servers = receiver.spans.filter((span) => span.kind === 2).map((span) => span.name);
       expect({ setting, servers: servers.sort() }).toEqual({ setting, servers: [...traced] });
+    }
+  });
+});
+
+describe('TRACES_STATEMENT_TEXT=all', () => {
+  it('puts the text of a prepared statement on its span too, each run of whitespace as one space', async () => {
+    const receiver = await startReceiver();
+    const backend = await createTestBackend({
+      env: {
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: receiver.url,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_BSP_SCHEDULE_DELAY: '20',
+        TRACES_STATEMENT_TEXT: 'all',
+      },
+    });
+    try {
+      await createTenant(backend, 'spelled');
+      await gqlOk(
+        backend.app.fetch,
+        CreateCampaignDocument,
+        { input: { id: 'spelled', name: 'Spelled', discountYen: 100, budgetYen: 100_000 } },
+        asTenantAdmin('spelled'),
+      );
+      await gqlOk(backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'spelled' } }, asUser('spelled', 'reader'));
+      const statement = await waitFor(() => receiver.spans.find((s) => s.name === 'coupons.issue.one'), 'the statement span');
+      const text = String(statement.attributes['db.query.text']);
+      expect(text).toMatch(/^with .*\$1.* from decision d left join coupon k on true$/);
+      expect(text).not.toMatch(/\s\s|\n/);
+      expect(statement.attributes).toMatchObject({ 'db.query.summary': 'coupons.issue.one' });
+    } finally {
+      await backend.close();
+      await receiver.close();
     }
   });
 });

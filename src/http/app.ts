@@ -9,7 +9,15 @@ import { createActionsHandler } from './actions.js';
 import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
 import { graphiqlOptions } from './graphiql.js';
 import { createGraphiQLPage, wantsGraphiQLPage } from './graphiql-page.js';
-import { DrainState, MAX_REQUEST_HEADERS, readDeclaredBody, toFetchRequest, writeFetchResponse } from './node-server.js';
+import {
+  clientLeftSignal,
+  DrainState,
+  MAX_REQUEST_HEADERS,
+  readDeclaredBody,
+  requestUrlOf,
+  toFetchRequest,
+  writeFetchResponse,
+} from './node-server.js';
 import { createRequestLog, requestIdOf } from './request-log.js';
 import { health, readiness } from './routes/health.js';
 import { metricsRoute } from './routes/metrics.js';
@@ -70,10 +78,14 @@ const refusal = (path: string, message: string, status: number, headers: Record<
     { status, headers: { 'content-type': 'application/json', ...headers } },
   );
 
+/** A crash outside GraphQL: a bug of this server, nothing of its cause for the client. */
+const internalError = (requestId: string) =>
+  Response.json({ message: 'Internal server error', extensions: { code: ErrorCode.internal, requestId } }, { status: 500 });
+
 const notJson = (path: string) => refusal(path, 'POST bodies must be application/json (or application/graphql-response+json)', 415);
 
-/** The URL every Node path builds from the request line and Host (as Yoga's adapter and toFetchRequest do). */
-const requestUrlParses = (req: IncomingMessage) => URL.canParse(`http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`);
+/** Whether the URL every Node path builds from the request line and Host parses. */
+const requestUrlParses = (req: IncomingMessage) => URL.canParse(requestUrlOf(req));
 
 /**
  * The HTTP surface: /graphql and /actions, /health, /ready, /metrics and (in development)
@@ -128,6 +140,24 @@ export function createApp(services: AppServices): App {
     return yoga.fetch(buffered, {});
   }
 
+  /**
+   * The hot path's answer: Yoga on a request of its own Fetch implementation (Node's headers as
+   * they are, the body as text, a signal for the client leaving), the response in one write.
+   */
+  async function answerFromYoga(req: IncomingMessage, res: ServerResponse, body: string | null, requestId: string): Promise<void> {
+    // Yoga's Fetch implementation reads Node's header object as it is (what its own Node adapter hands it).
+    const headers = req.headers as Record<string, string>;
+    const request = new yoga.fetchAPI.Request(requestUrlOf(req), { method: req.method, headers, body, signal: clientLeftSignal(res) });
+    let response: Response;
+    try {
+      response = await yoga.handleRequest(request, {});
+    } catch (error) {
+      log.error({ err: error }, 'request failed outside GraphQL');
+      response = internalError(requestId);
+    }
+    await writeFetchResponse(response, res);
+  }
+
   /** The Fetch path: routing, a 500 for a crash outside GraphQL, the request id on the response. */
   function serveFetch(request: Request, path: string, requestId: string, clientAddress?: string, actionBody?: string): Promise<Response> {
     const header = (name: string) => request.headers.get(name) ?? undefined;
@@ -145,10 +175,7 @@ export function createApp(services: AppServices): App {
           return response;
         }
         log.error({ err: error }, 'request failed outside GraphQL');
-        response = Response.json(
-          { message: 'Internal server error', extensions: { code: ErrorCode.internal, requestId } },
-          { status: 500 },
-        );
+        response = internalError(requestId);
       }
       response.headers.set('x-request-id', requestId);
       if (traceparent) response.headers.set('traceparent', traceparent);
@@ -193,10 +220,11 @@ export function createApp(services: AppServices): App {
       }
       if (NOT_FETCH_METHODS.has(method)) return refuse(405, `${method} is not served here`, { allow: 'GET, POST, OPTIONS' });
       const declaredLength = Number(req.headers['content-length'] ?? 'NaN');
-      // The hot path: GraphQL with a declared, acceptable length goes straight to Yoga's own Node
-      // adapter (Node's parser holds the body to that length). Everything else (a browser asking
-      // for GraphiQL, a body that is not JSON included) takes the Fetch path, which buffers and
-      // limits bodies of unknown length.
+      // The hot path: GraphQL with a declared, acceptable length (Node's parser holds the body to
+      // it) is read straight off the socket and handed to Yoga as a request of its own Fetch
+      // implementation with the body as text: no stream is piped and no size is checked a second
+      // time. Everything else (a browser asking for GraphiQL, a body that is not JSON included)
+      // takes the Fetch path, which buffers and limits bodies of unknown length.
       const pageRequest = wantsGraphiQLPage(method, req.headers.accept);
       const isJsonPost =
         method === 'POST' && declaredLength <= config.maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
@@ -207,7 +235,15 @@ export function createApp(services: AppServices): App {
           res.setHeader('x-request-id', requestId);
           if (traceparent) res.setHeader('traceparent', traceparent);
           res.once('finish', () => finish(res.statusCode));
-          void yoga.requestListener(req, res);
+          (isJsonPost ? readDeclaredBody(req) : Promise.resolve(null))
+            .then(
+              (body) => answerFromYoga(req, res, body, requestId),
+              () => undefined, // the client left before its body arrived: nobody to answer
+            )
+            .catch((error: unknown) => {
+              log.error({ err: error }, 'could not write the response');
+              res.destroy();
+            });
         });
         return;
       }

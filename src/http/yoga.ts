@@ -18,6 +18,7 @@ import { useWriteBudget } from './plugins/write-budget.js';
 import { documentCaches } from './document-cache.js';
 import { useOperationSpans } from './plugins/tracing.js';
 import { useTrustedDocuments } from './plugins/trusted-documents.js';
+import { useValidationCache } from './plugins/validation-cache.js';
 
 /** What the /actions adapter hands to Yoga: the session from Hasura's body, already authenticated. */
 export interface ServerContext extends IdentifiedContext {
@@ -57,9 +58,10 @@ function contextFactory(services: AppServices) {
   };
 }
 
+/** Yoga's parse caches bounded by bytes; validation results are kept by useValidationCache instead. */
 function cacheOptions(budgetBytes: number) {
   const caches = documentCaches(budgetBytes);
-  return caches === null ? false : { ...caches, validationCache: true };
+  return caches === null ? false : { ...caches, validationCache: false };
 }
 
 /**
@@ -90,6 +92,9 @@ export function createGraphQLServer(services: AppServices): GraphQLServer {
           : log.error({ yoga: args.map(String) }, 'yoga'),
     },
     maskedErrors: { maskError: maskUnexpected(log) },
+    // Every body reaches Yoga limited already (MAX_BODY_BYTES, see app.ts): its own check would
+    // pipe each body through one more stream for nothing.
+    maxRequestBodySize: false,
     // Bounded by bytes: 3,000 distinct 95 KB documents must not each stay in memory for an hour.
     parserAndValidationCache: cacheOptions(edge.documentCacheBytes),
     cors: corsOptions(edge.corsOrigins),
@@ -116,6 +121,8 @@ export function createGraphQLServer(services: AppServices): GraphQLServer {
         requestDeadlineMs: config.requestDeadlineMs,
       }),
       useErrorContract({ hideSuggestions: !edge.introspection }),
+      // Nothing is kept when the document caches are off (DOCUMENT_CACHE_BYTES=0).
+      ...(edge.documentCacheBytes > 0 ? [useValidationCache()] : []),
     ],
     context: contextFactory(services),
   });

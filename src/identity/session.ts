@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import { parseCookie } from 'cookie';
 import { isDevMode, type AppConfig, type JwtConfig } from '../config.js';
 import { forbidden, unauthenticated } from '../errors.js';
@@ -28,7 +28,8 @@ export function secretMatches(presented: string | null, expected: string): boole
   return timingSafeEqual(digest(presented), expectedDigest(expected));
 }
 
-const digest = (value: string) => createHash('sha256').update(value).digest();
+/** One call, no Hash object: every request with a secret or a token pays for it. */
+const digest = (value: string) => hash('sha256', value, 'buffer');
 
 /** The configured secrets are few and fixed: each is hashed once, not on every request. */
 const expectedDigests = new Map<string, Buffer>();

@@ -1,15 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
 import { issueCouponForSession } from '../../src/graphql/types/coupons.js';
-import { insertCampaign } from '../../src/coupons/service.js';
 import { createDatabase } from '../../src/db/database.js';
-import { runInTransaction } from '../../src/db/transaction.js';
 import type { AccessContexts } from '../../src/graphql/guards.js';
 import { createTurns } from '../../src/graphql/read.js';
 import { createLogger } from '../../src/logger.js';
@@ -22,6 +18,7 @@ import {
   couponRequests,
   headerSessions,
   hotCampaignScenario,
+  insertCouponScenario,
   referenceScenario,
   type CouponScenario,
   type SendOptions,
@@ -31,12 +28,15 @@ import { startLockSampler } from './lock-sampler.js';
 import { DEFAULT_CALIBRATION, type Calibration } from './sim/calibration.js';
 import { countBy, summarize } from './stats.js';
 import {
+  BENCH_ACTION_SECRET,
+  benchServerEnv,
   currentCommit,
   machineDescription,
   scrapeCounter,
   startDelayProxyProcess,
   startScratchDatabase,
   startServerProcess,
+  startSpanSink,
   type ServerProcess,
 } from './target.js';
 
@@ -79,6 +79,7 @@ const LABEL = {
   ours: 'conditional updates (ours)',
   oursSlotted: 'conditional + 16 budget slots',
   raw: 'same SQL straight through pg',
+  bare: 'same unit behind bare node:http',
   keyed: 'ours with Idempotency-Key',
   actions: 'ours via /actions',
   traced: 'ours with tracing on (every request sampled and exported)',
@@ -111,25 +112,24 @@ const HOT_LEASE_COUPONS = 50;
 /** Half the round trip to a database in a neighbouring zone of the same region. */
 const ONE_WAY_DELAY_MS = 0.5;
 const FEATURE_CLIENTS = 32;
-/**
- * The servers run as in production (NODE_ENV=production: GraphQL's and Yoga's development checks
- * off), so the load sends Hasura's shared secret with the x-hasura-* headers.
- */
-const ACTION_SECRET = 'bench-only-action-secret-0123456789';
-const SESSIONS = headerSessions({ 'x-action-secret': ACTION_SECRET });
+/** The servers run as in production (benchServerEnv), so the load sends Hasura's shared secret with the x-hasura-* headers. */
+const SESSIONS = headerSessions({ 'x-action-secret': BENCH_ACTION_SECRET });
 
-const USAGE = `usage: npm run bench [-- --concurrency 8,32,128] [--repeat 3] [--members 600] [--json FILE] [--baseline DIR] [--calibration FILE]
+const USAGE = `usage: npm run bench [-- --concurrency 8,32,128] [--repeat 3] [--members 600] [--json FILE] [--baseline DIR] [--calibration FILE] [--only TEXT ...]
 
 Runs the coupon reference scenario (scaled to --members: 6 requests each) against each strategy
-through the real HTTP endpoint, keyed and through /actions, and the same unit of work straight
-through pg; then one hot campaign (4,000 members, 128 clients) with 1 and with 16 budget slots,
+through the real HTTP endpoint, keyed and through /actions, the same unit of work behind a bare
+node:http server and straight through pg; then one hot campaign (4,000 members, 128 clients) with 1 and with 16 budget slots,
 with budget leases and at SERIALIZABLE, and the reference campaigns under the same load, behind a
 TCP proxy that adds ${ONE_WAY_DELAY_MS} ms each way. Every row runs --repeat times, all rows
 interleaved, and the table shows the medians. Prints one table and checks the targets.
 
 --baseline DIR   also runs the servers of another checkout (its own npm ci done) on a database of
                  their own, as rows marked "${BEFORE.trim()}", interleaved with the rest
---calibration F  where to write what \`npm run sim\` is calibrated with (default ${DEFAULT_CALIBRATION})`;
+--calibration F  where to write what \`npm run sim\` is calibrated with (default ${DEFAULT_CALIBRATION})
+--only TEXT      only the rows whose strategy contains TEXT (may be given again: any of them); the
+                 calibration is then not written. A quick comparison while working:
+                 --concurrency 32 --repeat 3 --members 150 --only "(ours)" --only bare`;
 
 function parseArgs(argv: string[]) {
   let concurrency = [8, 32, 128];
@@ -138,6 +138,7 @@ function parseArgs(argv: string[]) {
   let json: string | null = null;
   let baseline: string | null = null;
   let calibration = DEFAULT_CALIBRATION;
+  const only: string[] = [];
   const whole = (raw: string | undefined) => (raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : NaN);
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--concurrency') concurrency = (argv[++i] ?? '').split(',').map(Number);
@@ -146,6 +147,7 @@ function parseArgs(argv: string[]) {
     else if (argv[i] === '--json') json = argv[++i] ?? null;
     else if (argv[i] === '--baseline') baseline = argv[++i] ?? null;
     else if (argv[i] === '--calibration') calibration = argv[++i] ?? calibration;
+    else if (argv[i] === '--only') only.push(argv[++i] ?? '');
     else if (argv[i] === '--help') {
       console.log(USAGE);
       process.exit(0);
@@ -160,7 +162,7 @@ function parseArgs(argv: string[]) {
     );
     process.exit(2);
   }
-  return { concurrency, repeats, members, json, baseline, calibration };
+  return { concurrency, repeats, members, json, baseline, calibration, only };
 }
 
 /** Where a server runs: its process, the database it uses (for its CPU), and the proxy in between, if any. */
@@ -171,6 +173,8 @@ interface Target {
   databaseUrl: string;
   dataDir: string;
   proxyPid?: number;
+  /** Creates a scenario's tenant and campaigns, for a server that serves issueCoupon alone (the bare one); else through its API. */
+  setUp?: (scenario: CouponScenario) => Promise<void>;
 }
 
 /** The yen of a tenant's coupons and budgets, per campaign. */
@@ -209,10 +213,12 @@ async function throughEndpoint(
     ...(target.proxyPid ? { 'delay proxy': [target.proxyPid] } : {}),
   }));
   try {
+    const load = couponLoad(scenario, total, send);
+    const setUp = target.setUp;
     const result = await runLoad({
       client,
       sessions: SESSIONS,
-      scenario: couponLoad(scenario, total, send),
+      scenario: setUp ? { ...load, setup: () => setUp(scenario) } : load,
       concurrency: clients,
       amount: { requests: total },
       sql,
@@ -250,7 +256,7 @@ async function throughEndpoint(
  * pg, without HTTP or GraphQL, with the same number of requests in flight.
  */
 function rawTarget(databaseUrl: string, sql: pg.Pool) {
-  const config = loadConfig({ DATABASE_URL: databaseUrl, NODE_ENV: 'production', ACTION_SECRET });
+  const config = loadConfig({ DATABASE_URL: databaseUrl, NODE_ENV: 'production', ACTION_SECRET: BENCH_ACTION_SECRET });
   const log = createLogger('silent');
   const database = createDatabase(
     {
@@ -277,13 +283,10 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
     idempotency: null,
   });
 
+  const setUp = (scenario: CouponScenario) => insertCouponScenario(database.db, services.transactions, scenario);
+
   async function run(scenario: CouponScenario, clients: number): Promise<Figures> {
-    await sql.query('insert into tenants (id, name, monthly_cap_yen) values ($1, $1, $2)', [scenario.tenantId, scenario.capYen]);
-    for (const campaign of scenario.campaigns) {
-      await runInTransaction(database.db, services.transactions, { deadline: Date.now() + 10_000 }, (trx) =>
-        insertCampaign(trx, scenario.tenantId, { ...campaign, name: campaign.id }),
-      );
-    }
+    await setUp(scenario);
     const retriesBefore = await retryCount();
     const started = performance.now();
     const outcomes = await runReleasedTogether(
@@ -319,7 +322,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
       machineBusyCores: 0,
     };
   }
-  return { run, close: () => database.close() };
+  return { run, setUp, close: () => database.close() };
 }
 
 const median = (values: number[]) => {
@@ -327,6 +330,9 @@ const median = (values: number[]) => {
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 };
+
+/** CPU milliseconds the server process used per request, from its own CPU time over the run; null for a row without one (raw). */
+const serverCpuMs = (figures: Figures) => figures.cpuMsPerRequest['server'] ?? null;
 
 /** The median of a figure over a row's runs, or '-' where the row has none. */
 const medianOf = (row: Row, figure: (f: Figures) => number | null, digits: number) => {
@@ -347,6 +353,7 @@ const COLUMNS: Column[] = [
     },
   },
   { header: 'p99 ms', cell: (row) => medianOf(row, (r) => r.p99, 1) },
+  { header: 'server CPU ms/req', cell: (row) => medianOf(row, serverCpuMs, 2) },
   { header: 'violations', cell: (row) => String(Math.max(...row.runs.map((r) => r.violations))) },
   { header: 'retries', cell: (row) => medianOf(row, (r) => r.retries, 0) },
   { header: 'TRY_AGAIN', cell: (row) => String(Math.max(...row.runs.map((r) => r.tryAgain))) },
@@ -370,22 +377,9 @@ function table(rows: Row[]): string {
   return lines.join('\n');
 }
 
-/** The median over repetitions of one row's req/s divided by another's in the same repetition. */
-function pairedRatio(row: Row, base: Row): number {
-  return median(row.runs.map((run, i) => run.requestsPerSecond / base.runs[i]!.requestsPerSecond));
-}
-
-/** A collector that takes every OTLP export and keeps nothing: the traced row pays for exporting, not for a real backend. */
-async function startSpanSink(): Promise<{ url: string; close(): Promise<void> }> {
-  const server = http.createServer((req, res) => {
-    req.resume();
-    req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
+/** The median over repetitions of one row's figure (req/s unless told) divided by another's in the same repetition. */
+function pairedRatio(row: Row, base: Row, figure: (f: Figures) => number | null = (f) => f.requestsPerSecond): number {
+  return median(row.runs.map((run, i) => (figure(run) ?? NaN) / (figure(base.runs[i]!) ?? NaN)));
 }
 
 function targets(rows: Row[]): string[] {
@@ -399,28 +393,56 @@ function targets(rows: Row[]): string[] {
       'zero invariant violations for every correct strategy in every run',
     ),
   );
-  lines.push(
-    verdict(
-      rows.some((r) => r.label === LABEL.naive && r.runs.some((run) => run.violations > 0)),
-      'the naive strategy shows violations in the same run',
-    ),
-  );
+  const naive = rows.find((r) => r.label === LABEL.naive);
+  if (naive)
+    lines.push(
+      verdict(
+        naive.runs.some((run) => run.violations > 0),
+        'the naive strategy shows violations in the same run',
+      ),
+    );
   const ours32 = find(LABEL.ours, 32);
+  const bare32 = find(LABEL.bare, 32);
+  if (ours32 && bare32) {
+    const rate = pairedRatio(ours32, bare32);
+    lines.push(
+      verdict(
+        rate >= 0.8,
+        `endpoint at 32 clients against the same unit behind bare node:http: ${rate.toFixed(2)} of the req/s (target 0.8, median of the interleaved pairs)`,
+      ),
+    );
+    const cpu = pairedRatio(ours32, bare32, serverCpuMs);
+    lines.push(
+      verdict(
+        cpu <= 1.4,
+        `endpoint's server CPU per request against the bare server's at 32 clients: ${cpu.toFixed(2)}x (${medianOf(ours32, serverCpuMs, 2)} vs ${medianOf(bare32, serverCpuMs, 2)} ms; target at most 1.4x, median of the interleaved pairs)`,
+      ),
+    );
+  }
+  const raw32 = find(LABEL.raw, 32);
+  if (ours32 && raw32) {
+    lines.push(
+      `INFO endpoint at 32 clients against the raw pg row (no HTTP, no load generator's client): ${pairedRatio(ours32, raw32).toFixed(2)} of the req/s`,
+    );
+  }
+  const traced = find(LABEL.traced, 32);
+  if (ours32 && traced) {
+    const ratio = pairedRatio(traced, ours32);
+    lines.push(
+      verdict(
+        ratio >= 0.75,
+        `tracing on (every request sampled and exported) against off: ${ratio.toFixed(2)} of the req/s (target 0.75, median of the interleaved pairs)`,
+      ),
+    );
+  }
   const pairs: [string, string, number][] = [
-    [LABEL.raw, 'endpoint at 32 clients against the raw pg row', 0.75],
     [LABEL.keyed, `${LABEL.keyed} against ${LABEL.ours}`, 0.9],
     [LABEL.actions, `${LABEL.actions} against ${LABEL.ours}`, 0.9],
   ];
-  const traced = find(LABEL.traced, 32);
-  if (ours32 && traced) {
-    lines.push(
-      `INFO tracing on (every span exported) against off: ${pairedRatio(traced, ours32).toFixed(2)} of the req/s, median of the interleaved pairs`,
-    );
-  }
   for (const [label, text, target] of pairs) {
     const other = find(label, 32);
     if (!ours32 || !other) continue;
-    const ratio = label === LABEL.raw ? pairedRatio(ours32, other) : pairedRatio(other, ours32);
+    const ratio = pairedRatio(other, ours32);
     lines.push(verdict(ratio >= target, `${text}: ${ratio.toFixed(2)} (target ${target}, median of the interleaved pairs)`));
   }
   if (ours32) {
@@ -504,15 +526,8 @@ async function startSide(project: string | null, members: number, withPeers: boo
   // An idle connection the server drops must not take the whole run down with it.
   sql.on('error', (error) => console.error(`database connection lost: ${error.message}`));
   const proxy = await startDelayProxyProcess(database.databaseUrl, ONE_WAY_DELAY_MS);
-  const serverEnv = (databaseUrl: string, strategy: string) => ({
-    DATABASE_URL: databaseUrl,
-    BENCH_STRATEGY: strategy,
-    RUN_WORKERS: 'false',
-    NODE_ENV: 'production',
-    ACTION_SECRET,
-  });
-  const start = (databaseUrl: string, strategy: string, extra: Record<string, string> = {}) =>
-    startServerProcess('test/load/bench-server.ts', { ...serverEnv(databaseUrl, strategy), ...extra }, project ?? undefined);
+  const start = (databaseUrl: string, strategy: string, extra: Record<string, string> = {}, entry = 'test/load/bench-server.ts') =>
+    startServerProcess(entry, { ...benchServerEnv(databaseUrl, strategy), ...extra }, project ? { project } : {});
   const targets = new Map<string, Target>();
   const near = (server: ServerProcess): Target => ({ server, sql, databaseUrl: database.databaseUrl, dataDir: database.dataDir });
   const far = (server: ServerProcess): Target => ({ ...near(server), proxyPid: proxy.pid });
@@ -538,7 +553,7 @@ async function startSide(project: string | null, members: number, withPeers: boo
 }
 
 async function main() {
-  const { concurrency, repeats, members, json, baseline, calibration } = parseArgs(process.argv.slice(2));
+  const { concurrency, repeats, members, json, baseline, calibration, only } = parseArgs(process.argv.slice(2));
   const machine = machineDescription();
   const commit = currentCommit();
   console.log(`bench on ${machine}, commit ${commit}${baseline ? `, against the checkout in ${baseline}` : ''}`);
@@ -573,6 +588,10 @@ async function main() {
       ),
     );
     raw = rawTarget(here.database.databaseUrl, here.sql);
+    here.targets.set('bare', {
+      ...here.near(await here.start(here.database.databaseUrl, 'conditional', {}, 'test/load/bare-server.ts')),
+      setUp: raw.setUp,
+    });
 
     // A fresh process compiles and optimizes its code on its first requests: keep that out of the figures.
     for (const side of sides) {
@@ -585,7 +604,10 @@ async function main() {
     await raw.run(referenceScenario(runId(), WARM_UP_MEMBERS), 32);
 
     const rows: Row[] = [];
-    const row = (label: string, clients: number, measure: Row['run']) => rows.push({ label, clients, run: measure, runs: [] });
+    const wanted = (label: string) => only.length === 0 || only.some((text) => label.includes(text));
+    const row = (label: string, clients: number, measure: Row['run']) => {
+      if (wanted(label)) rows.push({ label, clients, run: measure, runs: [] });
+    };
     /** A row on this checkout, and the same on the baseline's right after it, so that each pair meets the same machine. */
     const paired = (label: string, clients: number, measure: (side: (typeof sides)[number], id: string) => Promise<Figures>) => {
       row(label, clients, (id) => measure(here, id));
@@ -595,6 +617,7 @@ async function main() {
     for (const clients of concurrency) {
       // Each comparison's rows sit next to each other, so every pair is measured under the same load of the machine.
       paired(LABEL.ours, clients, (side, id) => throughEndpoint(side.targets.get('conditional')!, reference(id), clients));
+      row(LABEL.bare, clients, (id) => throughEndpoint(here.targets.get('bare')!, reference(id), clients));
       if (clients === FEATURE_CLIENTS) {
         paired(LABEL.keyed, clients, (side, id) =>
           throughEndpoint(side.targets.get('conditional')!, reference(id), clients, { idempotencyKeys: true }),
@@ -633,7 +656,8 @@ async function main() {
       }
     }
     // The hold with the machine as quiet as it gets: one client, one budget row, through the proxy.
-    const quiet = await throughEndpoint(here.targets.get('distant')!, hotCampaignScenario(runId(), 400, 1), 1, {}, true);
+    const quiet =
+      only.length === 0 ? await throughEndpoint(here.targets.get('distant')!, hotCampaignScenario(runId(), 400, 1), 1, {}, true) : null;
     const rttMs = await roundTripMs(here.proxy.databaseUrl);
     const directRttMs = await roundTripMs(here.database.databaseUrl);
     const requestsPerRun = members * 6;
@@ -648,15 +672,17 @@ async function main() {
     console.log(table(rows));
     console.log('\nTargets:');
     for (const line of targets(rows)) console.log(`  ${line}`);
-    await writeCalibration(calibration, {
-      machine,
-      commit,
-      rttMs,
-      directRttMs,
-      quietHoldMs: quiet.lockHoldMs ?? 0,
-      rows: rows.filter((r) => !r.label.endsWith(BEFORE)),
-    });
-    console.log(`\ncalibration for npm run sim written to ${calibration}`);
+    if (quiet) {
+      await writeCalibration(calibration, {
+        machine,
+        commit,
+        rttMs,
+        directRttMs,
+        quietHoldMs: quiet.lockHoldMs ?? 0,
+        rows: rows.filter((r) => !r.label.endsWith(BEFORE)),
+      });
+      console.log(`\ncalibration for npm run sim written to ${calibration}`);
+    }
     if (json)
       await writeFile(
         json,

@@ -1,4 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -104,9 +106,10 @@ async function startProcess(
   env: Record<string, string>,
   ready: RegExp,
   cwd = PROJECT,
+  nodeArgs: string[] = [],
 ): Promise<ChildOfOurs> {
   // A compiled entry (dist/…js) runs on node alone, as in production.
-  const child = spawn(process.execPath, [...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry, ...args], {
+  const child = spawn(process.execPath, [...nodeArgs, ...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry, ...args], {
     cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -176,14 +179,44 @@ export function machineLoadNow(): { cores: number; averages: number[] } {
   return { cores: os.cpus().length, averages: os.loadavg() };
 }
 
+/** The shared secret the bench's servers are given, and its load sends with the x-hasura-* headers. */
+export const BENCH_ACTION_SECRET = 'bench-only-action-secret-0123456789';
+
+/**
+ * How the bench runs a server: as in production (NODE_ENV=production: GraphQL's and Yoga's
+ * development checks off), workers off, with the coupon strategy named (test/load/strategies.ts).
+ */
+export function benchServerEnv(databaseUrl: string, strategy: string): Record<string, string> {
+  return {
+    DATABASE_URL: databaseUrl,
+    BENCH_STRATEGY: strategy,
+    RUN_WORKERS: 'false',
+    NODE_ENV: 'production',
+    ACTION_SECRET: BENCH_ACTION_SECRET,
+  };
+}
+
+/** What a server process prints once it listens: the project's servers, and the bench's bare one. */
+export const SERVER_READY = /GraphQL and GraphiQL:|bare node:http server:/;
+
+export interface ServerProcessOptions {
+  /** Another checkout to run it from (the bench's baseline). */
+  project?: string;
+  /** Options for node itself, before the entry (`--cpu-prof`: NODE_OPTIONS refuses it). */
+  nodeArgs?: string[];
+}
+
 /**
  * The server as its own process, the way it runs in production: the load generator then measures
- * it from outside instead of sharing its event loop. `project`: another checkout to run it from
- * (the bench's baseline).
+ * it from outside instead of sharing its event loop.
  */
-export async function startServerProcess(entry: string, env: Record<string, string>, project = PROJECT): Promise<ServerProcess> {
+export async function startServerProcess(
+  entry: string,
+  env: Record<string, string>,
+  { project = PROJECT, nodeArgs = [] }: ServerProcessOptions = {},
+): Promise<ServerProcess> {
   const port = await freePort();
-  const started = await startProcess(entry, [], serverProcessEnv(env, port), /GraphQL and GraphiQL:/, project);
+  const started = await startProcess(entry, [], serverProcessEnv(env, port), SERVER_READY, project, nodeArgs);
   const base = `http://127.0.0.1:${port}`;
   return { url: `${base}/graphql`, metricsUrl: `${base}/metrics`, child: started.child, stop: started.stop };
 }
@@ -237,4 +270,17 @@ export function currentCommit(): string {
   } catch {
     return 'unknown';
   }
+}
+
+/** A collector that takes every OTLP export and keeps nothing: the traced row pays for exporting, not for a real backend. */
+export async function startSpanSink(): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }

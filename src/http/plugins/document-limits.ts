@@ -2,7 +2,20 @@ import { maxAliasesPlugin } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
 import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { complexityFromQuery, createComplexityRule } from '@pothos/plugin-complexity';
-import { GraphQLError, Kind, validate, type DocumentNode, type GraphQLSchema, type SelectionNode, type ValidationContext } from 'graphql';
+import {
+  BREAK,
+  GraphQLError,
+  Kind,
+  TypeInfo,
+  validate,
+  visit,
+  visitWithTypeInfo,
+  type ArgumentNode,
+  type DocumentNode,
+  type GraphQLSchema,
+  type SelectionNode,
+  type ValidationContext,
+} from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../../graphql/context.js';
 import { ErrorCode } from '../../errors.js';
@@ -15,11 +28,23 @@ export interface DocumentLimitsOptions {
   maxSelections: number;
 }
 
+/** Documents come from the parser's cache: their selections are counted once. */
+const selectionCounts = new WeakMap<DocumentNode, number>();
+
 /**
  * Fields, fragment spreads and inline fragments in every definition of the document, counted
  * without recursion (the token limit bounds the walk, not the stack).
  */
 export function selectionCount(document: DocumentNode): number {
+  let count = selectionCounts.get(document);
+  if (count === undefined) {
+    count = countSelections(document);
+    selectionCounts.set(document, count);
+  }
+  return count;
+}
+
+function countSelections(document: DocumentNode): number {
   let count = 0;
   const stack: (readonly SelectionNode[])[] = [];
   for (const definition of document.definitions) {
@@ -50,8 +75,43 @@ function reportInstead(variable: string, limit: number) {
   ];
 }
 
-/** Documents come from the parser's cache: one without variables costs the same every time, computed once. */
+/**
+ * Documents come from the parser's cache: one whose variables feed no field's cost costs the same
+ * every time, computed once.
+ */
 const constantCosts = new WeakMap<DocumentNode, number>();
+/** Documents whose cost was found to change with their variables: computed each time, never asked again. */
+const variableCosts = new WeakSet<DocumentNode>();
+
+const holdsVariable = (argument: ArgumentNode) => {
+  let found = false;
+  visit(argument.value, { Variable: () => ((found = true), BREAK) });
+  return found;
+};
+
+/**
+ * Whether the cost can change with the variables: some field whose cost is a function of its
+ * arguments (a list's `first`) is given a variable in one of them. A variable that only reaches
+ * an input (`issueCoupon(input: $input)`) changes nothing of the cost.
+ */
+function costDependsOnVariables(schema: GraphQLSchema, document: DocumentNode): boolean {
+  const types = new TypeInfo(schema);
+  let depends = false;
+  visit(
+    document,
+    visitWithTypeInfo(types, {
+      Field(node) {
+        const costOfArguments = typeof types.getFieldDef()?.extensions['complexity'] === 'function';
+        if (costOfArguments && node.arguments?.some(holdsVariable)) {
+          depends = true;
+          return BREAK;
+        }
+        return undefined;
+      },
+    }),
+  );
+  return depends;
+}
 
 /**
  * The cost of the operation that is about to run, with its variables; null when the variables do
@@ -85,7 +145,10 @@ function operationCost(
     validate(schema, document, [rule]);
   }
   // Only a document of one operation: in one of several, the cost depends on operationName too.
-  if (cost !== null && operations.length === 1 && !operations[0]!.variableDefinitions?.length) constantCosts.set(document, cost);
+  if (cost !== null && operations.length === 1 && !variableCosts.has(document)) {
+    if (costDependsOnVariables(schema, document)) variableCosts.add(document);
+    else constantCosts.set(document, cost);
+  }
   return cost;
 }
 

@@ -1,5 +1,9 @@
 import { print } from 'graphql';
+import type { Kysely } from 'kysely';
 import type pg from 'pg';
+import { insertCampaign } from '../../../src/coupons/service.js';
+import type { DB } from '../../../src/db/schema.js';
+import { runInTransaction, type TransactionSettings } from '../../../src/db/transaction.js';
 import { CreateCampaignDocument, CreateTenantDocument, IssueCouponDocument } from '../../generated/graphql.js';
 import type { GraphQLReply, LoadClient } from '../client.js';
 import { replyOutcome, violationsOf, type InvariantCheck, type LoadScenario } from '../scenario.js';
@@ -107,6 +111,17 @@ export async function setupCouponScenario(client: LoadClient, scenario: CouponSc
       `createCampaign ${campaign.id}`,
     );
   }
+}
+
+/**
+ * The same tenant and campaigns written straight into the database with the service's own insert:
+ * for the bench's rows whose server serves issueCoupon alone (the raw and bare rows).
+ */
+export async function insertCouponScenario(db: Kysely<DB>, settings: TransactionSettings, scenario: CouponScenario): Promise<void> {
+  await runInTransaction(db, settings, { deadline: Date.now() + 10_000 }, async (trx) => {
+    await trx.insertInto('tenants').values({ id: scenario.tenantId, name: scenario.tenantId, monthly_cap_yen: scenario.capYen }).execute();
+    for (const campaign of scenario.campaigns) await insertCampaign(trx, scenario.tenantId, { ...campaign, name: campaign.id });
+  });
 }
 
 /** Deterministic shuffle (mulberry32), so a failing run can be repeated with its seed. */

@@ -1,0 +1,106 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { bootstrap, onShutdown, run } from '../../src/cli/bootstrap.js';
+import { AppError, ErrorCode } from '../../src/errors.js';
+import type { AccessContexts } from '../../src/graphql/guards.js';
+import { createTurns } from '../../src/graphql/read.js';
+import { issueCouponForSession } from '../../src/graphql/types/coupons.js';
+import { actionSecretMatches, sessionFromVariables } from '../../src/identity/session.js';
+import { runInRequestScope } from '../../src/request-scope.js';
+import { openDatabase } from '../../src/server.js';
+import { buildServices } from '../../src/services.js';
+
+/** The x-hasura-* headers of a Node request (Node gives their names in lower case). */
+function hasuraHeaders(req: IncomingMessage): Record<string, string> {
+  const variables: Record<string, string> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (name.startsWith('x-hasura-') && typeof value === 'string') variables[name] = value;
+  }
+  return variables;
+}
+
+function answer(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/**
+ * The unit of the bench's raw row (issueCouponForSession: the same runner, statements,
+ * idempotency and audit code, the same pool) behind the least HTTP server that can carry it: the
+ * yardstick for what the project's HTTP and GraphQL layers cost. It answers an issueCoupon sent as
+ * the load generator sends it to /graphql (the session in x-hasura-* headers beside
+ * x-action-secret, the campaign in `variables.input`) with the payload the document selects,
+ * `/health` for the load generator's connections and `/metrics` for the retries. No routing,
+ * GraphQL, admission, limits or request log: none of that is the unit.
+ */
+run(async () => {
+  const { config, log } = bootstrap();
+  const opened = await openDatabase({ config, log, schema: 'require-current' }, 'bench-bare');
+  const services = buildServices(config, opened.database, log);
+
+  async function issue(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const { variables } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { variables: { input: { campaignId: string } } };
+    const secret = req.headers['x-action-secret'];
+    if (typeof secret !== 'string' || !actionSecretMatches(secret, config)) {
+      return answer(res, 401, { errors: [{ message: 'Invalid x-action-secret', extensions: { code: ErrorCode.unauthenticated } }] });
+    }
+    const session = sessionFromVariables(hasuraHeaders(req));
+    if (session?.role !== 'user' || session.tenantId === null || session.userId === null) {
+      return answer(res, 403, { errors: [{ message: 'issueCoupon is for members', extensions: { code: ErrorCode.forbidden } }] });
+    }
+    const requestId = crypto.randomUUID();
+    const clientLeft = new AbortController();
+    res.once('close', () => {
+      if (!res.writableFinished) clientLeft.abort();
+    });
+    const ctx: AccessContexts['member'] = {
+      services,
+      pool: opened.database.db,
+      session: { role: 'user', tenantId: session.tenantId, userId: session.userId },
+      requestId,
+      deadline: Date.now() + config.requestDeadlineMs,
+      signal: clientLeft.signal,
+      turns: createTurns(),
+      log,
+      idempotencyKeyHeader: null,
+      idempotency: null,
+    };
+    try {
+      const result = await runInRequestScope({ requestId }, () => issueCouponForSession(ctx, variables.input));
+      answer(res, 200, { data: { issueCoupon: result } });
+    } catch (error) {
+      if (!(error instanceof AppError)) throw error;
+      answer(res, 200, { errors: [{ message: error.message, extensions: { code: error.code } }] });
+    }
+  }
+
+  const server = http.createServer((req, res) => {
+    if (req.method === 'POST') {
+      issue(req, res).catch((error: unknown) => {
+        log.error({ err: error }, 'bare server: the issue failed');
+        answer(res, 500, { errors: [{ message: 'Internal server error', extensions: { code: ErrorCode.internal } }] });
+      });
+    } else if (req.url === '/metrics') {
+      void services.metrics.scrape().then((text) => {
+        res.writeHead(200, { 'content-type': services.metrics.registry.contentType });
+        res.end(text);
+      });
+    } else {
+      answer(res, 200, { status: 'ok' });
+    }
+  });
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve) => server.listen(config.port, '127.0.0.1', resolve));
+  console.log(`bare node:http server: http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`);
+  onShutdown(log, async () => {
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+    });
+    await services.budgetLeases.stop();
+    await opened.close();
+  });
+});

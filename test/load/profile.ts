@@ -1,0 +1,260 @@
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+import { openDatabase } from '../../src/server.js';
+import { buildServices } from '../../src/services.js';
+import { LoadClient } from './client.js';
+import { measureCpu } from './cpu.js';
+import { runLoad } from './run.js';
+import { couponLoad, headerSessions, insertCouponScenario, referenceScenario } from './scenarios/coupons.js';
+import {
+  BENCH_ACTION_SECRET,
+  benchServerEnv,
+  currentCommit,
+  machineDescription,
+  startScratchDatabase,
+  startServerProcess,
+  startSpanSink,
+} from './target.js';
+
+const USAGE = `usage: npm run profile [-- --server endpoint|bare] [--members 600] [--concurrency 32] [--top 10] [--keep FILE] [--project DIR] [--traced]
+
+Profiles one server process with node --cpu-prof under the bench's coupon load: the project's
+server as the bench runs it (NODE_ENV=production, workers off), or the bench's bare node:http
+server around the same unit. After a warm-up it sends the reference scenario (--members x 6
+requests) at --concurrency clients, then prints the server's CPU per request and the functions
+that took the most CPU time themselves (self time) while that load ran, idle excluded, with each
+one's share of the busy time, then the same by package.
+
+--keep FILE   also keep the profile of the measured load (open it in Chrome DevTools or speedscope)
+--project DIR profile the endpoint of another checkout (its own npm ci done), as the bench's --baseline
+--traced      the endpoint with tracing on as the bench's traced row runs it: every request sampled,
+              every span exported to a collector that keeps nothing`;
+
+const ENTRIES = { endpoint: 'test/load/bench-server.ts', bare: 'test/load/bare-server.ts' } as const;
+const WARM_UP_MEMBERS = 150;
+
+function parseArgs(argv: string[]) {
+  let server: keyof typeof ENTRIES = 'endpoint';
+  let members = 600;
+  let concurrency = 32;
+  let top = 10;
+  let keep: string | null = null;
+  let project: string | null = null;
+  let traced = false;
+  const whole = (raw: string | undefined) => (raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : NaN);
+  for (let i = 0; i < argv.length; i++) {
+    const option = argv[i];
+    if (option === '--server') server = argv[++i] as keyof typeof ENTRIES;
+    else if (option === '--members') members = whole(argv[++i]);
+    else if (option === '--concurrency') concurrency = whole(argv[++i]);
+    else if (option === '--top') top = whole(argv[++i]);
+    else if (option === '--keep') keep = argv[++i] ?? null;
+    else if (option === '--project') project = argv[++i] ?? null;
+    else if (option === '--traced') traced = true;
+    else if (option === '--help') {
+      console.log(USAGE);
+      process.exit(0);
+    } else {
+      console.error(`unknown option ${option}\n\n${USAGE}`);
+      process.exit(2);
+    }
+  }
+  if (
+    !(server in ENTRIES) ||
+    !(members >= 3) ||
+    !(concurrency >= 1) ||
+    !(top >= 1) ||
+    ((project !== null || traced) && server !== 'endpoint')
+  ) {
+    console.error(
+      `--server is endpoint or bare (--project and --traced only with endpoint); --members (from 3), --concurrency and --top take whole numbers\n\n${USAGE}`,
+    );
+    process.exit(2);
+  }
+  return { server, members, concurrency, top, keep, project, traced };
+}
+
+/** The parts of V8's .cpuprofile read here. */
+interface CpuProfile {
+  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
+  /** Microseconds on the monotonic clock, as process.hrtime. */
+  startTime: number;
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+interface Entry {
+  name: string;
+  selfMs: number;
+}
+
+/** Where a function lives, short: a package and its file, a node: module, or the project's file. */
+function whereOf(url: string, project: string): string {
+  if (url === '') return '';
+  const file = url.replace(/^file:\/\//, '');
+  const inPackage = file.lastIndexOf('/node_modules/');
+  if (inPackage >= 0) return file.slice(inPackage + '/node_modules/'.length);
+  return file.startsWith(project) ? file.slice(project.length + 1) : file;
+}
+
+/** The package a location belongs to (`@whatwg-node/server`, `graphql`), `node:` for Node's own code, `project` for ours. */
+function packageOf(where: string): string {
+  if (where === '') return '(V8: GC, program)';
+  if (where.startsWith('node:')) return 'node: (Node itself)';
+  if (where.startsWith('src/') || where.startsWith('test/')) return 'project';
+  const parts = where.split('/');
+  return parts[0]!.startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0]!;
+}
+
+/**
+ * Self time per function over the samples taken between `fromUs` and `toUs` (the measured load),
+ * idle excluded: each sample stands for the time until the next one.
+ */
+function selfTimes(profile: CpuProfile, fromUs: number, toUs: number, project: string) {
+  const nodes = new Map(profile.nodes.map((node) => [node.id, node.callFrame]));
+  const byFunction = new Map<string, number>();
+  const byPackage = new Map<string, number>();
+  let busyUs = 0;
+  let at = profile.startTime;
+  for (let i = 0; i < profile.samples.length; i++) {
+    at += profile.timeDeltas[i]!;
+    const lasted = profile.timeDeltas[i + 1] ?? 0;
+    if (at < fromUs || at > toUs) continue;
+    const frame = nodes.get(profile.samples[i]!)!;
+    if (frame.functionName === '(idle)') continue;
+    const where = whereOf(frame.url, project);
+    const name = `${frame.functionName || '(anonymous)'}${where ? ` ${where}:${frame.lineNumber + 1}` : ''}`;
+    byFunction.set(name, (byFunction.get(name) ?? 0) + lasted);
+    byPackage.set(packageOf(where), (byPackage.get(packageOf(where)) ?? 0) + lasted);
+    busyUs += lasted;
+  }
+  const sorted = (totals: Map<string, number>): Entry[] =>
+    [...totals].map(([name, us]) => ({ name, selfMs: us / 1000 })).sort((a, b) => b.selfMs - a.selfMs);
+  return { busyMs: busyUs / 1000, functions: sorted(byFunction), packages: sorted(byPackage) };
+}
+
+/** The profile cut to the samples between `fromUs` and `toUs`: what a viewer should show of it. */
+function measuredWindow(profile: CpuProfile, fromUs: number, toUs: number): CpuProfile {
+  const samples: number[] = [];
+  const timeDeltas: number[] = [];
+  let at = profile.startTime;
+  let last = fromUs;
+  for (let i = 0; i < profile.samples.length; i++) {
+    at += profile.timeDeltas[i]!;
+    if (at < fromUs || at > toUs) continue;
+    samples.push(profile.samples[i]!);
+    timeDeltas.push(at - last);
+    last = at;
+  }
+  return { ...profile, startTime: fromUs, endTime: last, samples, timeDeltas } as CpuProfile;
+}
+
+function table(entries: Entry[], busyMs: number, requests: number, header: string): string {
+  const lines = [`| # | ${header} | self ms | % of busy | µs per request |`, '| ---: | --- | ---: | ---: | ---: |'];
+  entries.forEach((entry, i) =>
+    lines.push(
+      `| ${i + 1} | \`${entry.name}\` | ${entry.selfMs.toFixed(0)} | ${((100 * entry.selfMs) / busyMs).toFixed(1)} | ${((1000 * entry.selfMs) / requests).toFixed(0)} |`,
+    ),
+  );
+  return lines.join('\n');
+}
+
+async function main() {
+  const { server, members, concurrency, top, keep, project: other, traced } = parseArgs(process.argv.slice(2));
+  const project = other ? path.resolve(other) : path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+  const database = await startScratchDatabase();
+  const profiles = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-profile-'));
+  const config = loadConfig({ DATABASE_URL: database.databaseUrl, NODE_ENV: 'production', ACTION_SECRET: BENCH_ACTION_SECRET });
+  const log = createLogger('silent');
+  // Migrated here, so that the bare server (which never migrates) finds its schema; set-up goes straight to the tables.
+  const opened = await openDatabase({ config, log, schema: 'migrate' }, 'profile-setup');
+  const settings = buildServices(config, opened.database, log).transactions;
+  const collector = traced ? await startSpanSink() : null;
+  const tracingEnv: Record<string, string> = collector
+    ? { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: collector.url, OTEL_TRACES_SAMPLER: 'always_on' }
+    : {};
+  const started = await startServerProcess(
+    ENTRIES[server],
+    { ...benchServerEnv(database.databaseUrl, 'conditional'), ...tracingEnv },
+    {
+      nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profiles}`],
+      ...(other ? { project } : {}),
+    },
+  );
+  let running = true;
+  const stopServer = async () => {
+    if (running) await started.stop();
+    running = false;
+  };
+  /** The reference scenario of `scaled` members through the server; `ready` is told when its set-up is done and the load begins. */
+  const load = async (scaled: number, ready = () => {}) => {
+    const scenario = referenceScenario(`prof${Date.now().toString(36)}`, scaled);
+    const client = new LoadClient(started.url, concurrency);
+    try {
+      return await runLoad({
+        client,
+        sessions: headerSessions({ 'x-action-secret': BENCH_ACTION_SECRET }),
+        scenario: {
+          ...couponLoad(scenario, scaled * 6),
+          setup: async () => {
+            await insertCouponScenario(opened.database.db, settings, scenario);
+            ready();
+          },
+        },
+        concurrency,
+        amount: { requests: scaled * 6 },
+        sql: null,
+      });
+    } finally {
+      client.close();
+    }
+  };
+  try {
+    await load(WARM_UP_MEMBERS);
+    // The measured load's window on the clock of the profile's timestamps (the monotonic one, in µs).
+    let fromUs = 0;
+    const cpu = measureCpu(() => ({ server: [started.child.pid!] }));
+    const result = await load(members, () => void (fromUs = Number(process.hrtime.bigint() / 1000n)));
+    const toUs = Number(process.hrtime.bigint() / 1000n);
+    const used = cpu();
+    await stopServer();
+    const [file] = (await readdir(profiles)).filter((name) => name.endsWith('.cpuprofile'));
+    if (!file) throw new Error('the server wrote no profile (it did not exit normally)');
+    const profile = JSON.parse(await readFile(path.join(profiles, file), 'utf8')) as CpuProfile;
+    if (keep) await writeFile(keep, JSON.stringify(measuredWindow(profile, fromUs, toUs)));
+    const times = selfTimes(profile, fromUs, toUs, project);
+    const outcomes = Object.entries(result.outcomes)
+      .map(([outcome, n]) => `${n} ${outcome}`)
+      .join(', ');
+    console.log(
+      `${server === 'endpoint' ? "the project's server (NODE_ENV=production, workers off)" : 'the bare node:http server around the same unit'}` +
+        `${traced ? ' with tracing on (every request sampled and exported)' : ''}, ` +
+        `${result.requests} issueCoupon requests at ${concurrency} clients (${outcomes}): ${result.requestsPerSecond.toFixed(0)} req/s, ` +
+        `server CPU ${((used.parts['server']! * 1000) / result.requests).toFixed(2)} ms per request, ` +
+        `profiled busy ${(times.busyMs / result.requests).toFixed(2)} ms per request; ${machineDescription()}, ` +
+        `${other ? `the checkout in ${other}` : `commit ${currentCommit()}`}, load average ${os
+          .loadavg()
+          .map((l) => l.toFixed(2))
+          .join(' ')}\n`,
+    );
+    console.log(table(times.functions.slice(0, top), times.busyMs, result.requests, 'function (self time)'));
+    console.log('');
+    console.log(table(times.packages.slice(0, top), times.busyMs, result.requests, 'package'));
+    if (keep) console.log(`\nprofile kept in ${keep}`);
+  } finally {
+    await stopServer();
+    await opened.close();
+    await database.stop();
+    await collector?.close();
+    await rm(profiles, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof Error ? error.stack : error);
+  process.exit(1);
+});
