@@ -1,6 +1,7 @@
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase } from '../src/db/database.js';
@@ -56,6 +57,21 @@ async function acceptWrites(server: Server, writes: boolean) {
     writes ? 'alter system reset default_transaction_read_only' : 'alter system set default_transaction_read_only = on',
   );
   await server.admin.query('select pg_reload_conf()');
+  // pg_reload_conf() only signals the postmaster; the switch is done once the postmaster has read
+  // the file (a new session, forked from it, sees the setting), which it does before it signals
+  // the sessions already open, and those apply it before their next command.
+  const expected = writes ? 'off' : 'on';
+  for (;;) {
+    const client = new pg.Client({ connectionString: url(server.postgres.port) });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ default_transaction_read_only: string }>('show default_transaction_read_only');
+      if (rows[0]!.default_transaction_read_only === expected) return;
+    } finally {
+      await client.end();
+    }
+    await sleep(20);
+  }
 }
 
 async function tenantsOn(server: Server, prefix: string): Promise<string[]> {
