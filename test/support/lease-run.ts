@@ -88,6 +88,15 @@ export async function runKilledLeaseHolder(databaseUrl: string, sql: pg.Pool, st
     await new Promise<void>((resolve) =>
       doomed!.child.exitCode !== null || doomed!.child.signalCode !== null ? resolve() : doomed!.child.once('close', () => resolve()),
     );
+    // A statement the dead process sent may still run, and commit, in its session: PostgreSQL
+    // notices a vanished client only when it answers. Count once no session is busy but ours.
+    await until("the dead process's statements to end", async () => {
+      const busy = await sql.query(
+        `select 1 from pg_stat_activity where datname = current_database() and backend_type = 'client backend'
+            and pid <> pg_backend_pid() and state <> 'idle'`,
+      );
+      return busy.rowCount ? null : true;
+    });
     const issuedByKilled = (await sql.query('select count(*)::int as n from coupons where tenant_id = $1', [scenario.tenantId])).rows[0]
       .n as number;
 
