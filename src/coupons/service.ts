@@ -1,5 +1,4 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { Replaceable } from '../replaceable.js';
 import type { CampaignRow, CouponRow, DB } from '../db/schema.js';
 import { RollbackAndReturn, type Isolation, type OneStatementUnit } from '../db/transaction.js';
 import { prepare } from '../db/prepared.js';
@@ -275,8 +274,8 @@ async function findMemberCoupon(trx: Transaction<DB>, { tenantId, campaignId, me
 }
 
 /**
- * How issueCoupon decides. The server runs `conditionalUpdates`; the benchmark swaps in the peer
- * designs it measures against (naive, SERIALIZABLE, advisory locks), which live in test/, and
+ * How issueCoupon decides (AppServices.algorithms). The server runs `conditionalUpdates`; the naive
+ * test stands the read-check-write version in for it, and the benchmark the peer designs it measures against (naive, SERIALIZABLE, advisory locks), which live in test/, and
  * leave the bookkeeping to runMutation (`claimsKey` unset).
  */
 export interface CouponIssuer {
@@ -305,9 +304,6 @@ export const conditionalUpdates: CouponIssuer = {
   issue: issueCoupon,
   oneStatement: issueCouponInOneStatement,
 };
-
-/** How the server issues coupons; the naive test and the benchmark stand their designs in for it. */
-export const couponIssuer = new Replaceable<CouponIssuer>(conditionalUpdates);
 
 interface BudgetValues extends FinishValues {
   tenantId: string;

@@ -1,5 +1,4 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { Replaceable } from '../replaceable.js';
 import type { DB, HuddleParticipantRow, HuddleSessionRow } from '../db/schema.js';
 
 export interface Participant {
@@ -248,5 +247,6 @@ export async function cleanupHuddles(
   return total;
 }
 
-/** The huddle operations; the race tests stand the load-decide-save versions in for them. */
-export const huddleOperations = new Replaceable({ joinHuddle, heartbeatHuddle, leaveHuddle, cleanupHuddles });
+/** The huddle operations (AppServices.algorithms); the race tests stand the load-decide-save versions in for them. */
+export const huddleOperations = { joinHuddle, heartbeatHuddle, leaveHuddle, cleanupHuddles };
+export type HuddleOperations = typeof huddleOperations;
