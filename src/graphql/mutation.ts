@@ -1,13 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { DB } from '../db/schema.js';
-import {
-  AS_TRANSACTION,
-  RollbackAndReturn,
-  runInOneStatement,
-  runInTransaction,
-  type Isolation,
-  type OneStatementUnit,
-} from '../db/transaction.js';
+import { AS_TRANSACTION, RollbackAndReturn, type Isolation, type OneStatementUnit } from '../db/transaction.js';
 import { currentRequestScope } from '../request-scope.js';
 import { claimKey, claimValues, heldKey, type KeyScope } from '../idempotency/service.js';
 import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishBase, type FinishOfResult } from '../bookkeeping/bookkeeping.js';
@@ -83,49 +76,51 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
   };
   const oneStatement = spec.oneStatement;
   const fast = oneStatement
-    ? await runInOneStatement<T>(ctx.pool, ctx.services.transactions, { deadline: ctx.deadline, onRetry }, async (db) => {
-        const bookkeeping = new Bookkeeping<T>(claim, finishBase, finishOfResult);
-        try {
-          const value = await oneStatement(db, bookkeeping);
-          if (value !== AS_TRANSACTION && !bookkeeping.finished) {
-            throw new Error(`${spec.operation}: a one-statement unit must write its audit row in its statement`);
+    ? await ctx.database
+        .inOneStatement<T>({ deadline: ctx.deadline, onRetry }, async (db) => {
+          const bookkeeping = new Bookkeeping<T>(claim, finishBase, finishOfResult);
+          try {
+            const value = await oneStatement(db, bookkeeping);
+            if (value !== AS_TRANSACTION && !bookkeeping.finished) {
+              throw new Error(`${spec.operation}: a one-statement unit must write its audit row in its statement`);
+            }
+            return value;
+          } catch (error) {
+            // Its statement wrote nothing when another request holds the key; reading the answer is all that is left.
+            if (error instanceof KeyHeldElsewhere) return replay(db);
+            throw error;
           }
-          return value;
-        } catch (error) {
-          // Its statement wrote nothing when another request holds the key; reading the answer is all that is left.
-          if (error instanceof KeyHeldElsewhere) return replay(db);
-          throw error;
-        }
-      }).catch(rememberFailure)
+        })
+        .catch(rememberFailure)
     : null;
   const run =
     fast && !('declined' in fast)
       ? fast
-      : await runInTransaction<T>(
-          ctx.pool,
-          ctx.services.transactions,
-          {
-            deadline: ctx.deadline,
-            ...(spec.isolation ? { isolation: spec.isolation } : {}),
-            onRetry,
-            ...(fast ? { attemptsBefore: fast.attemptsMade } : {}),
-          },
-          async (trx) => {
-            replayed = false;
-            const bookkeeping = new Bookkeeping<T>(claim, finishBase, finishOfResult);
-            try {
-              if (claim && !spec.claimsKey) bookkeeping.claimed(await claimKey(trx, claim));
-              const value = await spec.work(trx, bookkeeping);
-              if (!bookkeeping.finished) await writeFinish(trx, bookkeeping, value);
-              return value;
-            } catch (error) {
-              // A refusal (RollbackAndReturn) passes through: the key and the audit row roll back with it.
-              if (!(error instanceof KeyHeldElsewhere)) throw error;
-              // A replay writes nothing; rolling back is what keeps it so even if the work wrote by mistake.
-              return replay(trx);
-            }
-          },
-        ).catch(rememberFailure);
+      : await ctx.database
+          .inTransaction<T>(
+            {
+              deadline: ctx.deadline,
+              ...(spec.isolation ? { isolation: spec.isolation } : {}),
+              onRetry,
+              ...(fast ? { attemptsBefore: fast.attemptsMade } : {}),
+            },
+            async (trx) => {
+              replayed = false;
+              const bookkeeping = new Bookkeeping<T>(claim, finishBase, finishOfResult);
+              try {
+                if (claim && !spec.claimsKey) bookkeeping.claimed(await claimKey(trx, claim));
+                const value = await spec.work(trx, bookkeeping);
+                if (!bookkeeping.finished) await writeFinish(trx, bookkeeping, value);
+                return value;
+              } catch (error) {
+                // A refusal (RollbackAndReturn) passes through: the key and the audit row roll back with it.
+                if (!(error instanceof KeyHeldElsewhere)) throw error;
+                // A replay writes nothing; rolling back is what keeps it so even if the work wrote by mistake.
+                return replay(trx);
+              }
+            },
+          )
+          .catch(rememberFailure);
   if (scope) {
     scope.attempts = (scope.attempts ?? 0) + run.attempts;
     if (replayed) scope.replayed = true;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
-import type { AppServices, Context } from '../graphql/context.js';
+import { databaseRunners, type AppServices, type Context } from '../graphql/context.js';
 import type { Session } from '../identity/session.js';
 import { createTurns } from '../graphql/read.js';
 import { schema } from '../graphql/schema.js';
@@ -36,15 +36,16 @@ function identify(services: AppServices) {
 
 /**
  * One GraphQL context per request: the session and deadline admission decided on (see
- * plugins/admission.ts), the client's signal, the root pool.
+ * plugins/admission.ts), the client's signal, the runners on the root pool.
  */
 function contextFactory(services: AppServices) {
   const { log } = services;
+  const database = databaseRunners(services.pool, services.transactions);
   return ({ request, identified }: ServerContext & { request: Request }): Context => {
     if (identified === undefined) throw new Error('A GraphQL context was built for an operation that was not admitted');
     return {
       services,
-      pool: services.pool,
+      database,
       session: identified.session,
       requestId: currentRequestScope()?.requestId ?? randomUUID(),
       deadline: identified.deadline,

@@ -11,6 +11,7 @@ import { insertCampaign } from '../../src/coupons/service.js';
 import { createDatabase } from '../../src/db/database.js';
 import { runInTransaction } from '../../src/db/transaction.js';
 import type { AccessContexts } from '../../src/graphql/guards.js';
+import { databaseRunners } from '../../src/graphql/context.js';
 import { createTurns } from '../../src/graphql/read.js';
 import { createLogger } from '../../src/logger.js';
 import { buildServices } from '../../src/services.js';
@@ -266,7 +267,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
   const retryCount = async () => (await services.metrics.transactionRetries.get()).values.reduce((sum, v) => sum + v.value, 0);
   const contextFor = (tenantId: string, memberId: string): AccessContexts['member'] => ({
     services,
-    pool: database.db,
+    database: databaseRunners(database.db, services.transactions),
     session: { role: 'user', tenantId, userId: memberId },
     requestId: randomUUID(),
     deadline: Date.now() + config.requestDeadlineMs,
