@@ -36,6 +36,28 @@ export function databaseRunners(pool: RootPool, settings: TransactionSettings): 
   };
 }
 
+/**
+ * What a request came to, filled on the way back up and read by the HTTP layer (the response's
+ * headers, the spans, the request's log line). The resolvers record what runMutation returned or
+ * threw (recordMutation); the plugins what the result says. It belongs to the request: whoever
+ * hands the request to Yoga passes it in with the server context.
+ */
+export interface RequestReport {
+  /** Transaction attempts the request made (retries included). */
+  attempts?: number;
+  /** The answer was a stored Idempotency-Key response. */
+  replayed?: boolean;
+  /** A business status (ISSUED, MONTHLY_CAP, …) or the first error code. */
+  outcome?: string;
+  /** SQLSTATE of the database error behind a failure. */
+  sqlState?: string;
+}
+
+/** What the HTTP layer puts in Yoga's server context for every request: its report (a fresh one when the caller keeps none). */
+export interface ReportingServerContext {
+  report?: RequestReport;
+}
+
 /** One per GraphQL request. */
 export interface Context {
   services: RequestServices;
@@ -54,4 +76,5 @@ export interface Context {
   idempotencyKeyHeader: string | null;
   /** Set for a mutation sent with a valid Idempotency-Key. */
   idempotency: { key: string; fingerprint: string } | null;
+  report: RequestReport;
 }

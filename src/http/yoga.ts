@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
-import { databaseRunners, type AppServices, type Context } from '../graphql/context.js';
+import { databaseRunners, type AppServices, type Context, type ReportingServerContext } from '../graphql/context.js';
 import type { Session } from '../identity/session.js';
 import { createTurns } from '../graphql/read.js';
 import { schema } from '../graphql/schema.js';
@@ -19,8 +19,8 @@ import { documentCaches } from './document-cache.js';
 import { useOperationSpans } from './plugins/tracing.js';
 import { useTrustedDocuments } from './plugins/trusted-documents.js';
 
-/** What the /actions adapter hands to Yoga: the session from Hasura's body, already authenticated. */
-export interface ServerContext extends IdentifiedContext {
+/** What the HTTP layer hands to Yoga: the request's report; on /actions the session from Hasura's body, already authenticated. */
+export interface ServerContext extends IdentifiedContext, ReportingServerContext {
   actionSessionVariables?: Record<string, unknown>;
 }
 
@@ -41,7 +41,7 @@ function identify(services: AppServices) {
 function contextFactory(services: AppServices) {
   const { log } = services;
   const database = databaseRunners(services.pool, services.transactions);
-  return ({ request, identified }: ServerContext & { request: Request }): Context => {
+  return ({ request, identified, report }: ServerContext & { request: Request }): Context => {
     if (identified === undefined) throw new Error('A GraphQL context was built for an operation that was not admitted');
     return {
       services,
@@ -54,6 +54,7 @@ function contextFactory(services: AppServices) {
       log,
       idempotencyKeyHeader: request.headers.get('idempotency-key'),
       idempotency: null,
+      report: report ?? {},
     };
   };
 }

@@ -276,6 +276,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
     log,
     idempotencyKeyHeader: null,
     idempotency: null,
+    report: {},
   });
 
   async function run(scenario: CouponScenario, clients: number): Promise<Figures> {
