@@ -1,10 +1,13 @@
 /**
  * The direction of the project's dependencies (docs/design.md §2): neutral modules at the bottom,
  * then the database, the features, the services, GraphQL, HTTP, and the entry points on top.
- * `npm run lint` checks them; a module may import only from layers below its own.
+ * `npm run lint` checks them; a module may import only from layers below its own. Each rule's
+ * name and comment stand in docs/design.md §2 word for word, and test/lint.test.ts plants a
+ * violation of each in a copy of the tree to show that it fires.
  */
-const NEUTRAL = '^src/(config|config-error|database-url|jwt-config|errors|logger|clock|request-scope|replaceable|tracing)\\.ts$';
+const NEUTRAL = '^src/(config|config-error|database-url|jwt-config|errors|logger|clock|request-scope|tracing)\\.ts$';
 const FEATURES = '^src/(tenants|contracts|coupons|huddles|audit|idempotency|outbox|adoption|bookkeeping|identity)/';
+const SERVICES = '^src/(services\\.ts$|admission\\.ts$|metrics/)';
 
 module.exports = {
   forbidden: [
@@ -12,36 +15,51 @@ module.exports = {
     {
       name: 'neutral-imports-nothing-above',
       severity: 'error',
-      comment: 'Configuration, errors, logging, the clock, the request scope and Replaceable sit below everything.',
+      comment: 'Configuration, errors, logging, tracing, the clock and the request scope sit below everything.',
       from: { path: NEUTRAL },
       to: { path: '^src/', pathNot: NEUTRAL },
     },
     {
       name: 'db-below-features',
       severity: 'error',
-      comment: 'The database layer knows no feature, no GraphQL and no HTTP.',
+      comment: 'The database layer knows no feature, no service, no GraphQL and no HTTP.',
       from: { path: '^src/db/' },
       to: { path: '^src/', pathNot: [NEUTRAL, '^src/db/'] },
     },
     {
-      name: 'features-below-graphql',
+      name: 'features-below-services',
       severity: 'error',
-      comment: 'Features hold their SQL and rules; GraphQL and HTTP are put on top of them, never the reverse.',
+      comment: 'Features hold their SQL and rules; the services, GraphQL and HTTP are put on top of them, never the reverse.',
       from: { path: FEATURES },
-      to: { path: '^src/(graphql|http|services|metrics|admission|worker|cli|server|main)' },
+      to: { path: '^src/(services\\.ts$|admission\\.ts$|metrics/|graphql/|http/|worker/|cli/|server\\.ts$|main\\.ts$)' },
+    },
+    {
+      name: 'features-know-no-graphql',
+      severity: 'error',
+      comment: 'Features import nothing of graphql, graphql-yoga or @pothos/*: the GraphQL layer hands them plain values.',
+      from: { path: FEATURES },
+      to: { path: '(^|/)node_modules/(graphql|graphql-yoga|@graphql-yoga/[^/]+|@pothos/[^/]+)/' },
+    },
+    {
+      name: 'services-below-graphql',
+      severity: 'error',
+      comment: 'The process-wide services, admission and metrics know nothing of GraphQL, HTTP or the entry points.',
+      from: { path: SERVICES },
+      to: { path: '^src/(graphql/|http/|worker/|cli/|server\\.ts$|main\\.ts$)' },
     },
     {
       name: 'graphql-below-http',
       severity: 'error',
       comment: 'The schema and its runners know nothing of HTTP or of the entry points.',
       from: { path: '^src/graphql/' },
-      to: { path: '^src/(http|worker|cli|server|main)' },
+      to: { path: '^src/(http/|worker/|cli/|server\\.ts$|main\\.ts$)' },
     },
     {
       name: 'http-below-entry-points',
       severity: 'error',
+      comment: 'The HTTP surface knows nothing of the entry points that start it.',
       from: { path: '^src/http/' },
-      to: { path: '^src/(worker|cli|server|main)' },
+      to: { path: '^src/(worker/|cli/|server\\.ts$|main\\.ts$)' },
     },
     {
       name: 'client-stands-alone',
@@ -50,7 +68,13 @@ module.exports = {
       from: { path: '^src/client/' },
       to: { path: '^src/', pathNot: '^src/client/' },
     },
-    { name: 'src-never-imports-tests', severity: 'error', from: { path: '^src/' }, to: { path: '^test/' } },
+    {
+      name: 'src-never-imports-tests',
+      severity: 'error',
+      comment: 'Nothing in src/ imports from test/: the naive twins stand in from the tests.',
+      from: { path: '^src/' },
+      to: { path: '^test/' },
+    },
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

@@ -1,6 +1,5 @@
 import { tryAgain, type AppError } from './errors.js';
 import type { Session } from './identity/session.js';
-import { Replaceable } from './replaceable.js';
 
 export interface AdmissionOptions {
   /** Operations executing at once (MAX_IN_FLIGHT). */
@@ -355,5 +354,7 @@ export function admissionKey(session: Session | null, clientAddress: string): Ad
   return { group: `tenant:${session.tenantId}`, member: `${session.role}:${session.userId ?? ''}` };
 }
 
-/** How the server admits operations; the fairness tests stand a first-come line in for it. */
-export const admissionPolicy = new Replaceable<(options: AdmissionOptions) => Admission>((options) => new FairAdmission(options));
+/** How the server admits operations (AppServices.algorithms); the fairness tests stand a first-come line in for it. */
+export type AdmissionPolicy = (options: AdmissionOptions) => Admission;
+
+export const fairAdmission: AdmissionPolicy = (options) => new FairAdmission(options);

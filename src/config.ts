@@ -12,7 +12,7 @@ import { ConfigError } from './config-error.js';
 import { DatabaseUrlError, parseDatabaseUrl } from './database-url.js';
 import { parseJwtSecret, type JwtConfig } from './jwt-config.js';
 
-export { ConfigError, parseJwtSecret, type JwtConfig };
+export { ConfigError, type JwtConfig };
 
 export interface AppConfig {
   /** As set; unset is `development`. */

@@ -1,19 +1,16 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 
-/** What every log line and error of one HTTP request carries, without threading it through calls. */
+/**
+ * What every layer of one HTTP request needs on the way down, without threading it through calls:
+ * its id and log fields, its deadline. Nothing flows back up through it: what a request came to
+ * (attempts, a replay, its outcome) travels in return values and in the GraphQL context's report.
+ */
 export interface RequestScope {
   requestId: string;
   /** The client's address: the socket's peer, or the forwarded address when TRUST_PROXY believes the peer. */
   clientAddress?: string;
+  /** The operation's label (set once it is known, before it executes): every log line names it. */
   operation?: string;
-  /** Transaction attempts the request made (retries included). */
-  attempts?: number;
-  /** The answer was a stored Idempotency-Key response. */
-  replayed?: boolean;
-  /** A business status (ISSUED, MONTHLY_CAP, …) or the first error code. */
-  outcome?: string;
-  /** SQLSTATE of the database error behind a failure. */
-  sqlState?: string;
   /** Epoch ms after which the request gives up: every database call it makes is limited by it. */
   deadline?: number;
 }

@@ -9,7 +9,7 @@ import { assertSchemaCurrent, migrate, MIGRATIONS_DIR } from './db/migrate.js';
 import { applySessionTimeouts } from './db/session-defaults.js';
 import { LONG_WORK_LIMIT_MS, withCallLimit } from './db/scope.js';
 import { seedIfEmpty } from './db/seed.js';
-import { buildServices, type AppServices } from './services.js';
+import { buildServices, type Algorithms, type AppServices } from './services.js';
 import { createApp, type App } from './http/app.js';
 import { listen, type RunningServer } from './http/node-server.js';
 import type { Logger } from './logger.js';
@@ -30,6 +30,8 @@ export interface BackendOptions {
   /** fsync off for a throwaway embedded cluster (load tests). */
   ephemeral?: boolean;
   host?: string;
+  /** Stand-ins for the original algorithms (the benchmark's peer designs). */
+  algorithms?: Partial<Algorithms>;
   /** Log while the database is away (one process per server does: the one that owns it); every process checks it for /ready. */
   watchDatabase?: boolean;
 }
@@ -146,7 +148,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   const opened = await openDatabase({ ...options, seed: options.seed ?? true, schema: 'migrate' }, 'mutation-backend');
   const { database, embedded } = opened;
   try {
-    const services = buildServices(config, database, log, options.clock);
+    const services = buildServices(config, database, log, options.clock, options.algorithms);
     const app = createApp(services);
     const http = await listen(app, config.port, log, options.host ?? config.host, config.edge);
     const workers = config.runWorkers ? startWorkers(services) : null;

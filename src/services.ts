@@ -1,13 +1,40 @@
-import { admissionPolicy, TokenBuckets, type Admission } from './admission.js';
+import { fairAdmission, TokenBuckets, type Admission, type AdmissionPolicy } from './admission.js';
 import { systemClock, type Clock } from './clock.js';
 import type { AppConfig } from './config.js';
-import { BudgetLeases } from './coupons/leases.js';
+import { documentIssuing, type DocumentIssuing } from './contracts/service.js';
+import { BudgetLeases, productLeasing, type BudgetLeasing } from './coupons/leases.js';
+import { couponRedeemer, type CouponRedeemer } from './coupons/redeem.js';
+import { conditionalUpdates, type CouponIssuer } from './coupons/service.js';
 import type { Database } from './db/database.js';
 import type { RootPool } from './db/database.js';
 import type { DatabaseHealth } from './db/health.js';
 import { defaultBackoff, type TransactionSettings } from './db/transaction.js';
+import { huddleOperations, type HuddleOperations } from './huddles/service.js';
 import type { Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
+
+/**
+ * The algorithms a test or the benchmark may stand another design in for: the naive twins, which a
+ * concurrency test must fail against (docs/design.md §10), and the benchmark's peers. Production
+ * runs the originals; every caller, the background loops included, takes them from here.
+ */
+export interface Algorithms {
+  documentIssuing: DocumentIssuing;
+  couponIssuer: CouponIssuer;
+  couponRedeemer: CouponRedeemer;
+  huddleOperations: HuddleOperations;
+  admissionPolicy: AdmissionPolicy;
+  budgetLeasing: BudgetLeasing;
+}
+
+export const ORIGINAL_ALGORITHMS: Algorithms = {
+  documentIssuing,
+  couponIssuer: conditionalUpdates,
+  couponRedeemer,
+  huddleOperations,
+  admissionPolicy: fairAdmission,
+  budgetLeasing: productLeasing,
+};
 
 /** Process-wide parts, built once at start-up and shared by every request and background loop. */
 export interface AppServices {
@@ -31,10 +58,19 @@ export interface AppServices {
   writeBudget: TokenBuckets;
   /** This process's budget leases (stopped, and so given back, when the server stops). */
   budgetLeases: BudgetLeases;
+  algorithms: Algorithms;
 }
 
-export function buildServices(config: AppConfig, database: Database, log: Logger, clock: Clock = systemClock): AppServices {
-  const admission = admissionPolicy.current({
+/** `standIns`: the algorithms a test or the benchmark puts in place of the originals. */
+export function buildServices(
+  config: AppConfig,
+  database: Database,
+  log: Logger,
+  clock: Clock = systemClock,
+  standIns: Partial<Algorithms> = {},
+): AppServices {
+  const algorithms = { ...ORIGINAL_ALGORITHMS, ...standIns };
+  const admission = algorithms.admissionPolicy({
     capacity: config.edge.maxInFlight,
     queueMax: config.edge.tenantQueueMax,
     maxWaitMs: config.dbPoolAcquireTimeoutMs,
@@ -49,7 +85,8 @@ export function buildServices(config: AppConfig, database: Database, log: Logger
     clock,
     admission,
     writeBudget: new TokenBuckets(config.edge.memberWriteRate, config.edge.memberWriteBurst),
-    budgetLeases: new BudgetLeases(database.db, config.budgetLeaseTtlMs, log),
+    budgetLeases: new BudgetLeases(database.db, config.budgetLeaseTtlMs, log, algorithms.budgetLeasing),
+    algorithms,
     metrics: createMetrics(database.pool.counts, database.db, admission),
     transactions: {
       lockTimeoutMs: config.lockTimeoutMs,

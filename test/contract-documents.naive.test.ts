@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { documentIssuing } from '../src/contracts/service.js';
 import { createContractDocumentNaive } from './naive/contract-documents.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 import { expectedNumbers, runDocumentScenario } from './support/document-scenario.js';
@@ -9,13 +8,13 @@ import { expectedNumbers, runDocumentScenario } from './support/document-scenari
 
 describe('the concurrency scenario against the naive max() + 1 numbering', () => {
   let backend: TestBackend;
-  let restore: () => void;
   beforeAll(async () => {
-    restore = documentIssuing.replaceWith({ createContractDocument: createContractDocumentNaive });
-    backend = await createTestBackend({ env: { DB_POOL_MAX: '5', DB_POOL_ACQUIRE_TIMEOUT_MS: '10000' } });
+    backend = await createTestBackend({
+      env: { DB_POOL_MAX: '5', DB_POOL_ACQUIRE_TIMEOUT_MS: '10000' },
+      algorithms: { documentIssuing: { createContractDocument: createContractDocumentNaive } },
+    });
   });
   afterAll(async () => {
-    restore();
     await backend.close();
   });
 

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { couponIssuer } from '../src/coupons/service.js';
 import { naiveIssuer } from './naive/issue-coupon.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 import { describeRun, REFERENCE_SCENARIO_TIMEOUT_MS, runReferenceScenario } from './support/coupon-run.js';
@@ -9,13 +8,10 @@ import { describeRun, REFERENCE_SCENARIO_TIMEOUT_MS, runReferenceScenario } from
 
 describe('the reference scenario against the naive read-check-write issue', () => {
   let backend: TestBackend;
-  let restore: () => void;
   beforeAll(async () => {
-    restore = couponIssuer.replaceWith(naiveIssuer);
-    backend = await createTestBackend();
+    backend = await createTestBackend({ algorithms: { couponIssuer: naiveIssuer } });
   });
   afterAll(async () => {
-    restore();
     await backend.close();
   });
 

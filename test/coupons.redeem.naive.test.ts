@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { couponRedeemer } from '../src/coupons/redeem.js';
 import { naiveRedeemer } from './naive/redeem-coupon.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 import { describeRedeemRun, doubleRedeems, runRedeemScenario } from './support/redeem-scenario.js';
@@ -9,13 +8,10 @@ import { describeRedeemRun, doubleRedeems, runRedeemScenario } from './support/r
 
 describe('the redeem scenario against the naive read-check-write redeem', () => {
   let backend: TestBackend;
-  let restore: () => void;
   beforeAll(async () => {
-    restore = couponRedeemer.replaceWith(naiveRedeemer);
-    backend = await createTestBackend();
+    backend = await createTestBackend({ algorithms: { couponRedeemer: naiveRedeemer } });
   });
   afterAll(async () => {
-    restore();
     await backend.close();
   });
 

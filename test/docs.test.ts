@@ -56,6 +56,23 @@ async function citingFiles(): Promise<string[]> {
   return found;
 }
 
+/** The TypeScript files of src/, test/ and scripts/ (generated code aside), as repository paths. */
+async function sourceFiles(): Promise<string[]> {
+  const found: string[] = [];
+  for (const top of ['src', 'test', 'scripts']) {
+    for (const entry of await readdir(path.join(ROOT, top), { recursive: true, withFileTypes: true })) {
+      const file = path.relative(ROOT, path.join(entry.parentPath, entry.name));
+      if (entry.isFile() && file.endsWith('.ts') && !file.startsWith('test/generated/')) found.push(file);
+    }
+  }
+  return found;
+}
+
+/** The text of a file's comments: `// …` lines and `/* … *\/` blocks (a `//` inside a URL is skipped). */
+function commentsOf(source: string): string[] {
+  return [...source.matchAll(/(?<![:\w'"`])\/\/[^\n]*|\/\*[\s\S]*?\*\//g)].map((match) => match[0]);
+}
+
 /** `{a,b}` in a path stands for each of its parts. */
 function expandBraces(candidate: string): string[] {
   const match = /\{([^{}]+)\}/.exec(candidate);
@@ -123,6 +140,25 @@ describe('the documentation', () => {
     }
     expect(checked).toBeGreaterThan(50);
     expect(missing).toEqual([]);
+  });
+
+  it('names in code comments only src/ and test/ paths that exist, with no line numbers', async () => {
+    const problems: string[] = [];
+    let checked = 0;
+    for (const file of await sourceFiles()) {
+      for (const comment of commentsOf(await read(file))) {
+        for (const match of comment.matchAll(/(?<![\w./-])((?:src|test)\/[\w./{},-]*[\w/}])(:\d+)?/g)) {
+          for (const candidate of expandBraces(match[1]!)) {
+            checked++;
+            if (!existsSync(path.join(ROOT, candidate))) problems.push(`${file}: ${candidate} does not exist`);
+          }
+          // A line number drifts with every edit above it: name the file and the function instead.
+          if (match[2]) problems.push(`${file}: ${match[0]} names a line`);
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(20);
+    expect(problems).toEqual([]);
   });
 
   it('names only npm scripts that exist', async () => {

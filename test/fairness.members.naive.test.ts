@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admissionPolicy } from '../src/admission.js';
 import { TenantOnlyAdmission } from './naive/admission.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 import { FAIRNESS_ENV, runMemberFairnessScenario } from './support/fairness-scenario.js';
@@ -9,13 +8,13 @@ import { FAIRNESS_ENV, runMemberFairnessScenario } from './support/fairness-scen
 
 describe('the member fairness scenario against one first-come line per tenant', () => {
   let backend: TestBackend;
-  let restore: () => void;
   beforeAll(async () => {
-    restore = admissionPolicy.replaceWith((options) => new TenantOnlyAdmission(options));
-    backend = await createTestBackend({ env: FAIRNESS_ENV });
+    backend = await createTestBackend({
+      env: FAIRNESS_ENV,
+      algorithms: { admissionPolicy: (options) => new TenantOnlyAdmission(options) },
+    });
   });
   afterAll(async () => {
-    restore();
     await backend.close();
   });
 

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admissionPolicy } from '../src/admission.js';
 import { FifoAdmission } from './naive/admission.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 import { FAIRNESS_ENV, runFairnessScenario } from './support/fairness-scenario.js';
@@ -9,13 +8,10 @@ import { FAIRNESS_ENV, runFairnessScenario } from './support/fairness-scenario.j
 
 describe('the fairness scenario against one first-come line', () => {
   let backend: TestBackend;
-  let restore: () => void;
   beforeAll(async () => {
-    restore = admissionPolicy.replaceWith((options) => new FifoAdmission(options));
-    backend = await createTestBackend({ env: FAIRNESS_ENV });
+    backend = await createTestBackend({ env: FAIRNESS_ENV, algorithms: { admissionPolicy: (options) => new FifoAdmission(options) } });
   });
   afterAll(async () => {
-    restore();
     await backend.close();
   });
 

@@ -4,10 +4,8 @@ import { createTestBackend, serveOverHttp, type TestBackend } from './support/ha
 
 /**
  * The graphql-http server audits for the GraphQL over HTTP spec, against /graphql over a real
- * socket. Every audit must pass: a warning counts as a failure unless it is listed here with the
- * reason we accept it.
+ * socket. Every audit must pass: a warning counts as a failure.
  */
-const ACCEPTED_WARNINGS: Record<string, string> = {};
 
 describe('GraphQL over HTTP (graphql-http audits)', () => {
   let backend: TestBackend;
@@ -31,7 +29,6 @@ describe('GraphQL over HTTP (graphql-http audits)', () => {
   for (const audit of audits) {
     it(audit.name, async () => {
       const result = await audit.fn();
-      if (result.status === 'warn' && ACCEPTED_WARNINGS[audit.id]) return;
       expect(result.status === 'ok' ? 'ok' : `${result.status}: ${result.reason}`).toBe('ok');
     });
   }

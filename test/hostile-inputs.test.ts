@@ -30,7 +30,7 @@ import {
  * mistake is a 4xx with a code), a refused request writes no row, and another tenant's rows never
  * change.
  *
- * It catches a planted regression: with the NUL check taken out of src/http/string-inputs.ts, a
+ * It catches a planted regression: with the NUL check taken out of src/http/plugins/string-inputs.ts, a
  * title holding "\0" reaches PostgreSQL, fails with 22021 and is answered INTERNAL_SERVER_ERROR,
  * and this test fails with that counterexample.
  */

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { huddleOperations } from '../src/huddles/service.js';
 import { cleanupHuddlesNaive, heartbeatHuddleNaive, joinHuddleNaive, leaveHuddleNaive } from './naive/huddles.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 import { cleanupAgainstJoin, describeRace, heartbeatAgainstLeave, RACE_ROUNDS, simultaneousFirstJoins } from './support/huddle-races.js';
@@ -8,18 +7,16 @@ import { cleanupAgainstJoin, describeRace, heartbeatAgainstLeave, RACE_ROUNDS, s
 
 describe('the huddle races against the naive versions', () => {
   let backend: TestBackend;
-  let restore: () => void;
   beforeAll(async () => {
-    restore = huddleOperations.replaceWith({
+    const huddleOperations = {
       joinHuddle: joinHuddleNaive,
       heartbeatHuddle: heartbeatHuddleNaive,
       leaveHuddle: leaveHuddleNaive,
       cleanupHuddles: cleanupHuddlesNaive,
-    });
-    backend = await createTestBackend({ env: { HUDDLE_STALE_AFTER_MS: '60000' } });
+    };
+    backend = await createTestBackend({ env: { HUDDLE_STALE_AFTER_MS: '60000' }, algorithms: { huddleOperations } });
   });
   afterAll(async () => {
-    restore();
     await backend.close();
   });
 

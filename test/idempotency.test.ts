@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { parse, print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deleteExpiredKeys, fingerprint } from '../src/idempotency/service.js';
+import { requestFingerprint } from '../src/http/plugins/idempotency-key.js';
+import { deleteExpiredKeys } from '../src/idempotency/service.js';
 import { CreateCampaignDocument, CreateContractDocumentDocument, IssueCouponDocument } from './generated/graphql.js';
 import {
   asTenantAdmin,
@@ -199,11 +200,11 @@ describe('Idempotency-Key', () => {
       .update('\0')
       .update('{"input":{"campaignId":"promo"}}')
       .digest('hex');
-    expect(fingerprint(document, 'Issue', variables)).toBe(stored);
+    expect(requestFingerprint(document, 'Issue', variables)).toBe(stored);
     // Yoga's parser cache hands back the same document for the same text and never changes it; a
     // change here shows that the second fingerprint reused the first print instead of printing again.
     (document.definitions[0] as { name: { value: string } }).name.value = 'Renamed';
-    expect(fingerprint(document, 'Issue', variables)).toBe(stored);
-    expect(fingerprint(document, 'Issue', { input: { campaignId: 'other' } })).not.toBe(stored);
+    expect(requestFingerprint(document, 'Issue', variables)).toBe(stored);
+    expect(requestFingerprint(document, 'Issue', { input: { campaignId: 'other' } })).not.toBe(stored);
   });
 });

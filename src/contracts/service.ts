@@ -1,5 +1,4 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { Replaceable } from '../replaceable.js';
 import type { ContractDocumentRow, ContractRow, DB } from '../db/schema.js';
 import { notFound } from '../errors.js';
 
@@ -85,8 +84,9 @@ export async function createContractDocument(trx: Transaction<DB>, tenantId: str
   return toDocument(row);
 }
 
-/** How documents are issued; the naive-numbering test stands `max() + 1` in for it. */
-export const documentIssuing = new Replaceable({ createContractDocument });
+/** How documents are issued (AppServices.algorithms); the naive-numbering test stands `max() + 1` in for it. */
+export const documentIssuing = { createContractDocument };
+export type DocumentIssuing = typeof documentIssuing;
 
 export async function findContract(db: Kysely<DB>, tenantId: string, id: string): Promise<Contract | null> {
   const row = await db.selectFrom('contracts').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();

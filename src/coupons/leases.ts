@@ -4,10 +4,9 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { asWorkOfItsOwn } from '../db/scope.js';
 import type { DB } from '../db/schema.js';
 import type { Logger } from '../logger.js';
-import { Replaceable } from '../replaceable.js';
 import { untraced } from '../tracing.js';
 
-/** Which lease an issue takes from, and which leases a refill gives back (test/naive has the stand-in that strands budget). */
+/** Which lease an issue takes from, and which leases a refill gives back (AppServices.algorithms; test/naive has the stand-in that strands budget). */
 export interface BudgetLeasing {
   name: string;
   /** The `holder` of the lease row to take from, or null for the budget row; `leaseRoom` is the predicate on `l`. */
@@ -26,7 +25,7 @@ export interface BudgetLeasing {
  * nothing), else the budget row itself when it has room, else any lease with room after waiting
  * for it. A refill gives back every expired lease.
  */
-const productLeasing: BudgetLeasing = {
+export const productLeasing: BudgetLeasing = {
   name: 'any lease, own first',
   leaseToTake: ({ holder, leaseRoom, budgetRowRoom }) => sql`coalesce(
     (select l.holder from campaign_budget_leases l where ${leaseRoom} order by l.holder = ${holder} desc, l.holder limit 1 for update skip locked),
@@ -34,9 +33,6 @@ const productLeasing: BudgetLeasing = {
          else (select l.holder from campaign_budget_leases l where ${leaseRoom} order by l.holder limit 1 for update) end)`,
   givenBack: sql`l.expires_at <= now()`,
 };
-
-/** How issues take from leases; the lease tests stand a naive design in for it. */
-export const budgetLeasing = new Replaceable<BudgetLeasing>(productLeasing);
 
 interface LeasedCampaign {
   tenantId: string;
@@ -78,6 +74,8 @@ export class BudgetLeases {
     private readonly db: Kysely<DB>,
     private readonly ttlMs: number,
     private readonly log: Logger,
+    /** How issues take from leases, and which leases a refill gives back. */
+    readonly leasing: BudgetLeasing,
   ) {}
 
   /** After an issue on a campaign with leases: tops the own lease up when it ran below half (in the background). */
@@ -110,7 +108,7 @@ export class BudgetLeases {
       ), expired as (
         delete from campaign_budget_leases l
          where l.tenant_id = ${tenantId} and l.campaign_id = ${campaignId} and l.holder <> ${this.holder}
-           and ${budgetLeasing.current.givenBack} and exists (select 1 from pool)
+           and ${this.leasing.givenBack} and exists (select 1 from pool)
         returning l.budget_yen, l.issued_yen
       ), back as (
         select coalesce(sum(budget_yen), 0)::int as budget, coalesce(sum(issued_yen), 0)::int as issued from expired

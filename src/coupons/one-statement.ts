@@ -8,7 +8,7 @@ import { AS_TRANSACTION, RollbackAndReturn, type TransactionSettings } from '../
 import { notFound } from '../errors.js';
 import { traceparentOf, tracing } from '../tracing.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
-import { budgetLeasing, type BudgetLeases, type BudgetLeasing } from './leases.js';
+import { productLeasing, type BudgetLeases, type BudgetLeasing } from './leases.js';
 import { businessMonth } from './month.js';
 import { COUPON_ISSUED_TOPIC, type IssueRequest, type IssueResult } from './issue.js';
 
@@ -75,7 +75,7 @@ interface OneStatementRow {
  * defaults; a pooler's older server connection may lack them): then it answers AS_TRANSACTION.
  */
 function oneStatement(keyed: boolean, leasing: BudgetLeasing) {
-  const name = `coupons.issue.one${leasing === budgetLeasing.original ? '' : `.${leasing.name}`}${keyed ? '+key' : ''}`;
+  const name = `coupons.issue.one${leasing === productLeasing ? '' : `.${leasing.name}`}${keyed ? '+key' : ''}`;
   return prepare<OneStatementValues & Partial<ClaimValues>, OneStatementRow>(name, (p) => {
     const room = sql`s.issued_yen + s.leased_yen + d.discount_yen <= s.budget_yen`;
     const leaseRoom = sql`l.tenant_id = ${p.tenantId} and l.campaign_id = ${p.campaignId} and l.issued_yen + d.discount_yen <= l.budget_yen`;
@@ -215,12 +215,12 @@ const statementsFor = (leasing: BudgetLeasing) => {
   }
   return statements;
 };
-statementsFor(budgetLeasing.original);
+statementsFor(productLeasing);
 
 /** What the statement runs under, and the process's leases. */
 export interface OneStatementContext {
   timeouts: Pick<TransactionSettings, 'lockTimeoutMs' | 'statementTimeoutMs'>;
-  leases: Pick<BudgetLeases, 'holder' | 'issued'>;
+  leases: Pick<BudgetLeases, 'holder' | 'issued' | 'leasing'>;
 }
 
 const refusal = (status: 'MONTHLY_CAP' | 'BUDGET_EXCEEDED') => new RollbackAndReturn<IssueResult>({ status, coupon: null });
@@ -251,7 +251,7 @@ export async function issueCouponInOneStatement(
     traceparent: tracing.enabled ? traceparentOf() : null,
     ...bookkeeping.finishInStatement(),
   };
-  const statements = statementsFor(budgetLeasing.current);
+  const statements = statementsFor(leases.leasing);
   let row: OneStatementRow | null = null;
   for (let attempt = 1; row === null; attempt++) {
     try {

@@ -2,7 +2,6 @@ import { sql, type Transaction } from 'kysely';
 import type { CouponRow, DB } from '../db/schema.js';
 import { RollbackAndReturn } from '../db/transaction.js';
 import { notFound } from '../errors.js';
-import { Replaceable } from '../replaceable.js';
 import type { Coupon } from './service.js';
 
 export type RedeemStatus = 'REDEEMED' | 'ALREADY_REDEEMED' | 'VOIDED';
@@ -85,9 +84,9 @@ async function whyNotRedeemed(trx: Transaction<DB>, { tenantId, memberId, coupon
   return { status: 'ALREADY_REDEEMED', coupon, redeemedAt: found.redeemed_at };
 }
 
-/** How a coupon is redeemed; the naive test stands the read-check-write version in for it. */
+/** How a coupon is redeemed (AppServices.algorithms); the naive test stands the read-check-write version in for it. */
 export interface CouponRedeemer {
   redeem(trx: Transaction<DB>, request: RedeemRequest): Promise<RedeemResult>;
 }
 
-export const couponRedeemer = new Replaceable<CouponRedeemer>({ redeem: redeemCoupon });
+export const couponRedeemer: CouponRedeemer = { redeem: redeemCoupon };

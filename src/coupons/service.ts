@@ -1,5 +1,4 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { Replaceable } from '../replaceable.js';
 import type { CampaignRow, CouponRow, DB } from '../db/schema.js';
 import { RollbackAndReturn, type Isolation, type OneStatementUnit } from '../db/transaction.js';
 import { prepare } from '../db/prepared.js';
@@ -212,16 +211,9 @@ function issueStatement(keyed: boolean) {
 const issueStatements = { plain: issueStatement(false), keyed: issueStatement(true) };
 
 /**
- * Issues one coupon, or says why not. Guarantees, at any concurrency on READ COMMITTED:
- * one coupon per member per campaign, a member's month total within the tenant's cap, the
- * campaign's budget never exceeded, and one outbox event for every coupon and for nothing else.
- *
- * Locks are taken in one global order so that no two issues deadlock: the Idempotency-Key (when
- * sent), the unique (tenant, campaign, member) index entry, then the member's month row, then the
- * campaign's budget row last, because it is the hottest and should be held for the shortest time:
- * its UPDATE is the last statement before COMMIT, and the outbox row, the audit row and the stored
- * response ride in it. Each check is decided by the statement that writes (docs/design.md §4). A refusal
- * throws RollbackAndReturn: the coupon, usage and outbox rows written so far are undone.
+ * Issues one coupon, or says why not, as a transaction: what holds, the lock order and where each
+ * check takes its conflict are docs/design.md §1 and §4 ("The transaction"). A refusal throws
+ * RollbackAndReturn: the coupon, usage and outbox rows written so far are undone.
  */
 export async function issueCoupon(
   trx: Transaction<DB>,
@@ -275,8 +267,8 @@ async function findMemberCoupon(trx: Transaction<DB>, { tenantId, campaignId, me
 }
 
 /**
- * How issueCoupon decides. The server runs `conditionalUpdates`; the benchmark swaps in the peer
- * designs it measures against (naive, SERIALIZABLE, advisory locks), which live in test/, and
+ * How issueCoupon decides (AppServices.algorithms). The server runs `conditionalUpdates`; the naive
+ * test stands the read-check-write version in for it, and the benchmark the peer designs it measures against (naive, SERIALIZABLE, advisory locks), which live in test/, and
  * leave the bookkeeping to runMutation (`claimsKey` unset).
  */
 export interface CouponIssuer {
@@ -305,9 +297,6 @@ export const conditionalUpdates: CouponIssuer = {
   issue: issueCoupon,
   oneStatement: issueCouponInOneStatement,
 };
-
-/** How the server issues coupons; the naive test and the benchmark stand their designs in for it. */
-export const couponIssuer = new Replaceable<CouponIssuer>(conditionalUpdates);
 
 interface BudgetValues extends FinishValues {
   tenantId: string;

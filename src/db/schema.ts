@@ -185,7 +185,6 @@ export type ContractRow = Selectable<ContractsTable>;
 export type ContractDocumentRow = Selectable<ContractDocumentsTable>;
 export type CampaignRow = Selectable<CampaignsTable>;
 export type CouponRow = Selectable<CouponsTable>;
-export type OutboxEventRow = Selectable<OutboxEventsTable>;
 export type HuddleSessionRow = Selectable<HuddleSessionsTable>;
 export type HuddleParticipantRow = Selectable<HuddleParticipantsTable>;
 export type AuditLogRow = Selectable<AuditLogTable>;

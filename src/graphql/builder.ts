@@ -26,7 +26,7 @@ export const builder = new SchemaBuilder<{
     unauthorizedError: (_parent, ctx, info) => accessRefusal(ctx, info),
   },
   // Fields declare their cost here; the document limits check the whole operation before it runs
-  // (src/http/document-limits.ts), so the plugin's own per-resolver check stays off.
+  // (src/http/plugins/document-limits.ts), so the plugin's own per-resolver check stays off.
   complexity: { defaultComplexity: 1, defaultListMultiplier: UNSIZED_LIST_MULTIPLIER, disabled: true },
   defaultInputFieldRequiredness: true,
   defaultFieldNullability: false,

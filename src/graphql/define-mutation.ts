@@ -2,7 +2,7 @@ import type { InputObjectRef, ObjectRef, SchemaTypes } from '@pothos/core';
 import type { AccessScope, AccessScopes } from '../identity/access.js';
 import { builder } from './builder.js';
 import type { AccessContexts } from './guards.js';
-import { runMutation, type MutationSpec } from './mutation.js';
+import { recordMutation, runMutation, type MutationSpec } from './mutation.js';
 
 type Types = typeof builder extends PothosSchemaTypes.SchemaBuilder<infer T extends SchemaTypes> ? T : never;
 
@@ -41,9 +41,16 @@ export function defineMutation<Access extends Partial<AccessScopes>, Input, Resu
 ): MutationRunner<Access, Input, Result> {
   const run: MutationRunner<Access, Input, Result> = async (ctx, input) => {
     const prepared = definition.prepare ? definition.prepare(input, ctx) : (input as unknown as Prepared);
-    const result = await runMutation(ctx, { operation: name, ...definition.unit(prepared, ctx) });
-    definition.answered?.(result, ctx);
-    return result;
+    let run;
+    try {
+      run = await runMutation(ctx, { operation: name, ...definition.unit(prepared, ctx) });
+    } catch (failure) {
+      recordMutation(ctx.report, { failure });
+      throw failure;
+    }
+    recordMutation(ctx.report, { run });
+    definition.answered?.(run.value, ctx);
+    return run.value;
   };
   builder.mutationField(name, (t) => {
     // withAuth's type follows the literal scopes; the narrowed context is ScopedContext<Access> above.

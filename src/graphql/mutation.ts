@@ -1,17 +1,9 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { DB } from '../db/schema.js';
-import {
-  AS_TRANSACTION,
-  RollbackAndReturn,
-  runInOneStatement,
-  runInTransaction,
-  type Isolation,
-  type OneStatementUnit,
-} from '../db/transaction.js';
-import { currentRequestScope } from '../request-scope.js';
+import { AS_TRANSACTION, RollbackAndReturn, type Isolation, type OneStatementUnit } from '../db/transaction.js';
 import { claimKey, claimValues, heldKey, type KeyScope } from '../idempotency/service.js';
 import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishBase, type FinishOfResult } from '../bookkeeping/bookkeeping.js';
-import type { Context } from './context.js';
+import type { Context, RequestReport } from './context.js';
 import { AppError, ErrorCode, TryAgainError } from '../errors.js';
 
 export interface MutationSpec<T> {
@@ -37,6 +29,15 @@ export interface MutationSpec<T> {
   oneStatement?: (db: Kysely<DB>, bookkeeping: Bookkeeping<T>) => ReturnType<OneStatementUnit<T>>;
 }
 
+/** What runMutation learned besides the value: how many attempts it took, whether it replayed a stored response. */
+export interface MutationRun<T> {
+  value: T;
+  /** Transaction attempts (retries included), the one-statement try counted. */
+  attempts: number;
+  /** The value is the stored response of an earlier request with this Idempotency-Key. */
+  replayed: boolean;
+}
+
 /**
  * Runs one mutation through the transaction runner with the request's deadline: the only way a
  * request writes. In the same transaction as the work it claims the request's Idempotency-Key
@@ -46,10 +47,9 @@ export interface MutationSpec<T> {
  *
  * A replay returns the stored result, which the rest of the pipeline serializes exactly as the
  * first time: payload types therefore resolve every field from the result itself, never from a
- * fresh read.
+ * fresh read. A TRY_AGAIN it throws names the attempts and the SQLSTATE that exhausted them.
  */
-export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promise<T> {
-  const scope = currentRequestScope();
+export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promise<MutationRun<T>> {
   const { idempotency, session } = ctx;
   const keyScope: KeyScope = { tenantId: session?.tenantId ?? '', userId: session?.userId ?? '', role: session?.role ?? '' };
   const claim = idempotency
@@ -83,7 +83,7 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
   };
   const oneStatement = spec.oneStatement;
   const fast = oneStatement
-    ? await runInOneStatement<T>(ctx.pool, ctx.services.transactions, { deadline: ctx.deadline, onRetry }, async (db) => {
+    ? await ctx.database.inOneStatement<T>({ deadline: ctx.deadline, onRetry }, async (db) => {
         const bookkeeping = new Bookkeeping<T>(claim, finishBase, finishOfResult);
         try {
           const value = await oneStatement(db, bookkeeping);
@@ -96,14 +96,12 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
           if (error instanceof KeyHeldElsewhere) return replay(db);
           throw error;
         }
-      }).catch(rememberFailure)
+      })
     : null;
   const run =
     fast && !('declined' in fast)
       ? fast
-      : await runInTransaction<T>(
-          ctx.pool,
-          ctx.services.transactions,
+      : await ctx.database.inTransaction<T>(
           {
             deadline: ctx.deadline,
             ...(spec.isolation ? { isolation: spec.isolation } : {}),
@@ -125,23 +123,24 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
               return replay(trx);
             }
           },
-        ).catch(rememberFailure);
-  if (scope) {
-    scope.attempts = (scope.attempts ?? 0) + run.attempts;
-    if (replayed) scope.replayed = true;
-  }
+        );
   if (run.attempts > 1) ctx.log.info({ attempts: run.attempts }, 'transaction committed after retries');
-  return run.value;
+  return { value: run.value, attempts: run.attempts, replayed };
 }
 
-/** TRY_AGAIN names the attempts and the SQLSTATE that exhausted them; the request's log line carries both. */
-function rememberFailure(error: unknown): never {
-  const scope = currentRequestScope();
-  if (scope && error instanceof TryAgainError) {
-    scope.sqlState = error.sqlState ?? undefined;
-    if (error.attempts !== undefined) scope.attempts = error.attempts;
+/**
+ * Puts what a mutation learned in the request's report (for its log line, its span and the
+ * Idempotent-Replayed header): a run's attempts add up over the request's mutations; a TRY_AGAIN
+ * names the attempts and the SQLSTATE that exhausted them.
+ */
+export function recordMutation(report: RequestReport, outcome: { run: MutationRun<unknown> } | { failure: unknown }): void {
+  if ('run' in outcome) {
+    report.attempts = (report.attempts ?? 0) + outcome.run.attempts;
+    if (outcome.run.replayed) report.replayed = true;
+  } else if (outcome.failure instanceof TryAgainError) {
+    report.sqlState = outcome.failure.sqlState ?? undefined;
+    if (outcome.failure.attempts !== undefined) report.attempts = outcome.failure.attempts;
   }
-  throw error;
 }
 
 const keyReused = () =>

@@ -2,7 +2,7 @@ import type { Transaction } from 'kysely';
 import { PoolReentryError } from '../db/pool.js';
 import { isHoldingTransaction } from '../db/scope.js';
 import type { DB } from '../db/schema.js';
-import { deadlineError, runInTransaction } from '../db/transaction.js';
+import { deadlineError } from '../db/transaction.js';
 import type { Context } from './context.js';
 import { tryAgain } from '../errors.js';
 
@@ -41,15 +41,10 @@ export async function runRead<T>(ctx: Context, read: (trx: Transaction<DB>) => P
   if (isHoldingTransaction()) throw new PoolReentryError();
   return ctx.turns(async () => {
     assertStillWanted(ctx);
-    const { value } = await runInTransaction(
-      ctx.pool,
-      ctx.services.transactions,
-      { deadline: ctx.deadline, accessMode: 'read only' },
-      (trx) => {
-        assertStillWanted(ctx);
-        return read(trx);
-      },
-    );
+    const { value } = await ctx.database.inTransaction({ deadline: ctx.deadline, accessMode: 'read only' }, (trx) => {
+      assertStillWanted(ctx);
+      return read(trx);
+    });
     return value;
   });
 }

@@ -1,5 +1,5 @@
 import type { GraphQLSchema } from 'graphql';
-import type { AppServices } from '../graphql/context.js';
+import type { AppServices, RequestReport } from '../graphql/context.js';
 import { ErrorCode, isErrorCode } from '../errors.js';
 import { actionStatusOf, retryAfterHeader } from './error-status.js';
 import { actionDocuments } from './action-documents.js';
@@ -56,11 +56,11 @@ export function createActionsHandler(
   yoga: GraphQLServer,
   schema: GraphQLSchema,
   services: AppServices,
-): (request: Request, body?: string) => Promise<Response> {
+): (request: Request, report: RequestReport, body?: string) => Promise<Response> {
   const documents = actionDocuments(schema);
 
   /** `body`: the request's body when the caller has already read it (the request then has none). */
-  return async (request, body) => {
+  return async (request, report, body) => {
     if (request.method !== 'POST') return actionError(405, ErrorCode.badUserInput, 'Actions are POST requests');
     const { config } = services;
     const presented = request.headers.get('x-action-secret');
@@ -80,11 +80,13 @@ export function createActionsHandler(
     // The action's request stands in for Yoga's: the context reads Idempotency-Key from its headers.
     const result = await yoga.getResultForParams(
       { params: { query, variables: parsed.input, operationName: parsed.name }, request },
-      { actionSessionVariables: parsed.sessionVariables },
+      { actionSessionVariables: parsed.sessionVariables, report },
     );
-    const scope = currentRequestScope();
-    if (!result || Symbol.asyncIterator in result || !scope) return actionError(500, ErrorCode.internal, 'Internal server error');
-    const { data, errors } = underErrorContract(result, scope, { hideSuggestions: !services.config.edge.introspection });
+    const requestId = currentRequestScope()?.requestId;
+    if (!result || Symbol.asyncIterator in result || requestId === undefined) {
+      return actionError(500, ErrorCode.internal, 'Internal server error');
+    }
+    const { data, errors } = underErrorContract(result, { requestId, report }, { hideSuggestions: !services.config.edge.introspection });
     const first = errors?.[0];
     if (first) {
       // Leave out what Yoga's serializer leaves out: `http` and `unexpected` are the server's own notes.
@@ -96,7 +98,7 @@ export function createActionsHandler(
       return answer;
     }
     const answer = Response.json(data?.[parsed.name] ?? null);
-    if (scope.replayed) answer.headers.set('idempotent-replayed', 'true');
+    if (report.replayed) answer.headers.set('idempotent-replayed', 'true');
     return answer;
   };
 }

@@ -3,7 +3,7 @@ import type { GraphQLSchema } from 'graphql';
 import proxyaddr from 'proxy-addr';
 import { ErrorCode } from '../errors.js';
 import { currentRequestScope } from '../request-scope.js';
-import type { AppServices } from '../graphql/context.js';
+import type { AppServices, RequestReport } from '../graphql/context.js';
 import { schema } from '../graphql/schema.js';
 import { createActionsHandler } from './actions.js';
 import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
@@ -104,8 +104,8 @@ export function createApp(services: AppServices): App {
   const requestLog = createRequestLog(log, services.metrics);
   const clientAddressOf = clientAddresses(config.edge.trustProxy);
 
-  /** `actionBody`: the body of an /actions request that the Node path has already read. */
-  async function route(request: Request, actionBody?: string): Promise<Response> {
+  /** `report`: the request log's, handed to Yoga. `actionBody`: the body of an /actions request that the Node path has already read. */
+  async function route(request: Request, report: RequestReport, actionBody?: string): Promise<Response> {
     const url = new URL(request.url);
     if (url.pathname === '/health' && request.method === 'GET') return health();
     if (url.pathname === '/ready' && request.method === 'GET') return ready();
@@ -124,7 +124,7 @@ export function createApp(services: AppServices): App {
     // A form or a text/plain body is what a page of another origin can post without a preflight:
     // refusing them before anything runs keeps mutations out of reach of cross-site forms.
     if (request.method === 'POST' && !isGraphQLContentType(request.headers.get('content-type'))) return notJson(url.pathname);
-    if (actionBody !== undefined && url.pathname === '/actions') return actions(request, actionBody);
+    if (actionBody !== undefined && url.pathname === '/actions') return actions(request, report, actionBody);
     let buffered: Request;
     try {
       buffered = await readLimitedBody(request, config.maxBodyBytes);
@@ -133,24 +133,30 @@ export function createApp(services: AppServices): App {
       // The rest of the body was never read: the connection cannot carry another request.
       return refusal(url.pathname, error.message, 413, { connection: 'close' }, 'MAX_BODY_BYTES');
     }
-    if (url.pathname === '/actions') return actions(buffered);
+    if (url.pathname === '/actions') return actions(buffered, report);
     // Media types are case-insensitive; Yoga compares them as written.
     const contentType = buffered.headers.get('content-type');
     if (contentType !== null) buffered.headers.set('content-type', contentType.toLowerCase());
-    return yoga.fetch(buffered, {});
+    return yoga.fetch(buffered, { report });
   }
 
   /**
    * The hot path's answer: Yoga on a request of its own Fetch implementation (Node's headers as
    * they are, the body as text, a signal for the client leaving), the response in one write.
    */
-  async function answerFromYoga(req: IncomingMessage, res: ServerResponse, body: string | null, requestId: string): Promise<void> {
+  async function answerFromYoga(
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: string | null,
+    requestId: string,
+    report: RequestReport,
+  ): Promise<void> {
     // Yoga's Fetch implementation reads Node's header object as it is (what its own Node adapter hands it).
     const headers = req.headers as Record<string, string>;
     const request = new yoga.fetchAPI.Request(requestUrlOf(req), { method: req.method, headers, body, signal: clientLeftSignal(res) });
     let response: Response;
     try {
-      response = await yoga.handleRequest(request, {});
+      response = await yoga.handleRequest(request, { report });
     } catch (error) {
       log.error({ err: error }, 'request failed outside GraphQL');
       response = internalError(requestId);
@@ -162,10 +168,10 @@ export function createApp(services: AppServices): App {
   function serveFetch(request: Request, path: string, requestId: string, clientAddress?: string, actionBody?: string): Promise<Response> {
     const header = (name: string) => request.headers.get(name) ?? undefined;
     const line = { method: request.method, path, requestId, header, ...(clientAddress === undefined ? {} : { clientAddress }) };
-    return requestLog.begin(line, async (finish, traceparent) => {
+    return requestLog.begin(line, async (finish, traceparent, report) => {
       let response: Response;
       try {
-        response = await route(request, actionBody);
+        response = await route(request, report, actionBody);
       } catch (error) {
         if (request.signal.aborted || isClientGone(error)) {
           // Nobody is left to answer: a client that hung up mid-body, or one timed out by Node.
@@ -231,13 +237,13 @@ export function createApp(services: AppServices): App {
       if (path === '/graphql' && !pageRequest && (method === 'GET' || isJsonPost)) {
         // Media types are case-insensitive; Yoga compares them as written.
         if (isJsonPost) req.headers['content-type'] = req.headers['content-type']!.toLowerCase();
-        requestLog.begin({ method, path, requestId, clientAddress, header }, (finish, traceparent) => {
+        requestLog.begin({ method, path, requestId, clientAddress, header }, (finish, traceparent, report) => {
           res.setHeader('x-request-id', requestId);
           if (traceparent) res.setHeader('traceparent', traceparent);
           res.once('finish', () => finish(res.statusCode));
           (isJsonPost ? readDeclaredBody(req) : Promise.resolve(null))
             .then(
-              (body) => answerFromYoga(req, res, body, requestId),
+              (body) => answerFromYoga(req, res, body, requestId, report),
               () => undefined, // the client left before its body arrived: nobody to answer
             )
             .catch((error: unknown) => {

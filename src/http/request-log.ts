@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { RequestReport } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { runInRequestScope, type RequestScope } from '../request-scope.js';
@@ -7,11 +8,11 @@ import type { Span } from '@opentelemetry/api';
 import { INVALID_OPERATION } from './operation.js';
 
 /** The server span's end: the status, and what the request came to (its operation and outcome). */
-function endServerSpan(span: Span, status: number, scope: RequestScope): void {
+function endServerSpan(span: Span, status: number, scope: RequestScope, report: RequestReport): void {
   span.setAttribute('http.response.status_code', status);
   if (scope.operation) span.setAttribute('app.operation', scope.operation);
-  if (scope.outcome) span.setAttribute('app.outcome', scope.outcome);
-  if (scope.replayed) span.setAttribute('app.idempotency.replayed', true);
+  if (report.outcome) span.setAttribute('app.outcome', report.outcome);
+  if (report.replayed) span.setAttribute('app.idempotency.replayed', true);
   if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
   span.end();
 }
@@ -37,9 +38,11 @@ export interface RequestLog {
   /**
    * Runs one request in its scope (its id on every log line) and, with tracing on, in its server
    * span (continuing the caller's `traceparent`). `serve` is handed what to call when the response
-   * has gone out (one log line, one metric, the span's end) and the `traceparent` to answer with.
+   * has gone out (one log line, one metric, the span's end), the `traceparent` to answer with, and
+   * the request's report, to pass to Yoga with the server context: what the log line says the
+   * request came to.
    */
-  begin<T>(request: RequestLine, serve: (finish: (status: number) => void, traceparent: string | null) => T): T;
+  begin<T>(request: RequestLine, serve: (finish: (status: number) => void, traceparent: string | null, report: RequestReport) => T): T;
 }
 
 /** One line per request: what ran, how it ended, how long it took, how many attempts. No payloads. */
@@ -48,6 +51,7 @@ export function createRequestLog(log: Logger, metrics: Metrics): RequestLog {
     begin({ method, path, requestId, clientAddress, header }, serve) {
       const started = performance.now();
       const scope: RequestScope = clientAddress === undefined ? { requestId } : { requestId, clientAddress };
+      const report: RequestReport = {};
       const traced = isTracedPath(path);
       const server = !traced
         ? null
@@ -57,7 +61,7 @@ export function createRequestLog(log: Logger, metrics: Metrics): RequestLog {
             attributes: { 'http.request.method': method, 'url.path': path, 'http.route': path, 'url.scheme': 'http' },
           });
       const finish = (status: number) => {
-        const { outcome, attempts, replayed, sqlState } = scope;
+        const { outcome, attempts, replayed, sqlState } = report;
         const seconds = (performance.now() - started) / 1000;
         const isGraphQL = path === '/graphql' || path === '/actions';
         // A GraphQL request that never reached execution (parse error, a limit, a refused body) is
@@ -81,9 +85,9 @@ export function createRequestLog(log: Logger, metrics: Metrics): RequestLog {
           },
           'request completed',
         );
-        if (server) endServerSpan(server.span, status, scope);
+        if (server) endServerSpan(server.span, status, scope, report);
       };
-      const run = () => runInRequestScope(scope, () => serve(finish, server ? traceparentOf(server.context) : null));
+      const run = () => runInRequestScope(scope, () => serve(finish, server ? traceparentOf(server.context) : null, report));
       // A probe or a scrape makes no trace, and neither do its queries (/ready's select 1).
       if (server) return traceContext.with(server.context, run);
       return traced ? run() : untraced(run);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
-import type { AppServices, Context } from '../graphql/context.js';
+import { databaseRunners, type AppServices, type Context, type ReportingServerContext } from '../graphql/context.js';
 import type { Session } from '../identity/session.js';
 import { createTurns } from '../graphql/read.js';
 import { schema } from '../graphql/schema.js';
@@ -20,8 +20,8 @@ import { useOperationSpans } from './plugins/tracing.js';
 import { useTrustedDocuments } from './plugins/trusted-documents.js';
 import { useValidationCache } from './plugins/validation-cache.js';
 
-/** What the /actions adapter hands to Yoga: the session from Hasura's body, already authenticated. */
-export interface ServerContext extends IdentifiedContext {
+/** What the HTTP layer hands to Yoga: the request's report; on /actions the session from Hasura's body, already authenticated. */
+export interface ServerContext extends IdentifiedContext, ReportingServerContext {
   actionSessionVariables?: Record<string, unknown>;
 }
 
@@ -37,15 +37,16 @@ function identify(services: AppServices) {
 
 /**
  * One GraphQL context per request: the session and deadline admission decided on (see
- * plugins/admission.ts), the client's signal, the root pool.
+ * plugins/admission.ts), the client's signal, the runners on the root pool.
  */
 function contextFactory(services: AppServices) {
   const { log } = services;
-  return ({ request, identified }: ServerContext & { request: Request }): Context => {
+  const database = databaseRunners(services.pool, services.transactions);
+  return ({ request, identified, report }: ServerContext & { request: Request }): Context => {
     if (identified === undefined) throw new Error('A GraphQL context was built for an operation that was not admitted');
     return {
       services,
-      pool: services.pool,
+      database,
       session: identified.session,
       requestId: currentRequestScope()?.requestId ?? randomUUID(),
       deadline: identified.deadline,
@@ -54,6 +55,7 @@ function contextFactory(services: AppServices) {
       log,
       idempotencyKeyHeader: request.headers.get('idempotency-key'),
       idempotency: null,
+      report: report ?? {},
     };
   };
 }

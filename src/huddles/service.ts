@@ -1,5 +1,4 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { Replaceable } from '../replaceable.js';
 import type { DB, HuddleParticipantRow, HuddleSessionRow } from '../db/schema.js';
 
 export interface Participant {
@@ -277,5 +276,6 @@ export async function deleteEndedSessions(trx: Transaction<DB>, olderThanHours: 
   return rows[0]!;
 }
 
-/** The huddle operations; the race tests stand the load-decide-save versions in for them. */
-export const huddleOperations = new Replaceable({ joinHuddle, heartbeatHuddle, leaveHuddle, cleanupHuddles });
+/** The huddle operations (AppServices.algorithms); the race tests stand the load-decide-save versions in for them. */
+export const huddleOperations = { joinHuddle, heartbeatHuddle, leaveHuddle, cleanupHuddles };
+export type HuddleOperations = typeof huddleOperations;

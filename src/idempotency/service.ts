@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { print, type DocumentNode } from 'graphql';
 import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
 import { prepare, type Slots } from '../db/prepared.js';
 import type { DB } from '../db/schema.js';
@@ -38,25 +37,14 @@ function canonical(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
-/** Each parsed document printed once: Yoga's parser cache hands back the same document object for the same query text. */
-const printedDocuments = new WeakMap<DocumentNode, string>();
-
-function printedOnce(document: DocumentNode): string {
-  let printed = printedDocuments.get(document);
-  if (printed === undefined) {
-    printed = print(document);
-    printedDocuments.set(document, printed);
-  }
-  return printed;
-}
-
 /**
  * Hash of the operation (its name and its document in canonical print, so whitespace and comments
- * do not count) and its variables: the same key with another request is refused.
+ * do not count) and its variables: the same key with another request is refused. The GraphQL
+ * layer prints the document; the key knows nothing of GraphQL.
  */
-export function fingerprint(document: DocumentNode, operationName: string | null | undefined, variables: unknown): string {
+export function fingerprint(operationName: string | null | undefined, printedDocument: string, variables: unknown): string {
   return createHash('sha256')
-    .update(`${operationName ?? ''}\n${printedOnce(document)}`)
+    .update(`${operationName ?? ''}\n${printedDocument}`)
     .update('\0')
     .update(canonical(variables ?? {}))
     .digest('hex');

@@ -1,5 +1,5 @@
 /**
- * Verifies a JWT as JWT_SECRET describes (src/http/jwt-config.ts) and returns its Hasura claims.
+ * Verifies a JWT as JWT_SECRET describes (src/jwt-config.ts) and returns its Hasura claims.
  * jose does the cryptography and checks exp, nbf, aud and iss; this file picks the keys, finds
  * the claims, and decides what a failure tells the client.
  */

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { AppServices } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
 import { runInTransaction, type UnitOfWork } from '../db/transaction.js';
-import { cleanupHuddles, deleteEndedSessions } from '../huddles/service.js';
+import { deleteEndedSessions } from '../huddles/service.js';
 import { deleteExpiredKeys } from '../idempotency/service.js';
 import {
   PASS_DEADLINE_MS,
@@ -130,7 +130,7 @@ export function startWorkers(services: AppServices): Workers {
           services.backgroundPool,
           services.transactions,
           { deadline: Date.now() + PASS_DEADLINE_MS },
-          (trx) => cleanupHuddles(trx, null, staleAfterMs, cleanupBatchSize),
+          (trx) => services.algorithms.huddleOperations.cleanupHuddles(trx, null, staleAfterMs, cleanupBatchSize),
         );
         if (value.participantsRemoved + value.sessionsEnded > 0) log.info(value, 'stale huddles cleaned up');
         return value.objectives === cleanupBatchSize;

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { bootstrap, onShutdown, run } from '../../src/cli/bootstrap.js';
 import { AppError, ErrorCode } from '../../src/errors.js';
 import type { AccessContexts } from '../../src/graphql/guards.js';
+import { databaseRunners } from '../../src/graphql/context.js';
 import { createTurns } from '../../src/graphql/read.js';
 import { issueCouponForSession } from '../../src/graphql/types/coupons.js';
 import { actionSecretMatches, sessionFromVariables } from '../../src/identity/session.js';
@@ -38,6 +39,7 @@ run(async () => {
   const { config, log } = bootstrap();
   const opened = await openDatabase({ config, log, schema: 'require-current' }, 'bench-bare');
   const services = buildServices(config, opened.database, log);
+  const runners = databaseRunners(services.pool, services.transactions);
 
   async function issue(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
@@ -58,7 +60,7 @@ run(async () => {
     });
     const ctx: AccessContexts['member'] = {
       services,
-      pool: opened.database.db,
+      database: runners,
       session: { role: 'user', tenantId: session.tenantId, userId: session.userId },
       requestId,
       deadline: Date.now() + config.requestDeadlineMs,
@@ -67,6 +69,7 @@ run(async () => {
       log,
       idempotencyKeyHeader: null,
       idempotency: null,
+      report: {},
     };
     try {
       const result = await runInRequestScope({ requestId }, () => issueCouponForSession(ctx, variables.input));

@@ -7,6 +7,7 @@ import { loadConfig } from '../../src/config.js';
 import { issueCouponForSession } from '../../src/graphql/types/coupons.js';
 import { createDatabase } from '../../src/db/database.js';
 import type { AccessContexts } from '../../src/graphql/guards.js';
+import { databaseRunners } from '../../src/graphql/context.js';
 import { createTurns } from '../../src/graphql/read.js';
 import { createLogger } from '../../src/logger.js';
 import { buildServices } from '../../src/services.js';
@@ -272,7 +273,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
   const retryCount = async () => (await services.metrics.transactionRetries.get()).values.reduce((sum, v) => sum + v.value, 0);
   const contextFor = (tenantId: string, memberId: string): AccessContexts['member'] => ({
     services,
-    pool: database.db,
+    database: databaseRunners(database.db, services.transactions),
     session: { role: 'user', tenantId, userId: memberId },
     requestId: randomUUID(),
     deadline: Date.now() + config.requestDeadlineMs,
@@ -281,6 +282,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
     log,
     idempotencyKeyHeader: null,
     idempotency: null,
+    report: {},
   });
 
   const setUp = (scenario: CouponScenario) => insertCouponScenario(database.db, services.transactions, scenario);

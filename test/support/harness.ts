@@ -12,7 +12,7 @@ import type { AppServices } from '../../src/graphql/context.js';
 import { createApp, type App } from '../../src/http/app.js';
 import { listen, type RunningServer } from '../../src/http/node-server.js';
 import { createLogger, type Logger } from '../../src/logger.js';
-import { buildServices } from '../../src/services.js';
+import { buildServices, type Algorithms } from '../../src/services.js';
 import { startTracing } from '../../src/tracing.js';
 
 /** A database's URL as the app and the tests reach it (through PgBouncer when the run uses one). */
@@ -71,6 +71,8 @@ export interface TestBackendOptions {
   databaseUrl?: string;
   /** Told of every statement the app sends through Kysely (not BEGIN and COMMIT), by its node kind. */
   onStatement?: (kind: string) => void;
+  /** Stand-ins for the original algorithms: a naive twin, a peer design. */
+  algorithms?: Partial<Algorithms>;
 }
 
 /** A Kysely plugin that reports each statement and changes nothing. */
@@ -108,7 +110,7 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
   );
   // As the server does at start-up: what a coupon issue sent as one statement runs under.
   await applySessionTimeouts(url, config, log);
-  const services = buildServices(config, database, log, options.clock);
+  const services = buildServices(config, database, log, options.clock, options.algorithms);
   const app = createApp(services);
   const sql = new pg.Pool({ connectionString: url, max: 4 });
   sql.on('error', () => {});

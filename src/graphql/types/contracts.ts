@@ -6,7 +6,6 @@ import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requirePageSize, requireText } from '../validate.js';
 import {
-  documentIssuing,
   findContract,
   insertContract,
   listContracts,
@@ -122,8 +121,10 @@ defineMutation('createContractDocument', {
   description: "Issues the contract's next document with the tenant's next number. A contract of another tenant is NOT_FOUND.",
   input: CreateContractDocumentInput,
   type: CreateContractDocumentPayload,
-  unit: ({ contractId }, { session }) => ({
-    work: async (trx) => ({ document: await documentIssuing.current.createContractDocument(trx, session.tenantId, contractId) }),
+  unit: ({ contractId }, { session, services }) => ({
+    work: async (trx) => ({
+      document: await services.algorithms.documentIssuing.createContractDocument(trx, session.tenantId, contractId),
+    }),
     entities: ({ document }) => [document.id, document.contractId],
   }),
 });

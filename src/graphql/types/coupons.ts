@@ -12,7 +12,6 @@ import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireIdentifier, requirePageSize, requireText, requireYen } from '../validate.js';
 import {
-  couponIssuer,
   findCampaign,
   insertCampaign,
   listCampaigns,
@@ -145,7 +144,7 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
   type: IssueCouponPayload,
   prepare: (input) => requireIdentifier(input.campaignId, 'campaignId'),
   unit: (campaignId, { session, services }) => {
-    const issuer = couponIssuer.current;
+    const issuer = services.algorithms.couponIssuer;
     const request = {
       tenantId: session.tenantId,
       memberId: session.userId,

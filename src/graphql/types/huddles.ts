@@ -3,14 +3,7 @@ import { badInput } from '../../errors.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireText } from '../validate.js';
-import {
-  findActiveSession,
-  huddleOperations,
-  type CleanupResult,
-  type HuddleResult,
-  type HuddleSession,
-  type Participant,
-} from '../../huddles/service.js';
+import { findActiveSession, type CleanupResult, type HuddleResult, type HuddleSession, type Participant } from '../../huddles/service.js';
 
 const OBJECTIVE_ID_MAX_LENGTH = 128;
 
@@ -69,8 +62,8 @@ function huddleMutation(name: MemberOperation, description: string) {
     input: HuddleInput,
     type: HuddlePayload,
     prepare: (input) => requireText(input.objectiveId, 'objectiveId', OBJECTIVE_ID_MAX_LENGTH),
-    unit: (objectiveId, { session }) => ({
-      work: (trx) => huddleOperations.current[name](trx, { tenantId: session.tenantId, memberId: session.userId, objectiveId }),
+    unit: (objectiveId, { session, services }) => ({
+      work: (trx) => services.algorithms.huddleOperations[name](trx, { tenantId: session.tenantId, memberId: session.userId, objectiveId }),
       entities: ({ session: huddle }) => (huddle ? [huddle.id] : []),
     }),
   });
@@ -101,7 +94,7 @@ defineMutation('cleanupHuddles', {
   unit: (_none, { session, services }) => ({
     work: async (trx) => {
       const { staleAfterMs, cleanupBatchSize } = services.config.huddles;
-      const { participantsRemoved, sessionsEnded } = await huddleOperations.current.cleanupHuddles(
+      const { participantsRemoved, sessionsEnded } = await services.algorithms.huddleOperations.cleanupHuddles(
         trx,
         session.tenantId,
         staleAfterMs,

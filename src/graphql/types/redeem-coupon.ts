@@ -1,6 +1,6 @@
 import { builder } from '../builder.js';
 import { defineMutation } from '../define-mutation.js';
-import { couponRedeemer, type RedeemResult } from '../../coupons/redeem.js';
+import type { RedeemResult } from '../../coupons/redeem.js';
 import { CouponType } from './coupons.js';
 
 const RedeemCouponStatus = builder.enumType('RedeemCouponStatus', {
@@ -36,7 +36,12 @@ defineMutation('redeemCoupon', {
   type: RedeemCouponPayload,
   unit: ({ couponId }, { session, services }) => ({
     work: (trx) =>
-      couponRedeemer.current.redeem(trx, { tenantId: session.tenantId, memberId: session.userId, couponId, now: services.clock() }),
+      services.algorithms.couponRedeemer.redeem(trx, {
+        tenantId: session.tenantId,
+        memberId: session.userId,
+        couponId,
+        now: services.clock(),
+      }),
     entities: ({ coupon }) => [coupon.id, coupon.campaignId],
   }),
 });

@@ -1,11 +1,11 @@
 import { GraphQLError, type ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { AppError, ErrorCode, isErrorCode } from '../../errors.js';
-import type { Context } from '../../graphql/context.js';
+import type { Context, ReportingServerContext, RequestReport } from '../../graphql/context.js';
 import { toGraphQLError } from '../../graphql/errors.js';
 import type { Logger } from '../../logger.js';
 import { sqlStateOf } from '../../db/sqlstate.js';
-import { currentRequestScope, type RequestScope } from '../../request-scope.js';
+import { currentRequestScope } from '../../request-scope.js';
 import { retryAfterHeader } from '../error-status.js';
 
 /** A GraphQLError made on purpose (a parse or validation error, ours), not one wrapping a thrown error. */
@@ -30,8 +30,6 @@ export function maskUnexpected(log: Logger) {
     if (isOriginalGraphQLError(error)) return error;
     const original = error instanceof GraphQLError ? (error.originalError ?? error) : error;
     if (original instanceof AppError) return toGraphQLError(original, error instanceof GraphQLError ? error : undefined);
-    const scope = currentRequestScope();
-    if (scope) scope.sqlState = sqlStateOf(original) ?? undefined;
     log.error({ err: original, sqlState: sqlStateOf(original) ?? undefined }, 'unexpected error, masked for the client');
     return new GraphQLError('Internal server error', {
       ...(error instanceof GraphQLError ? { nodes: error.nodes ?? null, path: error.path ?? null } : {}),
@@ -94,25 +92,51 @@ export interface ErrorContractOptions {
   hideSuggestions: boolean;
 }
 
+/** What the contract needs of the request: its id for every error, its report for the outcome. */
+export interface ContractedRequest {
+  requestId: string;
+  report: RequestReport;
+}
+
 /**
  * The result's errors under the contract, the first one's code recorded as the request's outcome.
  * Yoga's /graphql applies it in the plugin below; /actions, which runs operations without an HTTP
  * response of Yoga's, applies it itself.
  */
-export function underErrorContract(result: ExecutionResult, scope: RequestScope, options: ErrorContractOptions): ExecutionResult {
+export function underErrorContract(result: ExecutionResult, request: ContractedRequest, options: ErrorContractOptions): ExecutionResult {
   if (!result.errors?.length) return result;
-  const errors = result.errors.map((e) => withErrorContract(e, scope.requestId, options.hideSuggestions));
-  scope.outcome ??= String(errors[0]!.extensions['code']);
+  const errors = result.errors.map((e) => withErrorContract(e, request.requestId, options.hideSuggestions));
+  request.report.outcome ??= String(errors[0]!.extensions['code']);
   return { ...result, errors };
 }
 
-export function useErrorContract(options: ErrorContractOptions): Plugin<Context> {
+/** The SQLSTATE behind an unexpected error of the execution, before masking hides its cause. */
+function unexpectedSqlState(result: ExecutionResult): string | undefined {
+  for (const error of result.errors ?? []) {
+    const original = error.originalError;
+    if (original && !(original instanceof AppError) && !(original instanceof GraphQLError)) return sqlStateOf(original) ?? undefined;
+  }
+  return undefined;
+}
+
+export function useErrorContract(options: ErrorContractOptions): Plugin<Context, ReportingServerContext> {
   return {
-    onResultProcess({ result, setResult }) {
-      const scope = currentRequestScope();
-      if (scope === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
+    onExecute({ args }) {
+      const { report } = args.contextValue as Context;
+      return {
+        // Runs before Yoga's masking (a plugin of its own, after ours), while the cause is still there.
+        onExecuteDone({ result }) {
+          if (Array.isArray(result) || Symbol.asyncIterator in result) return;
+          const sqlState = unexpectedSqlState(result as ExecutionResult);
+          if (sqlState !== undefined) report.sqlState = sqlState;
+        },
+      };
+    },
+    onResultProcess({ result, setResult, serverContext }) {
+      const requestId = currentRequestScope()?.requestId;
+      if (requestId === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
       const single = result as ExecutionResult;
-      if (single.errors?.length) setResult(underErrorContract(single, scope, options));
+      if (single.errors?.length) setResult(underErrorContract(single, { requestId, report: serverContext.report ?? {} }, options));
     },
   };
 }

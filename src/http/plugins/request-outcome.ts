@@ -1,6 +1,6 @@
 import { isEnumType, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import type { Context } from '../../graphql/context.js';
+import type { Context, ReportingServerContext } from '../../graphql/context.js';
 import { currentRequestScope } from '../../request-scope.js';
 import { operationLabel, operationOf } from '../operation.js';
 
@@ -25,25 +25,27 @@ const statusesOf = (() => {
 })();
 
 /** Names the operation in the request's log lines and records a business status as its outcome. */
-export function useRequestOutcome(): Plugin<Context> {
+export function useRequestOutcome(): Plugin<Context, ReportingServerContext> {
   return {
     onExecute({ args }) {
       const statuses = statusesOf(args.schema);
       const scope = currentRequestScope();
       const operation = operationOf(args.document as DocumentNode, args.operationName);
+      // A log field on the way down: every line logged while it executes names it.
       if (scope && operation) scope.operation = operationLabel(args.document as DocumentNode, operation);
+      const { report } = args.contextValue as Context;
       return {
         onExecuteDone({ result }) {
-          if (!scope || Array.isArray(result) || Symbol.asyncIterator in result) return;
+          if (Array.isArray(result) || Symbol.asyncIterator in result) return;
           const data = (result as ExecutionResult).data;
           const first = data ? Object.values(data)[0] : undefined;
           const status = first && typeof first === 'object' ? (first as { status?: unknown }).status : undefined;
-          if (typeof status === 'string' && statuses.has(status)) scope.outcome = status;
+          if (typeof status === 'string' && statuses.has(status)) report.outcome = status;
         },
       };
     },
-    onResponse({ response }) {
-      if (currentRequestScope()?.replayed) response.headers.set('idempotent-replayed', 'true');
+    onResponse({ response, serverContext }) {
+      if (serverContext.report?.replayed) response.headers.set('idempotent-replayed', 'true');
     },
   };
 }

@@ -1,7 +1,6 @@
 import type { DocumentNode, ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../../graphql/context.js';
-import { currentRequestScope } from '../../request-scope.js';
 import { inSpan, tracing } from '../../tracing.js';
 import { operationLabel, operationOf } from '../operation.js';
 
@@ -23,6 +22,7 @@ export function useOperationSpans(): Plugin<Context> {
   return {
     onExecute({ args, executeFn, setExecuteFn }) {
       if (!tracing.enabled) return;
+      const { report } = args.contextValue as Context;
       const operation = operationOf(args.document as DocumentNode, args.operationName);
       if (!operation) return;
       const type = operation.operation;
@@ -33,7 +33,7 @@ export function useOperationSpans(): Plugin<Context> {
           const result = (await executeFn(executeArgs)) as ExecutionResult;
           const outcome = outcomeOf(result);
           if (span && outcome) span.setAttribute('app.outcome', outcome);
-          if (span && currentRequestScope()?.replayed) {
+          if (span && report.replayed) {
             span.setAttribute('app.idempotency.replayed', true);
             span.addEvent('idempotency replay: the stored response of an earlier request with this key');
           }
