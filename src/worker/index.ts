@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AppServices } from '../graphql/context.js';
+import type { AppServices } from '../services.js';
 import type { Logger } from '../logger.js';
 import { runInTransaction, type UnitOfWork } from '../db/transaction.js';
 import { deleteEndedSessions } from '../huddles/service.js';

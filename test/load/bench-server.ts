@@ -1,4 +1,4 @@
-import { bootstrap, onShutdown, run } from '../../src/cli/bootstrap.js';
+import { bootstrap, onShutdown, run } from '../../src/process/bootstrap.js';
 import { startBackend } from '../../src/server.js';
 import { STRATEGIES } from './strategies.js';
 

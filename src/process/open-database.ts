@@ -1,0 +1,116 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { AppConfig } from '../config.js';
+import { waitForDatabase } from '../db/connect.js';
+import { createDatabase, type Database } from '../db/database.js';
+import type { EmbeddedPostgres } from '../db/embedded.js';
+import { assertSchemaCurrent, migrate, MIGRATIONS_DIR } from '../db/migrate.js';
+import { applySessionTimeouts } from '../db/session-defaults.js';
+import { LONG_WORK_LIMIT_MS, withCallLimit } from '../db/scope.js';
+import { seedIfEmpty } from '../db/seed.js';
+import type { Logger } from '../logger.js';
+import { untraced } from '../tracing.js';
+
+export const PROJECT_ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const DEFAULT_DATA_DIR = path.join(PROJECT_ROOT, '.data', 'postgres');
+
+/**
+ * The embedded PostgreSQL is a development dependency: production installs (npm ci --omit=dev)
+ * have no binaries, and config refuses NODE_ENV=production without DATABASE_URL, so it is loaded
+ * only when it is about to run.
+ */
+function loadEmbedded(): Promise<typeof import('../db/embedded.js')> {
+  return import('../db/embedded.js');
+}
+
+export interface OpenedDatabase {
+  database: Database;
+  embedded: EmbeddedPostgres | null;
+  /** Closes the pools (connections still busy after POOL_END_LIMIT_MS are cut), then stops the embedded server if this process started it. */
+  close(): Promise<void>;
+}
+
+/**
+ * What a process does with the schema it finds: the server migrates; the other tools work with a
+ * current schema and never change it (a ledger check pointed at the wrong database must not create
+ * tables there); adoption brings its own migrations.
+ */
+export type SchemaPolicy = 'migrate' | 'require-current' | 'leave';
+
+export interface OpenDatabaseOptions {
+  config: AppConfig;
+  log: Logger;
+  /** Where the embedded cluster lives when DATABASE_URL is not set. */
+  dataDir?: string;
+  /** Load the demo data into an empty embedded database. */
+  seed?: boolean;
+  /** fsync off for a throwaway embedded cluster (load tests). */
+  ephemeral?: boolean;
+  /** Log while the database is away (one process per server does: the one that owns it); every process checks it for /ready. */
+  watchDatabase?: boolean;
+  schema: SchemaPolicy;
+}
+
+/**
+ * DATABASE_URL (waited for up to DB_CONNECT_TIMEOUT_MS), or the embedded server: the server
+ * creates it when missing; the tools only use one that exists (started, or attached to when
+ * `npm start` already runs it).
+ */
+export async function openDatabase(options: OpenDatabaseOptions, applicationName: string): Promise<OpenedDatabase> {
+  const { config, log } = options;
+  const embedded =
+    config.databaseUrl === null
+      ? await (
+          await loadEmbedded()
+        ).startEmbeddedPostgres({
+          dataDir: options.dataDir ?? config.embeddedDataDir ?? DEFAULT_DATA_DIR,
+          port: config.embeddedPostgresPort,
+          log,
+          ephemeral: options.ephemeral ?? false,
+          create: options.schema === 'migrate',
+          // The server owns its database; the tools use the one a running server has.
+          share: options.schema !== 'migrate',
+          sharedDir: config.embeddedSharedDir ?? undefined,
+        })
+      : null;
+  if (config.databaseUrl !== null) await waitForDatabase(config.databaseUrl, config.dbConnectTimeoutMs, log);
+  const connectionString = config.databaseUrl ?? embedded!.connectionString();
+  const database = createDatabase(
+    {
+      connectionString,
+      max: config.dbPoolMax,
+      acquireTimeoutMs: config.dbPoolAcquireTimeoutMs,
+      connectTimeoutMs: config.dbPoolConnectTimeoutMs,
+      statementTimeoutMs: config.statementTimeoutMs,
+      applicationName,
+      preparedStatements: config.dbPreparedStatements,
+      healthCheckIntervalMs: config.dbHealthCheckIntervalMs,
+      logOutages: options.watchDatabase ?? false,
+    },
+    log,
+  );
+  if (options.watchDatabase) database.health.start();
+  const close = async () => {
+    await database.close();
+    await embedded?.stop();
+  };
+  try {
+    // Start-up belongs to no request: its statements would each be a trace of their own.
+    await untraced(async () => {
+      if (options.schema === 'require-current') await assertSchemaCurrent(database.db);
+      if (options.schema === 'migrate') {
+        // The runner limits its own calls by MIGRATION_STATEMENT_TIMEOUT_MS and MIGRATION_LOCK_WAIT_MS.
+        const applied = await migrate(database.db, MIGRATIONS_DIR, { settings: config.migrations, log });
+        log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
+        // What a coupon issue sent as one statement runs under (docs/design.md §5).
+        await withCallLimit(LONG_WORK_LIMIT_MS, () => applySessionTimeouts(connectionString, config, log));
+        if (embedded && options.seed && (await withCallLimit(LONG_WORK_LIMIT_MS, () => seedIfEmpty(database.db))))
+          log.info('demo data loaded');
+      }
+    });
+    return { database, embedded, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
