@@ -8,7 +8,7 @@ import type { EmbeddedPostgres } from './db/embedded.js';
 import type { Logger } from './logger.js';
 import { serveClusterScrapes } from './metrics/cluster.js';
 import { openDatabase } from './process/open-database.js';
-import { startBackend } from './server.js';
+import { startBackend } from './backend.js';
 import { buildServices } from './services.js';
 import { startWorkers } from './worker/index.js';
 

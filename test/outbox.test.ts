@@ -14,7 +14,7 @@ import {
   type RelayDeps,
 } from '../src/outbox/outbox.js';
 import { loadConfig } from '../src/config.js';
-import { startBackend } from '../src/server.js';
+import { startBackend } from '../src/backend.js';
 import { OutboxStatsDocument } from './generated/graphql.js';
 import { asTenantAdmin, asUser, createTenant, createTestBackend, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
 import { captureLog } from './support/log-capture.js';

@@ -7,7 +7,7 @@ import { print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
-import { startBackend } from '../src/server.js';
+import { startBackend } from '../src/backend.js';
 import { startTracing } from '../src/tracing.js';
 import { relayOnce, webhookSink } from '../src/outbox/outbox.js';
 import { relayDeps } from '../src/worker/index.js';
