@@ -69,6 +69,20 @@ module.exports = {
       to: { path: '^src/(worker/|cli/|process/|backend\\.ts$|main\\.ts$)' },
     },
     {
+      name: 'dev-tooling-only-where-it-starts',
+      severity: 'error',
+      comment: 'The embedded PostgreSQL is development tooling: only the entry points that start it and the opening of the database import src/dev/.',
+      from: { path: '^src/', pathNot: '^src/(dev/|process/|cli/|backend\\.ts$|main\\.ts$)' },
+      to: { path: '^src/dev/' },
+    },
+    {
+      name: 'dev-imports-only-neutral',
+      severity: 'error',
+      comment: 'Development tooling imports nothing of the server but the neutral modules.',
+      from: { path: '^src/dev/' },
+      to: { path: '^src/', pathNot: [NEUTRAL, '^src/dev/'] },
+    },
+    {
       name: 'client-stands-alone',
       severity: 'error',
       comment: 'The typed client ships to frontends: it imports nothing of the server.',

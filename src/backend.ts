@@ -1,6 +1,6 @@
 import type { Clock } from './clock.js';
 import type { Database } from './db/database.js';
-import type { EmbeddedPostgres } from './db/embedded.js';
+import type { EmbeddedPostgres } from './dev/embedded-postgres.js';
 import { buildServices, type Algorithms, type AppServices } from './services.js';
 import { createApp, type App } from './http/app.js';
 import { listen, type RunningServer } from './http/node-server.js';

@@ -4,7 +4,7 @@ import { REPLACED, STOP, STOPPING, startHttpProcesses, type StopMessage } from '
 import { isDevMode, type AppConfig } from './config.js';
 import { DEMO_HEADERS, graphiqlOptions } from './http/graphiql.js';
 import { describeDatabaseUrl } from './db/connect.js';
-import type { EmbeddedPostgres } from './db/embedded.js';
+import type { EmbeddedPostgres } from './dev/embedded-postgres.js';
 import type { Logger } from './logger.js';
 import { serveClusterScrapes } from './metrics/cluster.js';
 import { openDatabase } from './process/open-database.js';

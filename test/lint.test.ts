@@ -47,6 +47,10 @@ const PLANTS: Record<string, Plant[]> = {
     { file: 'src/http/error-status.ts', specifier: '../process/env-file.js', resolved: 'src/process/env-file.ts' },
   ],
   'process-below-entry-points': [{ file: 'src/process/env-file.ts', specifier: '../cli/db-url.js', resolved: 'src/cli/db-url.ts' }],
+  'dev-tooling-only-where-it-starts': [
+    { file: 'src/db/pool.ts', specifier: '../dev/embedded-postgres.js', resolved: 'src/dev/embedded-postgres.ts' },
+  ],
+  'dev-imports-only-neutral': [{ file: 'src/dev/embedded-access.ts', specifier: '../db/sqlstate.js', resolved: 'src/db/sqlstate.ts' }],
   'client-stands-alone': [{ file: 'src/client/mutate.ts', specifier: '../errors.js', resolved: 'src/errors.ts' }],
   'src-never-imports-tests': [{ file: 'src/logger.ts', specifier: '../test/planted.js', resolved: 'test/planted.ts' }],
 };

@@ -1,4 +1,4 @@
-import { embeddedConnectionString } from '../db/embedded.js';
+import { embeddedConnectionString } from '../dev/embedded-postgres.js';
 import { DEFAULT_DATA_DIR } from '../process/open-database.js';
 import { bootstrap, run } from '../process/bootstrap.js';
 

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type { AppConfig } from '../config.js';
 import { waitForDatabase } from '../db/connect.js';
 import { createDatabase, type Database } from '../db/database.js';
-import type { EmbeddedPostgres } from '../db/embedded.js';
+import type { EmbeddedPostgres } from '../dev/embedded-postgres.js';
 import { assertSchemaCurrent, migrate, MIGRATIONS_DIR } from '../db/migrate.js';
 import { applySessionTimeouts } from '../db/session-defaults.js';
 import { LONG_WORK_LIMIT_MS, withCallLimit } from '../db/scope.js';
@@ -19,8 +19,8 @@ export const DEFAULT_DATA_DIR = path.join(PROJECT_ROOT, '.data', 'postgres');
  * have no binaries, and config refuses NODE_ENV=production without DATABASE_URL, so it is loaded
  * only when it is about to run.
  */
-function loadEmbedded(): Promise<typeof import('../db/embedded.js')> {
-  return import('../db/embedded.js');
+function loadEmbedded(): Promise<typeof import('../dev/embedded-postgres.js')> {
+  return import('../dev/embedded-postgres.js');
 }
 
 export interface OpenedDatabase {

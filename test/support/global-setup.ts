@@ -4,7 +4,7 @@ import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { createDatabase } from '../../src/db/database.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { startPgBouncer } from './pgbouncer.js';
