@@ -1,5 +1,5 @@
 import { parseDuration } from '../config.js';
-import { countDead, requeueDead, type RequeueFilter } from '../outbox/outbox.js';
+import { countDead, requeueDead, type RequeueFilter } from '../outbox/housekeeping.js';
 import { openDatabase } from '../process/open-database.js';
 import { bootstrap, run } from '../process/bootstrap.js';
 

@@ -4,17 +4,9 @@ import type { Logger } from '../logger.js';
 import { runInTransaction, type UnitOfWork } from '../db/transaction.js';
 import { deleteEndedSessions } from '../huddles/service.js';
 import { deleteExpiredKeys } from '../idempotency/service.js';
-import {
-  PASS_DEADLINE_MS,
-  deleteSentEvents,
-  logSink,
-  outboxStats,
-  relayHealth,
-  relayOnce,
-  webhookSink,
-  type OutboxSink,
-  type RelayDeps,
-} from '../outbox/outbox.js';
+import { deleteSentEvents, outboxStats } from '../outbox/housekeeping.js';
+import { PASS_DEADLINE_MS, relayHealth, relayOnce, type RelayDeps } from '../outbox/relay.js';
+import { logSink, webhookSink, type OutboxSink } from '../outbox/sinks.js';
 import { inSpan } from '../tracing.js';
 
 export interface Workers {
