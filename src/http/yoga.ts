@@ -3,7 +3,7 @@ import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspect
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { databaseRunners, type AppServices, type Context, type ReportingServerContext } from '../graphql/context.js';
 import type { Session } from '../identity/session.js';
-import { createTurns } from '../graphql/read.js';
+import { createDatabaseQueue } from '../graphql/read.js';
 import { schema } from '../graphql/schema.js';
 import { sessionFromVariables, sessionOfRequest } from '../identity/session.js';
 import { currentRequestScope } from '../request-scope.js';
@@ -51,7 +51,7 @@ function contextFactory(services: AppServices) {
       requestId: currentRequestScope()?.requestId ?? randomUUID(),
       deadline: identified.deadline,
       signal: request.signal,
-      turns: createTurns(),
+      databaseQueue: createDatabaseQueue(),
       log,
       idempotencyKeyHeader: request.headers.get('idempotency-key'),
       idempotency: null,

@@ -4,7 +4,7 @@ import { bootstrap, onShutdown, run } from '../../src/process/bootstrap.js';
 import { AppError, ErrorCode } from '../../src/errors.js';
 import type { AccessContexts } from '../../src/graphql/guards.js';
 import { databaseRunners } from '../../src/graphql/context.js';
-import { createTurns } from '../../src/graphql/read.js';
+import { createDatabaseQueue } from '../../src/graphql/read.js';
 import { issueCouponForSession } from '../../src/graphql/types/coupons.js';
 import { actionSecretMatches, sessionFromVariables } from '../../src/identity/session.js';
 import { runInRequestScope } from '../../src/request-scope.js';
@@ -65,7 +65,7 @@ run(async () => {
       requestId,
       deadline: Date.now() + config.requestDeadlineMs,
       signal: clientLeft.signal,
-      turns: createTurns(),
+      databaseQueue: createDatabaseQueue(),
       log,
       idempotencyKeyHeader: null,
       idempotency: null,
