@@ -5,7 +5,7 @@
  * name and comment stand in docs/design.md §2 word for word, and test/lint.test.ts plants a
  * violation of each in a copy of the tree to show that it fires.
  */
-const NEUTRAL = '^src/(config|config-error|database-url|jwt-config|errors|logger|clock|request-scope|tracing)\\.ts$';
+const NEUTRAL = '^src/(config|config-error|database-url|http-url|jwt-config|errors|logger|clock|request-scope|tracing)\\.ts$';
 const FEATURES = '^src/(tenants|contracts|coupons|huddles|audit|idempotency|outbox|adoption|bookkeeping|identity)/';
 const SERVICES = '^src/(services\\.ts$|admission\\.ts$|metrics/)';
 
@@ -31,7 +31,7 @@ module.exports = {
       severity: 'error',
       comment: 'Features hold their SQL and rules; the services, GraphQL and HTTP are put on top of them, never the reverse.',
       from: { path: FEATURES },
-      to: { path: '^src/(services\\.ts$|admission\\.ts$|metrics/|graphql/|http/|worker/|cli/|server\\.ts$|main\\.ts$)' },
+      to: { path: '^src/(services\\.ts$|admission\\.ts$|metrics/|graphql/|http/|worker/|cli/|process/|backend\\.ts$|main\\.ts$)' },
     },
     {
       name: 'features-know-no-graphql',
@@ -45,21 +45,42 @@ module.exports = {
       severity: 'error',
       comment: 'The process-wide services, admission and metrics know nothing of GraphQL, HTTP or the entry points.',
       from: { path: SERVICES },
-      to: { path: '^src/(graphql/|http/|worker/|cli/|server\\.ts$|main\\.ts$)' },
+      to: { path: '^src/(graphql/|http/|worker/|cli/|process/|backend\\.ts$|main\\.ts$)' },
     },
     {
       name: 'graphql-below-http',
       severity: 'error',
       comment: 'The schema and its runners know nothing of HTTP or of the entry points.',
       from: { path: '^src/graphql/' },
-      to: { path: '^src/(http/|worker/|cli/|server\\.ts$|main\\.ts$)' },
+      to: { path: '^src/(http/|worker/|cli/|process/|backend\\.ts$|main\\.ts$)' },
+    },
+    {
+      name: 'process-below-entry-points',
+      severity: 'error',
+      comment: 'The process bootstrap and the opening of the database serve every entry point and know none of them.',
+      from: { path: '^src/process/' },
+      to: { path: '^src/(worker/|cli/|backend\\.ts$|main\\.ts$)' },
     },
     {
       name: 'http-below-entry-points',
       severity: 'error',
       comment: 'The HTTP surface knows nothing of the entry points that start it.',
       from: { path: '^src/http/' },
-      to: { path: '^src/(worker/|cli/|server\\.ts$|main\\.ts$)' },
+      to: { path: '^src/(worker/|cli/|process/|backend\\.ts$|main\\.ts$)' },
+    },
+    {
+      name: 'dev-tooling-only-where-it-starts',
+      severity: 'error',
+      comment: 'The embedded PostgreSQL is development tooling: only the entry points that start it and the opening of the database import src/dev/.',
+      from: { path: '^src/', pathNot: '^src/(dev/|process/|cli/|backend\\.ts$|main\\.ts$)' },
+      to: { path: '^src/dev/' },
+    },
+    {
+      name: 'dev-imports-only-neutral',
+      severity: 'error',
+      comment: 'Development tooling imports nothing of the server but the neutral modules.',
+      from: { path: '^src/dev/' },
+      to: { path: '^src/', pathNot: [NEUTRAL, '^src/dev/'] },
     },
     {
       name: 'client-stands-alone',

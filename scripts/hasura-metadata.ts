@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { loadConfig } from '../src/config.js';
 import { schema } from '../src/graphql/schema.js';
-import { actionsGraphql, actionsYaml } from '../src/http/hasura-metadata.js';
+import { actionsGraphql, actionsYaml } from './hasura-actions.js';
 
 /** Writes schema/hasura/actions.graphql and actions.yaml from the schema (REQUEST_DEADLINE_MS sets the timeout). */
 const config = loadConfig();

@@ -9,6 +9,7 @@ import proxyaddr from 'proxy-addr';
  */
 
 import { ConfigError } from './config-error.js';
+import { isHttpUrl } from './http-url.js';
 import { DatabaseUrlError, parseDatabaseUrl } from './database-url.js';
 import { parseJwtSecret, type JwtConfig } from './jwt-config.js';
 
@@ -203,13 +204,7 @@ function readBoolean(env: Env, name: string, fallback: boolean): boolean {
 
 function readHttpUrl(env: Env, name: string): string | null {
   const raw = readString(env, name);
-  if (raw === null) return null;
-  try {
-    const url = new URL(raw);
-    if (url.protocol === 'http:' || url.protocol === 'https:') return raw;
-  } catch {
-    // fall through to the error below
-  }
+  if (raw === null || isHttpUrl(raw)) return raw;
   throw new ConfigError(name, `expected an http:// or https:// URL, got "${raw}"`);
 }
 

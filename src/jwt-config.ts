@@ -6,6 +6,7 @@
  */
 import { createPublicKey, createSecretKey, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { ConfigError } from './config-error.js';
+import { isHttpUrl } from './http-url.js';
 
 /** Hasura's `type` names and the algorithm a token's header must name (Hasura's Ed25519 is EdDSA). */
 const ALGORITHM_OF_TYPE = {
@@ -200,11 +201,7 @@ function misfit(key: KeyObject, type: PublicKeyType): string | null {
 }
 
 function readHttpUrl(value: unknown, fail: Fail): string {
-  try {
-    if (typeof value === 'string' && ['http:', 'https:'].includes(new URL(value).protocol)) return value;
-  } catch {
-    // reported below
-  }
+  if (isHttpUrl(value)) return value;
   throw fail('jwk_url', 'expected an http:// or https:// URL of a JSON Web Key Set');
 }
 

@@ -1,13 +1,14 @@
 import cluster from 'node:cluster';
-import { bootstrap, onShutdown, run, type StopReason } from './cli/bootstrap.js';
+import { bootstrap, onShutdown, run, type StopReason } from './process/bootstrap.js';
 import { REPLACED, STOP, STOPPING, startHttpProcesses, type StopMessage } from './cluster.js';
 import { isDevMode, type AppConfig } from './config.js';
 import { DEMO_HEADERS, graphiqlOptions } from './http/graphiql.js';
 import { describeDatabaseUrl } from './db/connect.js';
-import type { EmbeddedPostgres } from './db/embedded.js';
+import type { EmbeddedPostgres } from './dev/embedded-postgres.js';
 import type { Logger } from './logger.js';
 import { serveClusterScrapes } from './metrics/cluster.js';
-import { openDatabase, startBackend } from './server.js';
+import { openDatabase } from './process/open-database.js';
+import { startBackend } from './backend.js';
 import { buildServices } from './services.js';
 import { startWorkers } from './worker/index.js';
 

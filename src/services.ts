@@ -4,7 +4,7 @@ import type { AppConfig } from './config.js';
 import { documentIssuing, type DocumentIssuing } from './contracts/service.js';
 import { BudgetLeases, productLeasing, type BudgetLeasing } from './coupons/leases.js';
 import { couponRedeemer, type CouponRedeemer } from './coupons/redeem.js';
-import { conditionalUpdates, type CouponIssuer } from './coupons/service.js';
+import { conditionalUpdates, type CouponIssuer } from './coupons/issuer.js';
 import type { Database } from './db/database.js';
 import type { RootPool } from './db/database.js';
 import type { DatabaseHealth } from './db/health.js';

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { startEmbeddedPostgres } from '../src/db/embedded.js';
+import { startEmbeddedPostgres } from '../src/dev/embedded-postgres.js';
 import { createLogger } from '../src/logger.js';
 import { freePort } from './support/ports.js';
 import { captureOutput, spawnScript, stopScript } from './support/scripts.js';

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadEnvFile } from '../src/cli/env-file.js';
+import { loadEnvFile } from '../src/process/env-file.js';
 import { ConfigError } from '../src/config.js';
 import { runScript } from './support/scripts.js';
 

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase } from '../src/db/database.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/dev/embedded-postgres.js';
 import { migrate } from '../src/db/migrate.js';
 import { createLogger } from '../src/logger.js';
 import { mutate } from '../src/client/mutate.js';

@@ -6,7 +6,7 @@ import { print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ledgerCheck } from '../src/coupons/ledger.js';
 import { createDatabase } from '../src/db/database.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/dev/embedded-postgres.js';
 import { migrate } from '../src/db/migrate.js';
 import { createLogger } from '../src/logger.js';
 import { CreateCampaignDocument, CreateContractDocumentDocument, IssueCouponDocument } from './generated/graphql.js';

@@ -3,7 +3,7 @@ import { buildSchema, isInterfaceType, isUnionType } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { schema } from '../src/graphql/schema.js';
-import { actionsGraphql, actionsYaml, actionTimeoutSeconds } from '../src/http/hasura-metadata.js';
+import { actionsGraphql, actionsYaml, actionTimeoutSeconds } from '../scripts/hasura-actions.js';
 import { createContractRow, createTestBackend, type TestBackend } from './support/harness.js';
 
 const read = (path: string) => readFile(new URL(`../${path}`, import.meta.url), 'utf8');

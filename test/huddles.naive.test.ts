@@ -3,7 +3,7 @@ import { cleanupHuddlesNaive, heartbeatHuddleNaive, joinHuddleNaive, leaveHuddle
 import { createTestBackend, type TestBackend } from './support/harness.js';
 import { cleanupAgainstJoin, describeRace, heartbeatAgainstLeave, RACE_ROUNDS, simultaneousFirstJoins } from './support/huddle-races.js';
 
-// The races of huddles.races.test.ts against the load-decide-save versions: every race must show.
+// The races of huddles.concurrency.test.ts against the load-decide-save versions: every race must show.
 
 describe('the huddle races against the naive versions', () => {
   let backend: TestBackend;

@@ -43,7 +43,14 @@ const PLANTS: Record<string, Plant[]> = {
   'features-know-no-graphql': [{ file: 'src/audit/service.ts', specifier: 'graphql', resolved: 'node_modules/graphql/index.js' }],
   'services-below-graphql': [{ file: 'src/admission.ts', specifier: './graphql/errors.js', resolved: 'src/graphql/errors.ts' }],
   'graphql-below-http': [{ file: 'src/graphql/scalars.ts', specifier: '../http/body.js', resolved: 'src/http/body.ts' }],
-  'http-below-entry-points': [{ file: 'src/http/error-status.ts', specifier: '../cli/env-file.js', resolved: 'src/cli/env-file.ts' }],
+  'http-below-entry-points': [
+    { file: 'src/http/error-status.ts', specifier: '../process/env-file.js', resolved: 'src/process/env-file.ts' },
+  ],
+  'process-below-entry-points': [{ file: 'src/process/env-file.ts', specifier: '../cli/db-url.js', resolved: 'src/cli/db-url.ts' }],
+  'dev-tooling-only-where-it-starts': [
+    { file: 'src/db/pool.ts', specifier: '../dev/embedded-postgres.js', resolved: 'src/dev/embedded-postgres.ts' },
+  ],
+  'dev-imports-only-neutral': [{ file: 'src/dev/embedded-access.ts', specifier: '../db/sqlstate.js', resolved: 'src/db/sqlstate.ts' }],
   'client-stands-alone': [{ file: 'src/client/mutate.ts', specifier: '../errors.js', resolved: 'src/errors.ts' }],
   'src-never-imports-tests': [{ file: 'src/logger.ts', specifier: '../test/planted.js', resolved: 'test/planted.ts' }],
 };

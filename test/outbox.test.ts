@@ -2,19 +2,11 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import {
-  claimBatch,
-  countDead,
-  deliverClaim,
-  relayHealth,
-  relayOnce,
-  requeueDead,
-  webhookSink,
-  type OutboxSink,
-  type RelayDeps,
-} from '../src/outbox/outbox.js';
+import { countDead, requeueDead } from '../src/outbox/housekeeping.js';
+import { claimBatch, deliverClaim, relayHealth, relayOnce, type RelayDeps } from '../src/outbox/relay.js';
+import { webhookSink, type OutboxSink } from '../src/outbox/sinks.js';
 import { loadConfig } from '../src/config.js';
-import { startBackend } from '../src/server.js';
+import { startBackend } from '../src/backend.js';
 import { OutboxStatsDocument } from './generated/graphql.js';
 import { asTenantAdmin, asUser, createTenant, createTestBackend, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
 import { captureLog } from './support/log-capture.js';

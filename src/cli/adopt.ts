@@ -1,8 +1,8 @@
 import { writeFile } from 'node:fs/promises';
 import { adoptLegacyData, type AdoptionReport } from '../adoption/adopt.js';
 import { LONG_WORK_LIMIT_MS, withCallLimit } from '../db/scope.js';
-import { openDatabase } from '../server.js';
-import { bootstrap, run } from './bootstrap.js';
+import { openDatabase } from '../process/open-database.js';
+import { bootstrap, run } from '../process/bootstrap.js';
 
 const USAGE = `usage: npm run db:adopt -- --tenant ID [--dry-run] [--json FILE]
 

@@ -1,6 +1,6 @@
-import { embeddedConnectionString } from '../db/embedded.js';
-import { DEFAULT_DATA_DIR } from '../server.js';
-import { bootstrap, run } from './bootstrap.js';
+import { embeddedConnectionString } from '../dev/embedded-postgres.js';
+import { DEFAULT_DATA_DIR } from '../process/open-database.js';
+import { bootstrap, run } from '../process/bootstrap.js';
 
 /**
  * `npm run -s db:url`: the connection string of the database this project uses, alone on stdout,

@@ -1,7 +1,7 @@
 import { parseDuration } from '../config.js';
-import { countDead, requeueDead, type RequeueFilter } from '../outbox/outbox.js';
-import { openDatabase } from '../server.js';
-import { bootstrap, run } from './bootstrap.js';
+import { countDead, requeueDead, type RequeueFilter } from '../outbox/housekeeping.js';
+import { openDatabase } from '../process/open-database.js';
+import { bootstrap, run } from '../process/bootstrap.js';
 
 const USAGE = `usage: npm run outbox:requeue -- [--tenant ID] [--topic TOPIC] [--older-than AGE] [--newer-than AGE] [--dry-run]
 

@@ -1,7 +1,7 @@
 import { ledgerCheck } from '../coupons/ledger.js';
 import { LONG_WORK_LIMIT_MS, withCallLimit } from '../db/scope.js';
-import { openDatabase } from '../server.js';
-import { bootstrap, run } from './bootstrap.js';
+import { openDatabase } from '../process/open-database.js';
+import { bootstrap, run } from '../process/bootstrap.js';
 
 /**
  * `npm run reconcile [-- --tenant ID]`: compares counters with facts and lists limits exceeded.

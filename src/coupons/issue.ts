@@ -1,4 +1,4 @@
-/** What an issue of a coupon is asked and answers, whichever way it is decided (service.ts, one-statement.ts). */
+/** What an issue of a coupon is asked and answers, whichever way it is decided (issue-transaction.ts, one-statement.ts). */
 
 export type IssueStatus = 'ISSUED' | 'ALREADY_ISSUED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED';
 

@@ -2,7 +2,7 @@ import { sql, type Transaction } from 'kysely';
 import type { CouponRow, DB } from '../db/schema.js';
 import { RollbackAndReturn } from '../db/transaction.js';
 import { notFound } from '../errors.js';
-import type { Coupon } from './service.js';
+import type { Coupon } from './issue.js';
 
 export type RedeemStatus = 'REDEEMED' | 'ALREADY_REDEEMED' | 'VOIDED';
 

@@ -69,8 +69,8 @@ export interface Context {
   deadline: number;
   /** Aborted when the client goes away: no further SQL is issued for it. */
   signal: AbortSignal;
-  /** The request's database turns, one at a time (see runRead). */
-  turns: <T>(turn: () => Promise<T>) => Promise<T>;
+  /** The request's database queue: its database work, one piece at a time (see runRead). */
+  databaseQueue: <T>(work: () => Promise<T>) => Promise<T>;
   log: Logger;
   /** The raw Idempotency-Key header, checked when a mutation executes. */
   idempotencyKeyHeader: string | null;

@@ -7,15 +7,15 @@ import type { Context } from './context.js';
 import { tryAgain } from '../errors.js';
 
 /**
- * Serialises a request's database work: one turn at a time, so a request never holds more than
+ * Serialises a request's database work (its database queue): one piece at a time, so a request never holds more than
  * one pool connection however many fields it resolves in parallel. The admission of operations
  * (at most MAX_IN_FLIGHT at once) then bounds the pool's use, which is what keeps one request or
  * one tenant from taking every connection.
  */
-export function createTurns(): <T>(turn: () => Promise<T>) => Promise<T> {
+export function createDatabaseQueue(): <T>(work: () => Promise<T>) => Promise<T> {
   let last: Promise<unknown> = Promise.resolve();
-  return (turn) => {
-    const next = last.then(turn, turn);
+  return (work) => {
+    const next = last.then(work, work);
     last = next.catch(() => undefined);
     return next;
   };
@@ -37,9 +37,9 @@ export function assertStillWanted(ctx: Pick<Context, 'signal' | 'deadline'>): vo
  * is ours, just before the statement.
  */
 export async function runRead<T>(ctx: Context, read: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
-  // Waiting for this request's own turn while its transaction is open would never end.
+  // Waiting in this request's own database queue while its transaction is open would never end.
   if (isHoldingTransaction()) throw new PoolReentryError();
-  return ctx.turns(async () => {
+  return ctx.databaseQueue(async () => {
     assertStillWanted(ctx);
     const { value } = await ctx.database.inTransaction({ deadline: ctx.deadline, accessMode: 'read only' }, (trx) => {
       assertStillWanted(ctx);

@@ -3,11 +3,11 @@ import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspect
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { databaseRunners, type AppServices, type Context, type ReportingServerContext } from '../graphql/context.js';
 import type { Session } from '../identity/session.js';
-import { createTurns } from '../graphql/read.js';
+import { createDatabaseQueue } from '../graphql/read.js';
 import { schema } from '../graphql/schema.js';
 import { sessionFromVariables, sessionOfRequest } from '../identity/session.js';
 import { currentRequestScope } from '../request-scope.js';
-import { useAdmission, type IdentifiedContext } from './plugins/admission.js';
+import { useAdmission, type IdentifiedContext } from './plugins/admission-gate.js';
 import { corsOptions, useVaryOnOrigin } from './plugins/cors.js';
 import { useDocumentLimits } from './plugins/document-limits.js';
 import { clientErrorCode, maskUnexpected, useErrorContract } from './plugins/error-contract.js';
@@ -16,7 +16,7 @@ import { useRequestOutcome } from './plugins/request-outcome.js';
 import { useWellFormedStrings } from './plugins/string-inputs.js';
 import { useWriteBudget } from './plugins/write-budget.js';
 import { documentCaches } from './document-cache.js';
-import { useOperationSpans } from './plugins/tracing.js';
+import { useOperationSpans } from './plugins/operation-spans.js';
 import { useTrustedDocuments } from './plugins/trusted-documents.js';
 import { useValidationCache } from './plugins/validation-cache.js';
 
@@ -37,7 +37,7 @@ function identify(services: AppServices) {
 
 /**
  * One GraphQL context per request: the session and deadline admission decided on (see
- * plugins/admission.ts), the client's signal, the runners on the root pool.
+ * plugins/admission-gate.ts), the client's signal, the runners on the root pool.
  */
 function contextFactory(services: AppServices) {
   const { log } = services;
@@ -51,7 +51,7 @@ function contextFactory(services: AppServices) {
       requestId: currentRequestScope()?.requestId ?? randomUUID(),
       deadline: identified.deadline,
       signal: request.signal,
-      turns: createTurns(),
+      databaseQueue: createDatabaseQueue(),
       log,
       idempotencyKeyHeader: request.headers.get('idempotency-key'),
       idempotency: null,

@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { PoolCounts } from '../db/pool.js';
 import type { DB } from '../db/schema.js';
-import { outboxStats, type OutboxStats } from '../outbox/outbox.js';
+import { outboxStats, type OutboxStats } from '../outbox/housekeeping.js';
 import type { AdmissionStats } from '../admission.js';
 import { clusterScrape } from './cluster.js';
 

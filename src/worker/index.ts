@@ -1,20 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AppServices } from '../graphql/context.js';
+import type { AppServices } from '../services.js';
 import type { Logger } from '../logger.js';
 import { runInTransaction, type UnitOfWork } from '../db/transaction.js';
 import { deleteEndedSessions } from '../huddles/service.js';
 import { deleteExpiredKeys } from '../idempotency/service.js';
-import {
-  PASS_DEADLINE_MS,
-  deleteSentEvents,
-  logSink,
-  outboxStats,
-  relayHealth,
-  relayOnce,
-  webhookSink,
-  type OutboxSink,
-  type RelayDeps,
-} from '../outbox/outbox.js';
+import { deleteSentEvents, outboxStats } from '../outbox/housekeeping.js';
+import { PASS_DEADLINE_MS, relayHealth, relayOnce, type RelayDeps } from '../outbox/relay.js';
+import { logSink, webhookSink, type OutboxSink } from '../outbox/sinks.js';
 import { inSpan } from '../tracing.js';
 
 export interface Workers {

@@ -1,5 +1,5 @@
-import { bootstrap, onShutdown, run } from '../cli/bootstrap.js';
-import { openDatabase } from '../server.js';
+import { bootstrap, onShutdown, run } from '../process/bootstrap.js';
+import { openDatabase } from '../process/open-database.js';
 import { buildServices } from '../services.js';
 import { startWorkers } from './index.js';
 

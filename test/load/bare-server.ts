@@ -1,14 +1,14 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { bootstrap, onShutdown, run } from '../../src/cli/bootstrap.js';
+import { bootstrap, onShutdown, run } from '../../src/process/bootstrap.js';
 import { AppError, ErrorCode } from '../../src/errors.js';
 import type { AccessContexts } from '../../src/graphql/guards.js';
 import { databaseRunners } from '../../src/graphql/context.js';
-import { createTurns } from '../../src/graphql/read.js';
+import { createDatabaseQueue } from '../../src/graphql/read.js';
 import { issueCouponForSession } from '../../src/graphql/types/coupons.js';
 import { actionSecretMatches, sessionFromVariables } from '../../src/identity/session.js';
 import { runInRequestScope } from '../../src/request-scope.js';
-import { openDatabase } from '../../src/server.js';
+import { openDatabase } from '../../src/process/open-database.js';
 import { buildServices } from '../../src/services.js';
 
 /** The x-hasura-* headers of a Node request (Node gives their names in lower case). */
@@ -65,7 +65,7 @@ run(async () => {
       requestId,
       deadline: Date.now() + config.requestDeadlineMs,
       signal: clientLeft.signal,
-      turns: createTurns(),
+      databaseQueue: createDatabaseQueue(),
       log,
       idempotencyKeyHeader: null,
       idempotency: null,

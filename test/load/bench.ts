@@ -8,7 +8,7 @@ import { issueCouponForSession } from '../../src/graphql/types/coupons.js';
 import { createDatabase } from '../../src/db/database.js';
 import type { AccessContexts } from '../../src/graphql/guards.js';
 import { databaseRunners } from '../../src/graphql/context.js';
-import { createTurns } from '../../src/graphql/read.js';
+import { createDatabaseQueue } from '../../src/graphql/read.js';
 import { createLogger } from '../../src/logger.js';
 import { buildServices } from '../../src/services.js';
 import { LoadClient, runReleasedTogether } from './client.js';
@@ -278,7 +278,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
     requestId: randomUUID(),
     deadline: Date.now() + config.requestDeadlineMs,
     signal: new AbortController().signal,
-    turns: createTurns(),
+    databaseQueue: createDatabaseQueue(),
     log,
     idempotencyKeyHeader: null,
     idempotency: null,

@@ -1,5 +1,5 @@
 import { writeFile } from 'node:fs/promises';
-import { loadEnvFile } from '../../src/cli/env-file.js';
+import { loadEnvFile } from '../../src/process/env-file.js';
 import { ConfigError, loadConfig, type AppConfig } from '../../src/config.js';
 import { LOAD_USAGE, parseLoadArgs, UsageError, type LoadArgs } from './args.js';
 import { LoadClient } from './client.js';

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
-import { openDatabase } from '../../src/server.js';
+import { openDatabase } from '../../src/process/open-database.js';
 import { buildServices } from '../../src/services.js';
 import { LoadClient } from './client.js';
 import { measureCpu } from './cpu.js';

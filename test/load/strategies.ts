@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { conditionalUpdates, type CouponIssuer } from '../../src/coupons/service.js';
+import { conditionalUpdates, type CouponIssuer } from '../../src/coupons/issuer.js';
 import type { BudgetLeasing } from '../../src/coupons/leases.js';
 import { ownLeaseOnly } from '../naive/budget-leases.js';
 import { naiveIssuer, readCheckWriteIssuer } from '../naive/issue-coupon.js';

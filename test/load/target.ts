@@ -9,7 +9,7 @@ import type { AppConfig } from '../../src/config.js';
 import pg from 'pg';
 import { parseDatabaseUrl } from '../../src/database-url.js';
 import { clientClass, ConnectError, DatabasePath } from '../../src/db/client.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
 import { createLogger } from '../../src/logger.js';
 import { freePort } from '../support/ports.js';
 import { throughProxy } from './delay-proxy.js';

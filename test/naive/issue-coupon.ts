@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Transaction } from 'kysely';
 import { businessMonth } from '../../src/coupons/month.js';
-import { COUPON_ISSUED_TOPIC, type CouponIssuer, type IssueRequest, type IssueResult } from '../../src/coupons/service.js';
+import { COUPON_ISSUED_TOPIC, type IssueRequest, type IssueResult } from '../../src/coupons/issue.js';
+import type { CouponIssuer } from '../../src/coupons/issuer.js';
 import type { Isolation } from '../../src/db/transaction.js';
 import type { DB } from '../../src/db/schema.js';
 import { notFound } from '../../src/errors.js';

@@ -4,11 +4,12 @@ import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { createDatabase } from '../../src/db/database.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { startPgBouncer } from './pgbouncer.js';
 import { freePort } from './ports.js';
+import { databaseUrl } from './database-url.js';
 
 /**
  * One PostgreSQL per test run: the embedded one in a temporary folder, or the server DATABASE_URL
@@ -38,12 +39,6 @@ function withPort(url: string, port: number): string {
   return parsed.toString();
 }
 
-export function databaseUrl(adminUrl: string, database: string): string {
-  const url = new URL(adminUrl);
-  url.pathname = `/${database}`;
-  return url.toString();
-}
-
 async function buildTemplate(adminUrl: string) {
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
@@ -56,7 +51,7 @@ async function buildTemplate(adminUrl: string) {
   const log = createLogger('silent');
   const database = createDatabase(
     {
-      connectionString: databaseUrl(adminUrl, TEMPLATE_DATABASE),
+      connectionString: databaseUrl(TEMPLATE_DATABASE, adminUrl),
       max: 1,
       acquireTimeoutMs: 10_000,
       applicationName: 'test-template',

@@ -14,17 +14,11 @@ import { listen, type RunningServer } from '../../src/http/node-server.js';
 import { createLogger, type Logger } from '../../src/logger.js';
 import { buildServices, type Algorithms } from '../../src/services.js';
 import { startTracing } from '../../src/tracing.js';
+import { databaseUrl } from './database-url.js';
 
-/** A database's URL as the app and the tests reach it (through PgBouncer when the run uses one). */
-export function databaseUrl(database: string, server = inject('appUrl')): string {
-  const url = new URL(server);
-  url.pathname = `/${database}`;
-  return url.toString();
-}
-
-/** A fresh database cloned from the migrated template; each test file gets its own. */
+/** A fresh database cloned from the migrated template, as the app reaches it (through PgBouncer when the run uses one); each test file gets its own. */
 export async function createTestDatabaseUrl(): Promise<string> {
-  return databaseUrl(await createDatabaseFrom(inject('templateDatabase')));
+  return databaseUrl(await createDatabaseFrom(inject('templateDatabase')), inject('appUrl'));
 }
 
 /** The same, reached on PostgreSQL itself even when the run goes through PgBouncer: for tests of the wire protocol. */
@@ -34,7 +28,7 @@ export async function createDirectTestDatabaseUrl(): Promise<string> {
 
 /** A fresh database with no schema of ours at all (what an adopter starts from). */
 export async function createEmptyDatabaseUrl(): Promise<string> {
-  return databaseUrl(await createDatabaseFrom('template1'));
+  return databaseUrl(await createDatabaseFrom('template1'), inject('appUrl'));
 }
 
 /** Creates a database from `template`; returns its name. */

@@ -15,13 +15,12 @@ import {
   findCampaign,
   insertCampaign,
   listCampaigns,
-  listMemberCoupons,
   MAX_BUDGET_LEASE_COUPONS,
   MAX_BUDGET_SLOTS,
   type Campaign,
-  type Coupon,
-  type IssueResult,
-} from '../../coupons/service.js';
+} from '../../coupons/campaigns.js';
+import type { Coupon, IssueResult } from '../../coupons/issue.js';
+import { listMemberCoupons } from '../../coupons/member-coupons.js';
 
 const LIST_PAGE_DEFAULT = 100;
 const LIST_PAGE_MAX = 500;

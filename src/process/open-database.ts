@@ -1,64 +1,26 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { AppConfig } from './config.js';
-import type { Clock } from './clock.js';
-import { waitForDatabase } from './db/connect.js';
-import { createDatabase, type Database } from './db/database.js';
-import type { EmbeddedPostgres } from './db/embedded.js';
-import { assertSchemaCurrent, migrate, MIGRATIONS_DIR } from './db/migrate.js';
-import { applySessionTimeouts } from './db/session-defaults.js';
-import { LONG_WORK_LIMIT_MS, withCallLimit } from './db/scope.js';
-import { seedIfEmpty } from './db/seed.js';
-import { buildServices, type Algorithms, type AppServices } from './services.js';
-import { createApp, type App } from './http/app.js';
-import { listen, type RunningServer } from './http/node-server.js';
-import type { Logger } from './logger.js';
-import { startWorkers } from './worker/index.js';
-import { untraced } from './tracing.js';
+import type { AppConfig } from '../config.js';
+import { waitForDatabase } from '../db/connect.js';
+import { createDatabase, type Database } from '../db/database.js';
+import type { EmbeddedPostgres } from '../dev/embedded-postgres.js';
+import { assertSchemaCurrent, migrate, MIGRATIONS_DIR } from '../db/migrate.js';
+import { applySessionTimeouts } from '../db/session-defaults.js';
+import { LONG_WORK_LIMIT_MS, withCallLimit } from '../db/scope.js';
+import { seedIfEmpty } from '../db/seed.js';
+import type { Logger } from '../logger.js';
+import { untraced } from '../tracing.js';
 
-export const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
+export const PROJECT_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const DEFAULT_DATA_DIR = path.join(PROJECT_ROOT, '.data', 'postgres');
-
-export interface BackendOptions {
-  config: AppConfig;
-  log: Logger;
-  clock?: Clock;
-  /** Where the embedded cluster lives when DATABASE_URL is not set. */
-  dataDir?: string;
-  /** Load the demo data into an empty embedded database. */
-  seed?: boolean;
-  /** fsync off for a throwaway embedded cluster (load tests). */
-  ephemeral?: boolean;
-  host?: string;
-  /** Stand-ins for the original algorithms (the benchmark's peer designs). */
-  algorithms?: Partial<Algorithms>;
-  /** Log while the database is away (one process per server does: the one that owns it); every process checks it for /ready. */
-  watchDatabase?: boolean;
-}
-
-export interface Backend {
-  url: string;
-  app: App;
-  services: AppServices;
-  database: Database;
-  embedded: EmbeddedPostgres | null;
-  http: RunningServer;
-  /**
-   * Drains HTTP (fails /ready unless `failReady` is false, keeps accepting for `graceMs`, then waits up to
-   * HTTP_DRAIN_TIMEOUT_MS for every connection to end: RunningServer.drain) while the background
-   * loops stop, then gives the budget leases back, closes the pools and stops the embedded
-   * server: each step time-limited, so it ends whatever the database does.
-   */
-  stop(options?: { graceMs?: number; failReady?: boolean }): Promise<void>;
-}
 
 /**
  * The embedded PostgreSQL is a development dependency: production installs (npm ci --omit=dev)
  * have no binaries, and config refuses NODE_ENV=production without DATABASE_URL, so it is loaded
  * only when it is about to run.
  */
-function loadEmbedded(): Promise<typeof import('./db/embedded.js')> {
-  return import('./db/embedded.js');
+function loadEmbedded(): Promise<typeof import('../dev/embedded-postgres.js')> {
+  return import('../dev/embedded-postgres.js');
 }
 
 export interface OpenedDatabase {
@@ -75,7 +37,17 @@ export interface OpenedDatabase {
  */
 export type SchemaPolicy = 'migrate' | 'require-current' | 'leave';
 
-export interface OpenDatabaseOptions extends Pick<BackendOptions, 'config' | 'log' | 'dataDir' | 'ephemeral' | 'seed' | 'watchDatabase'> {
+export interface OpenDatabaseOptions {
+  config: AppConfig;
+  log: Logger;
+  /** Where the embedded cluster lives when DATABASE_URL is not set. */
+  dataDir?: string;
+  /** Load the demo data into an empty embedded database. */
+  seed?: boolean;
+  /** fsync off for a throwaway embedded cluster (load tests). */
+  ephemeral?: boolean;
+  /** Log while the database is away (one process per server does: the one that owns it); every process checks it for /ready. */
+  watchDatabase?: boolean;
   schema: SchemaPolicy;
 }
 
@@ -139,37 +111,6 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
     return { database, embedded, close };
   } catch (error) {
     await close();
-    throw error;
-  }
-}
-
-export async function startBackend(options: BackendOptions): Promise<Backend> {
-  const { config, log } = options;
-  const opened = await openDatabase({ ...options, seed: options.seed ?? true, schema: 'migrate' }, 'mutation-backend');
-  const { database, embedded } = opened;
-  try {
-    const services = buildServices(config, database, log, options.clock, options.algorithms);
-    const app = createApp(services);
-    const http = await listen(app, config.port, log, options.host ?? config.host, config.edge);
-    const workers = config.runWorkers ? startWorkers(services) : null;
-    return {
-      url: `http://localhost:${http.port}/graphql`,
-      app,
-      services,
-      database,
-      embedded,
-      http,
-      async stop({ graceMs = 0, failReady = true } = {}) {
-        // The loops serve no request: they stop (WORKERS_STOP_LIMIT_MS) while HTTP drains, so a
-        // shutdown takes the longer of the two, not their sum.
-        await Promise.all([http.drain({ graceMs, failReady, timeoutMs: config.shutdown.drainTimeoutMs }), workers?.stop()]);
-        // Requests issue from the leases until the last one is answered.
-        await services.budgetLeases.stop();
-        await opened.close();
-      },
-    };
-  } catch (error) {
-    await opened.close();
     throw error;
   }
 }

@@ -73,13 +73,13 @@ function isAlive(pid: number): boolean {
   }
 }
 
-interface RunningServer {
+interface RunningPostmaster {
   pid: number;
   port: number;
 }
 
 /** The postmaster that holds the data folder now, if any (postmaster.pid: pid first, port fourth). */
-async function runningServer(dataDir: string): Promise<RunningServer | null> {
+async function runningPostmaster(dataDir: string): Promise<RunningPostmaster | null> {
   let lines: string[];
   try {
     lines = (await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8')).split('\n');
@@ -197,7 +197,7 @@ function connectionStringFor(port: number, password: string) {
 export async function embeddedConnectionString(dataDir: string, port: number): Promise<{ url: string; running: boolean } | null> {
   const password = await readPassword(dataDir);
   if (password === null) return null;
-  const running = await runningServer(dataDir);
+  const running = await runningPostmaster(dataDir);
   return { url: connectionStringFor(running?.port ?? port, password)(), running: running !== null };
 }
 
@@ -224,7 +224,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     ({ binaries, dataDir } = places);
     if (places.moved) log.info(places.moved);
   }
-  const running = await runningServer(dataDir);
+  const running = await runningPostmaster(dataDir);
   if (running) {
     const owner = await liveOwner(running.pid);
     const password = await readPassword(dataDir);

@@ -12,8 +12,8 @@ import {
   type GraphQLSchema,
   type GraphQLType,
 } from 'graphql';
-import { declaredScopes } from '../graphql/guards.js';
-import { HASURA_ROLE_OF } from '../identity/access.js';
+import { declaredScopes } from '../src/graphql/guards.js';
+import { HASURA_ROLE_OF } from '../src/identity/access.js';
 
 /**
  * Hasura action metadata from the schema: every public mutation as a synchronous action whose
