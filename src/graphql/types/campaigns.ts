@@ -1,0 +1,113 @@
+import { builder } from '../builder.js';
+import { badInput } from '../../errors.js';
+import { defineMutation } from '../define-mutation.js';
+import { runRead } from '../read.js';
+import { requireIdentifier, requirePageSize, requireText, requireYen } from '../validate.js';
+import {
+  findCampaign,
+  insertCampaign,
+  listCampaigns,
+  MAX_BUDGET_LEASE_COUPONS,
+  MAX_BUDGET_SLOTS,
+  type Campaign,
+} from '../../coupons/campaigns.js';
+
+const CAMPAIGNS_PAGE_DEFAULT = 100;
+const CAMPAIGNS_PAGE_MAX = 500;
+
+export const CampaignType = builder.objectRef<Campaign>('Campaign').implement({
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    name: t.exposeString('name'),
+    discountYen: t.exposeInt('discountYen', { description: 'The value of each coupon, in yen.' }),
+    budgetYen: t.exposeInt('budgetYen'),
+    budgetSlots: t.exposeInt('budgetSlots', { description: 'How many rows the budget is split over.' }),
+    budgetLeaseCoupons: t.exposeInt('budgetLeaseCoupons', {
+      description: 'Coupons a server process leases from the budget at a time; 0: every issue takes from the budget rows.',
+    }),
+    issuedYen: t.exposeInt('issuedYen', { description: 'Yen issued so far: the sum of the budget slots and of the leases.' }),
+    remainingYen: t.int({ resolve: (c) => Math.max(0, c.budgetYen - c.issuedYen) }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+  }),
+});
+
+const CreateCampaignInput = builder.inputType('CreateCampaignInput', {
+  fields: (t) => ({
+    id: t.id({ description: '1 to 64 letters, digits, "_" or "-", unique in the tenant.' }),
+    name: t.string(),
+    discountYen: t.int({ description: 'The value of each coupon: a positive whole number of yen.' }),
+    budgetYen: t.int({ description: 'The most the campaign may issue in all, in yen.' }),
+    budgetSlots: t.int({
+      required: false,
+      defaultValue: 1,
+      description: `Rows the budget is split over (1 to ${MAX_BUDGET_SLOTS}); more rows let a hot campaign issue in parallel.`,
+    }),
+    budgetLeaseCoupons: t.int({
+      required: false,
+      defaultValue: 0,
+      description:
+        `Budget leases (0 to ${MAX_BUDGET_LEASE_COUPONS} coupons, with budgetSlots 1): each server process leases this many coupons' ` +
+        'worth of the budget at a time and issues from its lease first; 0 (the default) takes every issue from the budget rows.',
+    }),
+  }),
+});
+
+const CreateCampaignPayload = builder.objectRef<{ campaign: Campaign }>('CreateCampaignPayload').implement({
+  fields: (t) => ({ campaign: t.expose('campaign', { type: CampaignType }) }),
+});
+
+defineMutation('createCampaign', {
+  access: { tenantAdmin: true },
+  description: "Creates a coupon campaign in the session's tenant. Tenant admin only.",
+  input: CreateCampaignInput,
+  type: CreateCampaignPayload,
+  prepare: (input) => {
+    const budgetSlots = input.budgetSlots ?? 1;
+    if (!Number.isInteger(budgetSlots) || budgetSlots < 1 || budgetSlots > MAX_BUDGET_SLOTS) {
+      throw badInput(`budgetSlots must be from 1 to ${MAX_BUDGET_SLOTS}`, 'budgetSlots');
+    }
+    const budgetLeaseCoupons = input.budgetLeaseCoupons ?? 0;
+    if (!Number.isInteger(budgetLeaseCoupons) || budgetLeaseCoupons < 0 || budgetLeaseCoupons > MAX_BUDGET_LEASE_COUPONS) {
+      throw badInput(`budgetLeaseCoupons must be from 0 to ${MAX_BUDGET_LEASE_COUPONS}`, 'budgetLeaseCoupons');
+    }
+    if (budgetLeaseCoupons > 0 && budgetSlots !== 1)
+      throw badInput('budgetLeaseCoupons needs budgetSlots 1: leases replace slots', 'budgetLeaseCoupons');
+    const values = {
+      id: requireIdentifier(input.id, 'id'),
+      name: requireText(input.name, 'name', 200),
+      discountYen: requireYen(input.discountYen, 'discountYen'),
+      budgetYen: requireYen(input.budgetYen, 'budgetYen'),
+      budgetSlots,
+      budgetLeaseCoupons,
+    };
+    if (values.discountYen > values.budgetYen) throw badInput('discountYen must not exceed budgetYen', 'discountYen');
+    return values;
+  },
+  unit: (values, { session }) => ({
+    work: async (trx) => ({ campaign: await insertCampaign(trx, session.tenantId, values) }),
+    entities: ({ campaign }) => [campaign.id],
+  }),
+});
+
+builder.queryField('campaign', (t) =>
+  t.withAuth({ member: true, tenantAdmin: true }).field({
+    type: CampaignType,
+    nullable: true,
+    description: "A campaign of the session's tenant, or null.",
+    args: { id: t.arg.id() },
+    resolve: (_root, { id }, ctx) => runRead(ctx, (trx) => findCampaign(trx, ctx.session.tenantId, id)),
+  }),
+);
+
+builder.queryField('campaigns', (t) =>
+  t.withAuth({ member: true, tenantAdmin: true }).field({
+    type: [CampaignType],
+    description: `The session's tenant's campaigns, newest first (\`first\`: 1 to ${CAMPAIGNS_PAGE_MAX}).`,
+    args: { first: t.arg.int({ required: false, defaultValue: CAMPAIGNS_PAGE_DEFAULT }) },
+    complexity: ({ first }) => ({ field: 1, multiplier: first ?? CAMPAIGNS_PAGE_DEFAULT }),
+    resolve: (_root, { first }, ctx) => {
+      const limit = requirePageSize(first ?? CAMPAIGNS_PAGE_DEFAULT, 'first', CAMPAIGNS_PAGE_MAX);
+      return runRead(ctx, (trx) => listCampaigns(trx, ctx.session.tenantId, limit));
+    },
+  }),
+);
