@@ -38,8 +38,8 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   try {
     const services = buildServices(config, database, log, options.clock, options.algorithms);
     const app = createApp(services);
-    const http = await listen(app, config.port, log, options.host ?? config.host, config.edge);
-    const workers = config.runWorkers ? startWorkers(services) : null;
+    const http = await listen(app, config.server.port, log, options.host ?? config.server.host, config.server);
+    const workers = config.process.runWorkers ? startWorkers(services) : null;
     return {
       url: `http://localhost:${http.port}/graphql`,
       app,

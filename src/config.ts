@@ -16,55 +16,99 @@ import { parseJwtSecret, type JwtConfig } from './jwt-config.js';
 export { ConfigError, type JwtConfig };
 
 export interface AppConfig {
-  /** As set; unset is `development`. */
-  nodeEnv: string;
-  /** NODE_ENV unset, `development` or `test`: the only environments where dev mode may run. */
-  development: boolean;
-  /** The interface the HTTP server binds to. */
-  host: string;
-  port: number;
-  databaseUrl: string | null;
-  /** How long start-up keeps trying to reach DATABASE_URL before it gives up. */
-  dbConnectTimeoutMs: number;
-  embeddedPostgresPort: number;
-  /** Null: .data/postgres in the project. */
-  embeddedDataDir: string | null;
-  /** As root, where the embedded binaries and data go when the postgres user cannot reach the project; null: the default. */
-  embeddedSharedDir: string | null;
-  /** Pause between checks that the database answers (a line in the log while it does not). */
-  dbHealthCheckIntervalMs: number;
-  dbPoolMax: number;
-  /** The wait for a free connection while every one is busy. */
-  dbPoolAcquireTimeoutMs: number;
-  /** Opening one new connection on one host: TCP, TLS, authentication, the target_session_attrs check. */
-  dbPoolConnectTimeoutMs: number;
-  /** Named prepared statements for the hot path; off behind a pooler that cannot keep them (PgBouncer < 1.21 in transaction mode). */
-  dbPreparedStatements: boolean;
-  lockTimeoutMs: number;
-  statementTimeoutMs: number;
-  idleInTransactionTimeoutMs: number;
-  /** How long a budget lease lives unless its process renews it. */
-  budgetLeaseTtlMs: number;
-  requestDeadlineMs: number;
-  transactionMaxAttempts: number;
-  actionSecret: string | null;
-  jwt: JwtConfig | null;
-  businessTimeZone: string;
-  maxBodyBytes: number;
-  logLevel: string;
-  /** Run the outbox relay and the other background loops inside this process. */
-  runWorkers: boolean;
-  /** HTTP worker processes (node:cluster) sharing the port; 1 runs everything in one process. */
-  webConcurrency: number;
+  process: ProcessConfig;
+  server: ServerConfig;
+  database: DatabaseConfig;
+  embeddedPostgres: EmbeddedPostgresConfig;
+  requests: RequestConfig;
+  identity: IdentityConfig;
+  coupons: CouponConfig;
+  idempotency: IdempotencyConfig;
   outbox: OutboxConfig;
   huddles: HuddleConfig;
   retention: RetentionConfig;
   migrations: MigrationConfig;
   shutdown: ShutdownConfig;
-  idempotencyTtlHours: number;
-  idempotencyCleanupIntervalMs: number;
   edge: EdgeConfig;
   tracing: TracingConfig;
+}
+
+/** How this process runs: its environment, its log, what it runs besides HTTP. */
+export interface ProcessConfig {
+  /** As set; unset is `development`. */
+  nodeEnv: string;
+  /** NODE_ENV unset, `development` or `test`: the only environments where dev mode may run. */
+  development: boolean;
+  logLevel: string;
+  /** Run the outbox relay and the other background loops inside this process. */
+  runWorkers: boolean;
+  /** HTTP worker processes (node:cluster) sharing the port; 1 runs everything in one process. */
+  webConcurrency: number;
+}
+
+/** The HTTP server: where it listens, and what one connection and one request may take. */
+export interface ServerConfig {
+  /** The interface the HTTP server binds to. */
+  host: string;
+  port: number;
+  maxBodyBytes: number;
+  requestTimeoutMs: number;
+  maxConnections: number;
+  /** How long an idle keep-alive connection stays open; above any proxy's idle timeout in front, so the proxy closes first. */
+  keepAliveTimeoutMs: number;
+}
+
+/** The database: where it is, the pool that reaches it, and the limits every transaction runs under. */
+export interface DatabaseConfig {
+  /** Null: the embedded PostgreSQL (development and tests only). */
+  url: string | null;
+  /** How long start-up keeps trying to reach DATABASE_URL before it gives up. */
+  connectTimeoutMs: number;
+  /** Pause between checks that the database answers (a line in the log while it does not). */
+  healthCheckIntervalMs: number;
+  poolMax: number;
+  /** The wait for a free connection while every one is busy. */
+  poolAcquireTimeoutMs: number;
+  /** Opening one new connection on one host: TCP, TLS, authentication, the target_session_attrs check. */
+  poolConnectTimeoutMs: number;
+  /** Named prepared statements for the hot path; off behind a pooler that cannot keep them (PgBouncer < 1.21 in transaction mode). */
+  preparedStatements: boolean;
+  lockTimeoutMs: number;
+  statementTimeoutMs: number;
+  idleInTransactionTimeoutMs: number;
+}
+
+/** The embedded PostgreSQL of development and tests (used when DATABASE_URL is unset). */
+export interface EmbeddedPostgresConfig {
+  port: number;
+  /** Null: .data/postgres in the project. */
+  dataDir: string | null;
+  /** As root, where the embedded binaries and data go when the postgres user cannot reach the project; null: the default. */
+  sharedDir: string | null;
+}
+
+/** A request's budget: its deadline, retries included, and how often its transaction is tried within it. */
+export interface RequestConfig {
+  deadlineMs: number;
+  transactionMaxAttempts: number;
+}
+
+/** How callers prove who they are; neither set: dev mode (`isDevMode`). */
+export interface IdentityConfig {
+  actionSecret: string | null;
+  jwt: JwtConfig | null;
+}
+
+export interface CouponConfig {
+  /** The IANA time zone of business calendar months (a member's monthly cap). */
+  businessTimeZone: string;
+  /** How long a budget lease lives unless its process renews it. */
+  budgetLeaseTtlMs: number;
+}
+
+export interface IdempotencyConfig {
+  ttlHours: number;
+  cleanupIntervalMs: number;
 }
 
 export type Sampler =
@@ -118,10 +162,6 @@ export interface EdgeConfig {
   maxSelections: number;
   /** Bytes (estimated) the parsed documents and parse errors kept for reuse may hold. */
   documentCacheBytes: number;
-  httpRequestTimeoutMs: number;
-  httpMaxConnections: number;
-  /** How long an idle keep-alive connection stays open; above any proxy's idle timeout in front, so the proxy closes first. */
-  httpKeepAliveTimeoutMs: number;
 }
 
 /** Stopping without a dropped request (docs/operations.md, "Deploys"). */
@@ -466,7 +506,7 @@ function readTrustProxy(env: Env): string[] {
   return list;
 }
 
-function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig {
+function readEdge(env: Env, development: boolean, poolMax: number): EdgeConfig {
   const metricsToken = readString(env, 'METRICS_TOKEN');
   if (metricsToken !== null && metricsToken.length < 16) throw new ConfigError('METRICS_TOKEN', 'must be at least 16 characters');
   return {
@@ -478,7 +518,7 @@ function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig
     corsOrigins: readOrigins(env, development),
     metricsToken,
     trustedDocumentsPath: readFile(env, 'TRUSTED_DOCUMENTS'),
-    maxInFlight: readInt(env, 'MAX_IN_FLIGHT', dbPoolMax, 1, 10_000),
+    maxInFlight: readInt(env, 'MAX_IN_FLIGHT', poolMax, 1, 10_000),
     tenantQueueMax: readInt(env, 'TENANT_QUEUE_MAX', 256, 0, 100_000),
     anonymous: {
       maxInFlight: readInt(env, 'ANONYMOUS_MAX_IN_FLIGHT', 1, 1, 10_000),
@@ -491,9 +531,6 @@ function readEdge(env: Env, development: boolean, dbPoolMax: number): EdgeConfig
     trustProxy: readTrustProxy(env),
     maxSelections: readInt(env, 'MAX_SELECTIONS', 200, 10, 100_000),
     documentCacheBytes: readInt(env, 'DOCUMENT_CACHE_BYTES', 16 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
-    httpRequestTimeoutMs: readInt(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
-    httpMaxConnections: readInt(env, 'HTTP_MAX_CONNECTIONS', 10_000, 1, 1_000_000),
-    httpKeepAliveTimeoutMs: readInt(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 65_000, 1_000, 3_600_000),
   };
 }
 
@@ -531,16 +568,82 @@ function readRetention(env: Env): RetentionConfig {
   };
 }
 
-export interface LoadOptions {
-  /**
-   * Whether the process answers HTTP. Only a server must prove who its callers are outside
-   * development; the worker and the command-line tools take no requests.
-   */
-  servesHttp?: boolean;
+function readHuddles(env: Env): HuddleConfig {
+  return {
+    cleanupIntervalMs: readInt(env, 'HUDDLE_CLEANUP_INTERVAL_MS', 10_000, 10, 3_600_000),
+    staleAfterMs: readInt(env, 'HUDDLE_STALE_AFTER_MS', 30_000, 100, 86_400_000),
+    cleanupBatchSize: readInt(env, 'HUDDLE_CLEANUP_BATCH_SIZE', 100, 1, 10_000),
+  };
 }
 
-export function loadConfig(env: Env = process.env, { servesHttp = true }: LoadOptions = {}): AppConfig {
-  const nodeEnv = readNodeEnv(env);
+function readIdempotency(env: Env): IdempotencyConfig {
+  return {
+    ttlHours: readInt(env, 'IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 365),
+    cleanupIntervalMs: readInt(env, 'IDEMPOTENCY_CLEANUP_INTERVAL_MS', 60_000, 10, 86_400_000),
+  };
+}
+
+function readCoupons(env: Env): CouponConfig {
+  return {
+    businessTimeZone: readTimeZone(env),
+    budgetLeaseTtlMs: readInt(env, 'BUDGET_LEASE_TTL_MS', 10_000, 300, 3_600_000),
+  };
+}
+
+function readRequests(env: Env): RequestConfig {
+  return {
+    deadlineMs: readInt(env, 'REQUEST_DEADLINE_MS', 10_000, 100, 25_000),
+    transactionMaxAttempts: readInt(env, 'TRANSACTION_MAX_ATTEMPTS', 8, 1, 100),
+  };
+}
+
+function readEmbeddedPostgres(env: Env): EmbeddedPostgresConfig {
+  return {
+    port: readInt(env, 'EMBEDDED_PG_PORT', 54_329, 1024, 65_535),
+    dataDir: readFolder(env, 'EMBEDDED_PG_DATA_DIR'),
+    sharedDir: readFolder(env, 'EMBEDDED_PG_SHARED_DIR'),
+  };
+}
+
+function readDatabase(env: Env, { nodeEnv, development }: ProcessConfig): DatabaseConfig {
+  return {
+    url: readDatabaseUrl(env, nodeEnv, development),
+    connectTimeoutMs: readInt(env, 'DB_CONNECT_TIMEOUT_MS', 30_000, 0, 3_600_000),
+    healthCheckIntervalMs: readInt(env, 'DB_HEALTH_CHECK_INTERVAL_MS', 2_000, 100, 600_000),
+    poolMax: readInt(env, 'DB_POOL_MAX', 10, 1, 1000),
+    poolAcquireTimeoutMs: readInt(env, 'DB_POOL_ACQUIRE_TIMEOUT_MS', 3_000, 1, 600_000),
+    poolConnectTimeoutMs: readInt(env, 'DB_POOL_CONNECT_TIMEOUT_MS', 3_000, 100, 600_000),
+    preparedStatements: readBoolean(env, 'DB_PREPARED_STATEMENTS', true),
+    lockTimeoutMs: readInt(env, 'LOCK_TIMEOUT_MS', 2_000, 1, 600_000),
+    statementTimeoutMs: readInt(env, 'STATEMENT_TIMEOUT_MS', 5_000, 10, 600_000),
+    idleInTransactionTimeoutMs: readInt(env, 'IDLE_IN_TRANSACTION_TIMEOUT_MS', 10_000, 100, 600_000),
+  };
+}
+
+/** `devMode`: neither secret nor JWT key, which decides where the server listens by default. */
+function readServer(env: Env, devMode: boolean): ServerConfig {
+  return {
+    host: readHost(env, devMode),
+    port: readInt(env, 'PORT', 4000, 0, 65_535),
+    maxBodyBytes: readInt(env, 'MAX_BODY_BYTES', 100_000, 1_000, 10_000_000),
+    requestTimeoutMs: readInt(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
+    maxConnections: readInt(env, 'HTTP_MAX_CONNECTIONS', 10_000, 1, 1_000_000),
+    keepAliveTimeoutMs: readInt(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 65_000, 1_000, 3_600_000),
+  };
+}
+
+function readProcess(env: Env, nodeEnv: string): ProcessConfig {
+  return {
+    nodeEnv,
+    development: DEVELOPMENT_ENVIRONMENTS.includes(nodeEnv),
+    logLevel: readLogLevel(env, nodeEnv),
+    runWorkers: readBoolean(env, 'RUN_WORKERS', true),
+    webConcurrency: readInt(env, 'WEB_CONCURRENCY', 1, 1, 64),
+  };
+}
+
+/** `servesHttp`: see `LoadOptions`. */
+function readIdentity(env: Env, nodeEnv: string, servesHttp: boolean): IdentityConfig {
   const development = DEVELOPMENT_ENVIRONMENTS.includes(nodeEnv);
   const actionSecret = readString(env, 'ACTION_SECRET');
   const jwtRaw = readString(env, 'JWT_SECRET');
@@ -554,54 +657,43 @@ export function loadConfig(env: Env = process.env, { servesHttp = true }: LoadOp
   if (actionSecret !== null && actionSecret.length < 16) {
     throw new ConfigError('ACTION_SECRET', 'must be at least 16 characters');
   }
-  const requestDeadlineMs = readInt(env, 'REQUEST_DEADLINE_MS', 10_000, 100, 25_000);
-  const dbPoolMax = readInt(env, 'DB_POOL_MAX', 10, 1, 1000);
-  const statementTimeoutMs = readInt(env, 'STATEMENT_TIMEOUT_MS', 5_000, 10, 600_000);
+  return { actionSecret, jwt };
+}
+
+export interface LoadOptions {
+  /**
+   * Whether the process answers HTTP. Only a server must prove who its callers are outside
+   * development; the worker and the command-line tools take no requests.
+   */
+  servesHttp?: boolean;
+}
+
+export function loadConfig(env: Env = process.env, { servesHttp = true }: LoadOptions = {}): AppConfig {
+  const nodeEnv = readNodeEnv(env);
+  // Whether this environment may run without a secret is the first thing start-up says.
+  const identity = readIdentity(env, nodeEnv, servesHttp);
+  const processConfig = readProcess(env, nodeEnv);
+  const database = readDatabase(env, processConfig);
   return {
-    nodeEnv,
-    development,
-    host: readHost(env, actionSecret === null && jwt === null),
-    port: readInt(env, 'PORT', 4000, 0, 65_535),
-    databaseUrl: readDatabaseUrl(env, nodeEnv, development),
-    dbConnectTimeoutMs: readInt(env, 'DB_CONNECT_TIMEOUT_MS', 30_000, 0, 3_600_000),
-    embeddedPostgresPort: readInt(env, 'EMBEDDED_PG_PORT', 54_329, 1024, 65_535),
-    embeddedDataDir: readFolder(env, 'EMBEDDED_PG_DATA_DIR'),
-    embeddedSharedDir: readFolder(env, 'EMBEDDED_PG_SHARED_DIR'),
-    dbPoolMax,
-    dbPoolAcquireTimeoutMs: readInt(env, 'DB_POOL_ACQUIRE_TIMEOUT_MS', 3_000, 1, 600_000),
-    dbPoolConnectTimeoutMs: readInt(env, 'DB_POOL_CONNECT_TIMEOUT_MS', 3_000, 100, 600_000),
-    dbHealthCheckIntervalMs: readInt(env, 'DB_HEALTH_CHECK_INTERVAL_MS', 2_000, 100, 600_000),
-    dbPreparedStatements: readBoolean(env, 'DB_PREPARED_STATEMENTS', true),
-    lockTimeoutMs: readInt(env, 'LOCK_TIMEOUT_MS', 2_000, 1, 600_000),
-    statementTimeoutMs,
-    idleInTransactionTimeoutMs: readInt(env, 'IDLE_IN_TRANSACTION_TIMEOUT_MS', 10_000, 100, 600_000),
-    budgetLeaseTtlMs: readInt(env, 'BUDGET_LEASE_TTL_MS', 10_000, 300, 3_600_000),
-    requestDeadlineMs,
-    transactionMaxAttempts: readInt(env, 'TRANSACTION_MAX_ATTEMPTS', 8, 1, 100),
-    actionSecret,
-    jwt,
-    businessTimeZone: readTimeZone(env),
-    maxBodyBytes: readInt(env, 'MAX_BODY_BYTES', 100_000, 1_000, 10_000_000),
-    logLevel: readLogLevel(env, nodeEnv),
-    runWorkers: readBoolean(env, 'RUN_WORKERS', true),
-    webConcurrency: readInt(env, 'WEB_CONCURRENCY', 1, 1, 64),
+    process: processConfig,
+    server: readServer(env, isDevMode({ identity })),
+    database,
+    embeddedPostgres: readEmbeddedPostgres(env),
+    requests: readRequests(env),
+    identity,
+    coupons: readCoupons(env),
+    idempotency: readIdempotency(env),
     outbox: readOutbox(env),
-    idempotencyTtlHours: readInt(env, 'IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 365),
-    idempotencyCleanupIntervalMs: readInt(env, 'IDEMPOTENCY_CLEANUP_INTERVAL_MS', 60_000, 10, 86_400_000),
-    huddles: {
-      cleanupIntervalMs: readInt(env, 'HUDDLE_CLEANUP_INTERVAL_MS', 10_000, 10, 3_600_000),
-      staleAfterMs: readInt(env, 'HUDDLE_STALE_AFTER_MS', 30_000, 100, 86_400_000),
-      cleanupBatchSize: readInt(env, 'HUDDLE_CLEANUP_BATCH_SIZE', 100, 1, 10_000),
-    },
+    huddles: readHuddles(env),
     retention: readRetention(env),
     migrations: readMigrations(env),
     shutdown: readShutdown(env),
-    edge: readEdge(env, development, dbPoolMax),
+    edge: readEdge(env, processConfig.development, database.poolMax),
     tracing: readTracing(env),
   };
 }
 
 /** Dev mode trusts x-hasura-* headers as sent; only a configuration with no secret and no JWT key. */
-export function isDevMode(config: AppConfig): boolean {
-  return config.actionSecret === null && config.jwt === null;
+export function isDevMode({ identity }: Pick<AppConfig, 'identity'>): boolean {
+  return identity.actionSecret === null && identity.jwt === null;
 }

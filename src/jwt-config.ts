@@ -127,7 +127,7 @@ function readKeys(spec: Spec, fail: Fail): Pick<JwtConfig, 'algorithms' | 'keys'
     if (type !== null && !isPublicKeyType(type)) throw fail('type', `${type} verifies with a shared "key", not a "jwk_url"`);
     // A given type narrows what the key set may sign with, as in Hasura.
     const algorithms = type === null ? PUBLIC_KEY_ALGORITHMS : [ALGORITHM_OF_TYPE[type]];
-    return { algorithms, keys: { source: 'jwk_url', url: readHttpUrl(spec['jwk_url'], fail) } };
+    return { algorithms, keys: { source: 'jwk_url', url: readJwkUrl(spec['jwk_url'], fail) } };
   }
   if (spec['key'] === undefined) throw fail('key', 'needed: a "type" with its "key", or a "jwk_url"');
   if (type === null) throw fail('type', `needed with "key": one of ${Object.keys(ALGORITHM_OF_TYPE).join(', ')}`);
@@ -200,7 +200,7 @@ function misfit(key: KeyObject, type: PublicKeyType): string | null {
   return null;
 }
 
-function readHttpUrl(value: unknown, fail: Fail): string {
+function readJwkUrl(value: unknown, fail: Fail): string {
   if (isHttpUrl(value)) return value;
   throw fail('jwk_url', 'expected an http:// or https:// URL of a JSON Web Key Set');
 }

@@ -21,16 +21,16 @@ function baseUrl(host: string, port: number): string {
 /** Where the data is: the embedded server's full connection string (development only), or DATABASE_URL's host. */
 function databaseLine(config: AppConfig, embedded: EmbeddedPostgres | null): string {
   // db:url finds the data folder the same way: a folder of one's own must be named to it too.
-  const folder = config.embeddedDataDir === null ? '' : `EMBEDDED_PG_DATA_DIR=${config.embeddedDataDir} `;
+  const folder = config.embeddedPostgres.dataDir === null ? '' : `EMBEDDED_PG_DATA_DIR=${config.embeddedPostgres.dataDir} `;
   if (embedded) return `${embedded.connectionString()}   (${folder}npm run -s db:url prints it)`;
-  return `${describeDatabaseUrl(config.databaseUrl!)} (DATABASE_URL)`;
+  return `${describeDatabaseUrl(config.database.url!)} (DATABASE_URL)`;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 
 /** Why the server listens where it does, when only this machine can reach it. */
 function listeningNote(config: AppConfig): string {
-  if (!LOOPBACK.has(config.host)) return '';
+  if (!LOOPBACK.has(config.server.host)) return '';
   return isDevMode(config) ? ' (this machine only: dev mode; set HOST to change)' : ' (this machine only; set HOST to change)';
 }
 
@@ -40,17 +40,17 @@ function banner(log: Logger, config: AppConfig, port: number, processes: string,
 }
 
 function printBanner(config: AppConfig, port: number, processes: string, database: string) {
-  const base = baseUrl(config.host, port);
+  const base = baseUrl(config.server.host, port);
   // Name only what this process serves: production has no GraphiQL.
   const graphql = graphiqlOptions(config) === false ? 'GraphQL:             ' : 'GraphQL and GraphiQL:';
   console.log(`
-  Listening on:         ${config.host}:${port}${listeningNote(config)}
+  Listening on:         ${config.server.host}:${port}${listeningNote(config)}
   ${graphql} ${base}/graphql
   Health: ${base}/health   Ready: ${base}/ready   Metrics: ${base}/metrics${config.edge.metricsToken === null ? ' (open: no METRICS_TOKEN)' : ''}
   Hasura Actions:       POST ${base}/actions
   Database:             ${database}
   HTTP processes:       ${processes}
-  Background workers:   ${config.runWorkers ? 'running (one set: outbox relay, huddle cleanup, key expiry)' : 'off (RUN_WORKERS=false)'}
+  Background workers:   ${config.process.runWorkers ? 'running (one set: outbox relay, huddle cleanup, key expiry)' : 'off (RUN_WORKERS=false)'}
 ${isDevMode(config) ? `  Headers for GraphiQL (dev mode):\n  ${JSON.stringify(DEMO_HEADERS)}\n` : ''}`);
 }
 
@@ -78,16 +78,16 @@ async function single(config: AppConfig, log: Logger) {
  */
 async function primary(config: AppConfig, log: Logger) {
   const opened = await openDatabase({ config, log, seed: true, schema: 'migrate', watchDatabase: true }, 'mutation-backend-primary');
-  const databaseUrl = config.databaseUrl ?? opened.embedded!.connectionString();
-  const workers = config.runWorkers ? startWorkers(buildServices(config, opened.database, log)) : null;
+  const databaseUrl = config.database.url ?? opened.embedded!.connectionString();
+  const workers = config.process.runWorkers ? startWorkers(buildServices(config, opened.database, log)) : null;
   serveClusterScrapes(log);
   let listening = 0;
   cluster.on('listening', (_worker, address) => {
-    if (++listening === config.webConcurrency)
-      banner(log, config, address.port, `${config.webConcurrency} (node:cluster, one port)`, databaseLine(config, opened.embedded));
+    if (++listening === config.process.webConcurrency)
+      banner(log, config, address.port, `${config.process.webConcurrency} (node:cluster, one port)`, databaseLine(config, opened.embedded));
   });
   const processes = startHttpProcesses({
-    count: config.webConcurrency,
+    count: config.process.webConcurrency,
     env: { DATABASE_URL: databaseUrl, RUN_WORKERS: 'false' },
     log,
     drainTimeoutMs: config.shutdown.drainTimeoutMs,
@@ -132,11 +132,11 @@ run(async () => {
   if (isDevMode(config)) {
     log.warn('dev mode: no ACTION_SECRET and no JWT_SECRET, so x-hasura-* headers are trusted as sent');
   }
-  if (!config.development && config.edge.metricsToken === null) {
+  if (!config.process.development && config.edge.metricsToken === null) {
     log.warn(
-      { host: config.host },
+      { host: config.server.host },
       'METRICS_TOKEN is not set: /metrics answers anyone who can reach this server; set it, or keep /metrics off the public network',
     );
   }
-  return config.webConcurrency > 1 ? primary(config, log) : single(config, log);
+  return config.process.webConcurrency > 1 ? primary(config, log) : single(config, log);
 });

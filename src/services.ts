@@ -73,7 +73,7 @@ export function buildServices(
   const admission = algorithms.admissionPolicy({
     capacity: config.edge.maxInFlight,
     queueMax: config.edge.tenantQueueMax,
-    maxWaitMs: config.dbPoolAcquireTimeoutMs,
+    maxWaitMs: config.database.poolAcquireTimeoutMs,
     anonymous: config.edge.anonymous,
   });
   return {
@@ -85,14 +85,14 @@ export function buildServices(
     clock,
     admission,
     writeBudget: new TokenBuckets(config.edge.memberWriteRate, config.edge.memberWriteBurst),
-    budgetLeases: new BudgetLeases(database.db, config.budgetLeaseTtlMs, log, algorithms.budgetLeasing),
+    budgetLeases: new BudgetLeases(database.db, config.coupons.budgetLeaseTtlMs, log, algorithms.budgetLeasing),
     algorithms,
     metrics: createMetrics(database.pool.counts, database.db, admission),
     transactions: {
-      lockTimeoutMs: config.lockTimeoutMs,
-      statementTimeoutMs: config.statementTimeoutMs,
-      idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs,
-      maxAttempts: config.transactionMaxAttempts,
+      lockTimeoutMs: config.database.lockTimeoutMs,
+      statementTimeoutMs: config.database.statementTimeoutMs,
+      idleInTransactionTimeoutMs: config.database.idleInTransactionTimeoutMs,
+      maxAttempts: config.requests.transactionMaxAttempts,
       ...defaultBackoff,
     },
   };

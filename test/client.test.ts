@@ -101,7 +101,7 @@ describe('the typed client: one change per user action, whatever fails in betwee
     const port = await freePort();
     let server: Awaited<ReturnType<typeof listen>> | null = null;
     const starting = sleep(300).then(async () => {
-      server = await listen(backend.app, port, backend.log, '127.0.0.1', backend.config.edge);
+      server = await listen(backend.app, port, backend.log, '127.0.0.1', backend.config.server);
     });
     try {
       const result = await mutate(

@@ -144,7 +144,7 @@ describe('the configuration table of docs/operations.md', () => {
 
 describe('single rules', () => {
   it('LOG_LEVEL takes only pino level names', () => {
-    for (const level of LOG_LEVELS) expect(loadConfig({ LOG_LEVEL: level }).logLevel).toBe(level);
+    for (const level of LOG_LEVELS) expect(loadConfig({ LOG_LEVEL: level }).process.logLevel).toBe(level);
     expect(() => loadConfig({ LOG_LEVEL: 'verbose' })).toThrow(
       /^LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent/,
     );
@@ -153,13 +153,13 @@ describe('single rules', () => {
   it('production needs DATABASE_URL: the embedded PostgreSQL is for development', () => {
     const production = { NODE_ENV: 'production', ACTION_SECRET: 'a-secret-of-16-chars-or-more' };
     expect(() => loadConfig(production)).toThrow(/^DATABASE_URL: NODE_ENV=production needs DATABASE_URL/);
-    expect(loadConfig({ ...production, DATABASE_URL: 'postgres://app@db.internal/app' }).databaseUrl).toBe(
+    expect(loadConfig({ ...production, DATABASE_URL: 'postgres://app@db.internal/app' }).database.url).toBe(
       'postgres://app@db.internal/app',
     );
   });
 
   it('EMBEDDED_PG_DATA_DIR becomes an absolute path', () => {
-    expect(loadConfig({ EMBEDDED_PG_DATA_DIR: 'some/where' }).embeddedDataDir).toBe(`${process.cwd()}/some/where`);
+    expect(loadConfig({ EMBEDDED_PG_DATA_DIR: 'some/where' }).embeddedPostgres.dataDir).toBe(`${process.cwd()}/some/where`);
   });
 
   it('OTEL_TRACES_EXPORTER picks the exporters as the OpenTelemetry SDKs read it', () => {

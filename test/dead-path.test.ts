@@ -71,7 +71,7 @@ async function setUp(tenantId: string): Promise<Setup> {
   const client = new LoadClient(url, 200);
   await client.open();
   // Every connection of the pool opened and idle, as on a server that has been busy: those are what a fault catches.
-  const reads = Array.from({ length: 3 * Number(backend.config.dbPoolMax) }, () =>
+  const reads = Array.from({ length: 3 * Number(backend.config.database.poolMax) }, () =>
     client.graphql('{ contracts(first: 1) { id } }', {}, memberHeaders(tenantId)),
   );
   // On a busy machine some wait too long for a turn (TRY_AGAIN); the others have opened the connections.

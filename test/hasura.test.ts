@@ -14,7 +14,7 @@ describe('Hasura metadata (npm run hasura:metadata)', () => {
     const stale = (file: string) => `${file} differs from what the schema generates: run npm run codegen (or npm run hasura:metadata)`;
     expect(await read('schema/hasura/actions.graphql'), stale('schema/hasura/actions.graphql')).toBe(actionsGraphql(schema));
     expect(await read('schema/hasura/actions.yaml'), stale('schema/hasura/actions.yaml')).toBe(
-      actionsYaml(schema, loadConfig({}).requestDeadlineMs),
+      actionsYaml(schema, loadConfig({}).requests.deadlineMs),
     );
   });
 
@@ -30,7 +30,7 @@ describe('Hasura metadata (npm run hasura:metadata)', () => {
   });
 
   it('makes each action synchronous, on /actions, with the secret from the environment, client headers forwarded, and a timeout between the deadline and 30 s', () => {
-    const deadlineMs = loadConfig({}).requestDeadlineMs;
+    const deadlineMs = loadConfig({}).requests.deadlineMs;
     const yaml = actionsYaml(schema, deadlineMs);
     const blocks = yaml.split('\n  - name: ').slice(1);
     expect(blocks).toHaveLength(Object.keys(schema.getMutationType()!.getFields()).length);

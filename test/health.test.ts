@@ -30,9 +30,9 @@ describe('/health and /ready', () => {
 describe('listening', () => {
   it('names the way out when the port is taken', async () => {
     const backend = await createTestBackend();
-    const first = await listen(backend.app, 0, backend.log, '127.0.0.1', backend.config.edge);
+    const first = await listen(backend.app, 0, backend.log, '127.0.0.1', backend.config.server);
     try {
-      await expect(listen(backend.app, first.port, backend.log, '127.0.0.1', backend.config.edge)).rejects.toThrow(
+      await expect(listen(backend.app, first.port, backend.log, '127.0.0.1', backend.config.server)).rejects.toThrow(
         new RegExp(`Port ${first.port} is already in use: stop the other server or set PORT`),
       );
     } finally {

@@ -146,7 +146,12 @@ describe('identity', () => {
 describe('configuration', () => {
   it('has sensible defaults', () => {
     const config = loadConfig({});
-    expect(config).toMatchObject({ port: 4000, dbPoolMax: 10, businessTimeZone: 'Asia/Tokyo', databaseUrl: null, jwt: null });
+    expect(config).toMatchObject({
+      server: { port: 4000 },
+      database: { poolMax: 10, url: null },
+      coupons: { businessTimeZone: 'Asia/Tokyo' },
+      identity: { jwt: null },
+    });
   });
 
   it.each([
@@ -177,18 +182,18 @@ describe('configuration', () => {
         new RegExp(`^ACTION_SECRET: NODE_ENV=${nodeEnv} needs ACTION_SECRET or JWT_SECRET`),
       );
       expect(loadConfig({ NODE_ENV: nodeEnv, ACTION_SECRET: SECRET, DATABASE_URL })).toMatchObject({
-        actionSecret: SECRET,
-        development: false,
+        identity: { actionSecret: SECRET },
+        process: { development: false },
       });
     }
-    for (const env of [{}, { NODE_ENV: 'development' }, { NODE_ENV: 'test' }]) expect(loadConfig(env).development).toBe(true);
+    for (const env of [{}, { NODE_ENV: 'development' }, { NODE_ENV: 'test' }]) expect(loadConfig(env).process.development).toBe(true);
   });
 
   it('binds dev mode to this machine only, and anything else to every interface unless HOST says otherwise', () => {
-    expect(loadConfig({}).host).toBe('127.0.0.1');
-    expect(loadConfig({ ACTION_SECRET: SECRET }).host).toBe('0.0.0.0');
-    expect(loadConfig({ NODE_ENV: 'production', ACTION_SECRET: SECRET, DATABASE_URL }).host).toBe('0.0.0.0');
-    expect(loadConfig({ HOST: '0.0.0.0' }).host).toBe('0.0.0.0');
-    expect(loadConfig({ ACTION_SECRET: SECRET, HOST: '10.0.0.5' }).host).toBe('10.0.0.5');
+    expect(loadConfig({}).server.host).toBe('127.0.0.1');
+    expect(loadConfig({ ACTION_SECRET: SECRET }).server.host).toBe('0.0.0.0');
+    expect(loadConfig({ NODE_ENV: 'production', ACTION_SECRET: SECRET, DATABASE_URL }).server.host).toBe('0.0.0.0');
+    expect(loadConfig({ HOST: '0.0.0.0' }).server.host).toBe('0.0.0.0');
+    expect(loadConfig({ ACTION_SECRET: SECRET, HOST: '10.0.0.5' }).server.host).toBe('10.0.0.5');
   });
 });

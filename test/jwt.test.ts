@@ -288,7 +288,11 @@ describe('JWT_SECRET with jwk_url', () => {
   const now = () => clock;
   const COOLDOWN_MS = 10_000;
   const verifierFor = (secret: Record<string, unknown> = {}) =>
-    createJwtVerifier(configWith({ jwk_url: server.url, ...secret }).jwt as JwtConfig, { now, cooldownMs: COOLDOWN_MS, timeoutMs: 300 });
+    createJwtVerifier(configWith({ jwk_url: server.url, ...secret }).identity.jwt as JwtConfig, {
+      now,
+      cooldownMs: COOLDOWN_MS,
+      timeoutMs: 300,
+    });
 
   beforeAll(async () => {
     server = await startKeyServer();
@@ -398,7 +402,7 @@ describe('JWT_SECRET with jwk_url', () => {
     const key = await providerKey('k1');
     const closed = await startKeyServer();
     await closed.close();
-    const unreachable = createJwtVerifier(configWith({ jwk_url: closed.url }).jwt as JwtConfig, { now });
+    const unreachable = createJwtVerifier(configWith({ jwk_url: closed.url }).identity.jwt as JwtConfig, { now });
     expect(await outcomeOf(unreachable, await key.sign())).toBe('TRY_AGAIN');
 
     server.hang = true;
@@ -566,13 +570,13 @@ describe('JWT_SECRET configuration errors name their field', () => {
       { ...hs256, header: { type: 'Authorization' } },
       { ...hs256, header: { type: 'Cookie', name: 'session' } },
     ];
-    for (const secret of accepted) expect(configWith(secret).jwt).not.toBeNull();
+    for (const secret of accepted) expect(configWith(secret).identity.jwt).not.toBeNull();
   });
 
   it("accepts the README's provider example", () => {
     const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
     const example = /### JWT_SECRET[\s\S]*?```json\n([\s\S]*?)```/.exec(readme)?.[1];
     expect(example).toBeDefined();
-    expect(loadConfig({ JWT_SECRET: example! }).jwt).toMatchObject({ algorithms: ['RS256'], keys: { source: 'jwk_url' } });
+    expect(loadConfig({ JWT_SECRET: example! }).identity.jwt).toMatchObject({ algorithms: ['RS256'], keys: { source: 'jwk_url' } });
   });
 });

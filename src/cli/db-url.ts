@@ -8,12 +8,12 @@ import { bootstrap, run } from '../process/bootstrap.js';
  */
 run(async () => {
   const { config } = bootstrap({ servesHttp: false });
-  if (config.databaseUrl !== null) {
-    console.log(config.databaseUrl);
+  if (config.database.url !== null) {
+    console.log(config.database.url);
     return;
   }
-  const dataDir = config.embeddedDataDir ?? DEFAULT_DATA_DIR;
-  const embedded = await embeddedConnectionString(dataDir, config.embeddedPostgresPort);
+  const dataDir = config.embeddedPostgres.dataDir ?? DEFAULT_DATA_DIR;
+  const embedded = await embeddedConnectionString(dataDir, config.embeddedPostgres.port);
   if (!embedded) {
     console.error(`No embedded database in ${dataDir} yet: npm start creates it (EMBEDDED_PG_DATA_DIR names another folder).`);
     process.exitCode = 2;

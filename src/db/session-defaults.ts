@@ -9,7 +9,7 @@ export interface SessionTimeouts {
 
 /** How long opening the connection that sets them may take (DB_POOL_CONNECT_TIMEOUT_MS). */
 export interface SetupConnection {
-  dbPoolConnectTimeoutMs: number;
+  poolConnectTimeoutMs: number;
 }
 
 // Any constant works; every process that sets the defaults of one database uses the same one.
@@ -38,7 +38,7 @@ export async function applySessionTimeouts(
 ): Promise<boolean> {
   let client: Awaited<ReturnType<typeof connectOutsidePool>> | null = null;
   try {
-    client = await connectOutsidePool(connectionString, timeouts.dbPoolConnectTimeoutMs);
+    client = await connectOutsidePool(connectionString, timeouts.poolConnectTimeoutMs);
     await client.query('begin');
     await client.query('select pg_advisory_xact_lock($1)', [SESSION_DEFAULTS_LOCK_KEY]);
     const current = await client.query<{ setconfig: string[] | null }>(

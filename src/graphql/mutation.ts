@@ -53,7 +53,7 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
   const { idempotency, session } = ctx;
   const keyScope: KeyScope = { tenantId: session?.tenantId ?? '', userId: session?.userId ?? '', role: session?.role ?? '' };
   const claim = idempotency
-    ? claimValues(keyScope, { ...idempotency, operation: spec.operation }, ctx.services.config.idempotencyTtlHours)
+    ? claimValues(keyScope, { ...idempotency, operation: spec.operation }, ctx.services.config.idempotency.ttlHours)
     : null;
   const finishBase: FinishBase = {
     auditTenantId: session?.tenantId ?? '',

@@ -64,11 +64,11 @@ export function createActionsHandler(
     if (request.method !== 'POST') return actionError(405, ErrorCode.badUserInput, 'Actions are POST requests');
     const { config } = services;
     const presented = request.headers.get('x-action-secret');
-    if (config.actionSecret === null && !isDevMode(config)) {
+    if (config.identity.actionSecret === null && !isDevMode(config)) {
       return actionError(401, ErrorCode.unauthenticated, '/actions needs ACTION_SECRET to be configured');
     }
     // Dev mode needs no secret, but one that is sent is judged like anywhere else.
-    if ((config.actionSecret !== null || presented !== null) && (presented === null || !actionSecretMatches(presented, config))) {
+    if ((config.identity.actionSecret !== null || presented !== null) && (presented === null || !actionSecretMatches(presented, config))) {
       return actionError(401, ErrorCode.unauthenticated, 'Missing or invalid x-action-secret');
     }
 

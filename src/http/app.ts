@@ -127,7 +127,7 @@ export function createApp(services: AppServices): App {
     if (actionBody !== undefined && url.pathname === '/actions') return actions(request, report, actionBody);
     let buffered: Request;
     try {
-      buffered = await readLimitedBody(request, config.maxBodyBytes);
+      buffered = await readLimitedBody(request, config.server.maxBodyBytes);
     } catch (error) {
       if (!(error instanceof BodyTooLargeError)) throw error;
       // The rest of the body was never read: the connection cannot carry another request.
@@ -195,7 +195,7 @@ export function createApp(services: AppServices): App {
     schema,
     drain,
     fetch: (request) => serveFetch(request, new URL(request.url).pathname, requestIdOf(request.headers.get('x-request-id'))),
-    acceptsBody: (req) => !(Number(req.headers['content-length'] ?? 0) > config.maxBodyBytes),
+    acceptsBody: (req) => !(Number(req.headers['content-length'] ?? 0) > config.server.maxBodyBytes),
     handleNode(req, res) {
       const requestId = requestIdOf(req.headers['x-request-id']);
       const clientAddress = clientAddressOf(req);
@@ -233,7 +233,7 @@ export function createApp(services: AppServices): App {
       // takes the Fetch path, which buffers and limits bodies of unknown length.
       const pageRequest = wantsGraphiQLPage(method, req.headers.accept);
       const isJsonPost =
-        method === 'POST' && declaredLength <= config.maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
+        method === 'POST' && declaredLength <= config.server.maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
       if (path === '/graphql' && !pageRequest && (method === 'GET' || isJsonPost)) {
         // Media types are case-insensitive; Yoga compares them as written.
         if (isJsonPost) req.headers['content-type'] = req.headers['content-type']!.toLowerCase();

@@ -36,7 +36,7 @@ mutation IssueWelcome {
 `;
 
 export function graphiqlOptions(config: AppConfig) {
-  if (!config.development) return false;
+  if (!config.process.development) return false;
   return {
     title: 'Mutation backend',
     defaultQuery: DEFAULT_QUERY,

@@ -3,7 +3,7 @@ import { Server as NetServer, type AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import compression from 'compression';
-import type { EdgeConfig } from '../config.js';
+import type { ServerConfig } from '../config.js';
 import type { Logger } from '../logger.js';
 
 export interface NodeHandler {
@@ -169,7 +169,7 @@ export interface RunningServer {
  * closes the ones beyond it at once. HTTP_KEEP_ALIVE_TIMEOUT_MS: how long an idle connection
  * stays open for its next request.
  */
-export type HttpLimits = Pick<EdgeConfig, 'httpRequestTimeoutMs' | 'httpMaxConnections' | 'httpKeepAliveTimeoutMs'>;
+export type HttpLimits = Pick<ServerConfig, 'requestTimeoutMs' | 'maxConnections' | 'keepAliveTimeoutMs'>;
 
 /** How often Node checks sockets against requestTimeout; its default of 30 s would let a timeout run 30 s late. */
 const TIMEOUT_CHECK_MS = 1_000;
@@ -197,8 +197,8 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
   const unanswered = new Set<ServerResponse>();
   const server = createServer(
     {
-      requestTimeout: limits.httpRequestTimeoutMs,
-      headersTimeout: limits.httpRequestTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      headersTimeout: limits.requestTimeoutMs,
       connectionsCheckingInterval: TIMEOUT_CHECK_MS,
     },
     (req, res) => {
@@ -235,8 +235,8 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
   // the proxy is just sending on it. Node announces it (Keep-Alive: timeout=N), closes 1 s after
   // it, and times headers only once a request has begun, so the idle wait never meets
   // HTTP_REQUEST_TIMEOUT_MS.
-  server.keepAliveTimeout = limits.httpKeepAliveTimeoutMs;
-  server.maxConnections = limits.httpMaxConnections;
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  server.maxConnections = limits.maxConnections;
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) =>
       reject(

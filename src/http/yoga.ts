@@ -120,7 +120,7 @@ export function createGraphQLServer(services: AppServices): GraphQLServer {
         admission: services.admission,
         identify: identify(services),
         maskError: maskUnexpected(log),
-        requestDeadlineMs: config.requestDeadlineMs,
+        requestDeadlineMs: config.requests.deadlineMs,
       }),
       useErrorContract({ hideSuggestions: !edge.introspection }),
       // Nothing is kept when the document caches are off (DOCUMENT_CACHE_BYTES=0).

@@ -78,7 +78,7 @@ export function sessionFromVariables(variables: Record<string, unknown>): Sessio
 
 /** A presented x-action-secret is right only when ACTION_SECRET is set and equal to it. */
 export function actionSecretMatches(presented: string, config: AppConfig): boolean {
-  return config.actionSecret !== null && secretMatches(presented, config.actionSecret);
+  return config.identity.actionSecret !== null && secretMatches(presented, config.identity.actionSecret);
 }
 
 /** The token of an `Authorization: Bearer <token>` header, or null. */
@@ -150,8 +150,9 @@ export async function resolveSession(headers: Headers, config: AppConfig, log?: 
   const presentedSecret = headers.get('x-action-secret');
   // A wrong secret is refused whatever else the request carries: a valid JWT beside it included.
   if (presentedSecret !== null && !actionSecretMatches(presentedSecret, config)) throw unauthenticated('Invalid x-action-secret');
-  const token = presentedJwt(headers, config.jwt);
-  if (token !== null && config.jwt !== null) return sessionFromJwt(token, config.jwt, forwarded['x-hasura-role'] ?? null, log);
+  const token = presentedJwt(headers, config.identity.jwt);
+  if (token !== null && config.identity.jwt !== null)
+    return sessionFromJwt(token, config.identity.jwt, forwarded['x-hasura-role'] ?? null, log);
   if (presentedSecret !== null) return sessionFromVariables(forwarded);
   if (isDevMode(config)) return sessionFromVariables(forwarded);
   if (Object.keys(forwarded).length > 0) {

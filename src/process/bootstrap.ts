@@ -13,7 +13,7 @@ export function bootstrap(options: LoadOptions = {}): { config: AppConfig; log: 
     const config = loadConfig(process.env, options);
     // Before anything that makes spans; a no-op unless an exporter is configured.
     startTracing(config.tracing);
-    return { config, log: createLogger(config.logLevel), envFile };
+    return { config, log: createLogger(config.process.logLevel), envFile };
   } catch (error) {
     if (error instanceof ConfigError) {
       console.error(`Configuration error: ${error.message}`);

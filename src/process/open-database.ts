@@ -59,32 +59,32 @@ export interface OpenDatabaseOptions {
 export async function openDatabase(options: OpenDatabaseOptions, applicationName: string): Promise<OpenedDatabase> {
   const { config, log } = options;
   const embedded =
-    config.databaseUrl === null
+    config.database.url === null
       ? await (
           await loadEmbedded()
         ).startEmbeddedPostgres({
-          dataDir: options.dataDir ?? config.embeddedDataDir ?? DEFAULT_DATA_DIR,
-          port: config.embeddedPostgresPort,
+          dataDir: options.dataDir ?? config.embeddedPostgres.dataDir ?? DEFAULT_DATA_DIR,
+          port: config.embeddedPostgres.port,
           log,
           ephemeral: options.ephemeral ?? false,
           create: options.schema === 'migrate',
           // The server owns its database; the tools use the one a running server has.
           share: options.schema !== 'migrate',
-          sharedDir: config.embeddedSharedDir ?? undefined,
+          sharedDir: config.embeddedPostgres.sharedDir ?? undefined,
         })
       : null;
-  if (config.databaseUrl !== null) await waitForDatabase(config.databaseUrl, config.dbConnectTimeoutMs, log);
-  const connectionString = config.databaseUrl ?? embedded!.connectionString();
+  if (config.database.url !== null) await waitForDatabase(config.database.url, config.database.connectTimeoutMs, log);
+  const connectionString = config.database.url ?? embedded!.connectionString();
   const database = createDatabase(
     {
       connectionString,
-      max: config.dbPoolMax,
-      acquireTimeoutMs: config.dbPoolAcquireTimeoutMs,
-      connectTimeoutMs: config.dbPoolConnectTimeoutMs,
-      statementTimeoutMs: config.statementTimeoutMs,
+      max: config.database.poolMax,
+      acquireTimeoutMs: config.database.poolAcquireTimeoutMs,
+      connectTimeoutMs: config.database.poolConnectTimeoutMs,
+      statementTimeoutMs: config.database.statementTimeoutMs,
       applicationName,
-      preparedStatements: config.dbPreparedStatements,
-      healthCheckIntervalMs: config.dbHealthCheckIntervalMs,
+      preparedStatements: config.database.preparedStatements,
+      healthCheckIntervalMs: config.database.healthCheckIntervalMs,
       logOutages: options.watchDatabase ?? false,
     },
     log,
@@ -103,7 +103,7 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
         const applied = await migrate(database.db, MIGRATIONS_DIR, { settings: config.migrations, log });
         log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
         // What a coupon issue sent as one statement runs under (docs/design.md §5).
-        await withCallLimit(LONG_WORK_LIMIT_MS, () => applySessionTimeouts(connectionString, config, log));
+        await withCallLimit(LONG_WORK_LIMIT_MS, () => applySessionTimeouts(connectionString, config.database, log));
         if (embedded && options.seed && (await withCallLimit(LONG_WORK_LIMIT_MS, () => seedIfEmpty(database.db))))
           log.info('demo data loaded');
       }

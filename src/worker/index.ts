@@ -128,7 +128,7 @@ export function startWorkers(services: AppServices): Workers {
         return value.objectives === cleanupBatchSize;
       }),
     ),
-    loop('idempotency-expiry', config.idempotencyCleanupIntervalMs, log, () =>
+    loop('idempotency-expiry', config.idempotency.cleanupIntervalMs, log, () =>
       inSpan('idempotency key expiry pass', { root: true }, async () => {
         const deleted = await deleteExpiredKeys(services.backgroundPool, EXPIRY_BATCH);
         if (deleted > 0) log.info({ deleted }, 'expired idempotency keys deleted');

@@ -63,7 +63,7 @@ run(async () => {
       database: runners,
       session: { role: 'user', tenantId: session.tenantId, userId: session.userId },
       requestId,
-      deadline: Date.now() + config.requestDeadlineMs,
+      deadline: Date.now() + config.requests.deadlineMs,
       signal: clientLeft.signal,
       databaseQueue: createDatabaseQueue(),
       log,
@@ -96,7 +96,7 @@ run(async () => {
     }
   });
   server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve) => server.listen(config.port, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(config.server.port, '127.0.0.1', resolve));
   console.log(`bare node:http server: http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`);
   onShutdown(log, async () => {
     await new Promise<void>((resolve) => {

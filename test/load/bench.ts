@@ -262,10 +262,10 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
   const database = createDatabase(
     {
       connectionString: databaseUrl,
-      max: config.dbPoolMax,
-      acquireTimeoutMs: config.dbPoolAcquireTimeoutMs,
+      max: config.database.poolMax,
+      acquireTimeoutMs: config.database.poolAcquireTimeoutMs,
       applicationName: 'bench-raw',
-      preparedStatements: config.dbPreparedStatements,
+      preparedStatements: config.database.preparedStatements,
     },
     log,
   );
@@ -276,7 +276,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
     database: databaseRunners(database.db, services.transactions),
     session: { role: 'user', tenantId, userId: memberId },
     requestId: randomUUID(),
-    deadline: Date.now() + config.requestDeadlineMs,
+    deadline: Date.now() + config.requests.deadlineMs,
     signal: new AbortController().signal,
     databaseQueue: createDatabaseQueue(),
     log,

@@ -157,14 +157,14 @@ export function serverProcessEnv(env: Record<string, string>, port: number): Rec
 export function describeOwnServer(config: AppConfig, databaseNote: string): Record<string, string> {
   return {
     mode:
-      `${config.nodeEnv} (NODE_ENV=${config.nodeEnv}${config.development ? ": GraphQL's and Yoga's development checks on" : ''}), run from source by tsx, the TypeScript loader, ` +
-      `with the background workers ${config.runWorkers ? 'running' : 'off'}: not comparable with the benchmark's servers (NODE_ENV=production, workers off)`,
-    'HTTP processes': `${config.webConcurrency} (WEB_CONCURRENCY)`,
-    'pool size': `${config.dbPoolMax} connections (DB_POOL_MAX)`,
+      `${config.process.nodeEnv} (NODE_ENV=${config.process.nodeEnv}${config.process.development ? ": GraphQL's and Yoga's development checks on" : ''}), run from source by tsx, the TypeScript loader, ` +
+      `with the background workers ${config.process.runWorkers ? 'running' : 'off'}: not comparable with the benchmark's servers (NODE_ENV=production, workers off)`,
+    'HTTP processes': `${config.process.webConcurrency} (WEB_CONCURRENCY)`,
+    'pool size': `${config.database.poolMax} connections (DB_POOL_MAX)`,
     'in-flight limit': `${config.edge.maxInFlight} operations (MAX_IN_FLIGHT)`,
-    'pool wait': `${config.dbPoolAcquireTimeoutMs} ms (DB_POOL_ACQUIRE_TIMEOUT_MS)`,
-    'request deadline': `${config.requestDeadlineMs} ms (REQUEST_DEADLINE_MS)`,
-    'prepared statements': `${config.dbPreparedStatements ? 'on' : 'off'} (DB_PREPARED_STATEMENTS)`,
+    'pool wait': `${config.database.poolAcquireTimeoutMs} ms (DB_POOL_ACQUIRE_TIMEOUT_MS)`,
+    'request deadline': `${config.requests.deadlineMs} ms (REQUEST_DEADLINE_MS)`,
+    'prepared statements': `${config.database.preparedStatements ? 'on' : 'off'} (DB_PREPARED_STATEMENTS)`,
     database: databaseNote,
   };
 }

@@ -91,19 +91,19 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
   const database = createDatabase(
     {
       connectionString: url,
-      max: config.dbPoolMax,
-      acquireTimeoutMs: config.dbPoolAcquireTimeoutMs,
-      connectTimeoutMs: config.dbPoolConnectTimeoutMs,
-      statementTimeoutMs: config.statementTimeoutMs,
-      healthCheckIntervalMs: config.dbHealthCheckIntervalMs,
+      max: config.database.poolMax,
+      acquireTimeoutMs: config.database.poolAcquireTimeoutMs,
+      connectTimeoutMs: config.database.poolConnectTimeoutMs,
+      statementTimeoutMs: config.database.statementTimeoutMs,
+      healthCheckIntervalMs: config.database.healthCheckIntervalMs,
       applicationName: 'test-app',
-      preparedStatements: config.dbPreparedStatements,
+      preparedStatements: config.database.preparedStatements,
       ...(options.onStatement ? { plugins: [statementWatcher(options.onStatement)] } : {}),
     },
     log,
   );
   // As the server does at start-up: what a coupon issue sent as one statement runs under.
-  await applySessionTimeouts(url, config, log);
+  await applySessionTimeouts(url, config.database, log);
   const services = buildServices(config, database, log, options.clock, options.algorithms);
   const app = createApp(services);
   const sql = new pg.Pool({ connectionString: url, max: 4 });
@@ -185,7 +185,7 @@ export function errorCodes(response: GraphQLResponse<unknown>): unknown[] {
 
 /** A real socket in front of the app, for tests that need HTTP as a client sees it. */
 export async function serveOverHttp(backend: TestBackend): Promise<{ url: string; server: RunningServer }> {
-  const server = await listen(backend.app, 0, backend.log, '127.0.0.1', backend.config.edge);
+  const server = await listen(backend.app, 0, backend.log, '127.0.0.1', backend.config.server);
   return { url: `http://127.0.0.1:${server.port}/graphql`, server };
 }
 

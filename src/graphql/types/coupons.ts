@@ -58,7 +58,7 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
       memberId: session.userId,
       campaignId,
       now: services.clock(),
-      timeZone: services.config.businessTimeZone,
+      timeZone: services.config.coupons.businessTimeZone,
     };
     const { oneStatement } = issuer;
     return {
