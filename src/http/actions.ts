@@ -52,14 +52,12 @@ function parseActionBody(raw: string): ActionBody | string {
  * It answers the payload object itself with 200, or an error as a 4xx `{message, extensions:
  * {code}}` (Hasura drops the message of a 5xx).
  */
-export function createActionsHandler(
-  yoga: GraphQLServer,
-  schema: GraphQLSchema,
-  services: AppServices,
-): (request: Request, report: RequestReport, body?: string) => Promise<Response> {
+/** `body`: the request's body when the caller has already read it (the request then has none). */
+export type ActionsHandler = (request: Request, report: RequestReport, body?: string) => Promise<Response>;
+
+export function createActionsHandler(yoga: GraphQLServer, schema: GraphQLSchema, services: AppServices): ActionsHandler {
   const documents = actionDocuments(schema);
 
-  /** `body`: the request's body when the caller has already read it (the request then has none). */
   return async (request, report, body) => {
     if (request.method !== 'POST') return actionError(405, ErrorCode.badUserInput, 'Actions are POST requests');
     const { config } = services;

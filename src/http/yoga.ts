@@ -94,7 +94,7 @@ export function createGraphQLServer(services: AppServices): GraphQLServer {
           : log.error({ yoga: args.map(String) }, 'yoga'),
     },
     maskedErrors: { maskError: maskUnexpected(log) },
-    // Every body reaches Yoga limited already (MAX_BODY_BYTES, see app.ts): its own check would
+    // Every body reaches Yoga limited already (MAX_BODY_BYTES, see node-dispatch.ts and router.ts): its own check would
     // pipe each body through one more stream for nothing.
     maxRequestBodySize: false,
     // Bounded by bytes: 3,000 distinct 95 KB documents must not each stay in memory for an hour.

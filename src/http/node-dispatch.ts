@@ -1,0 +1,146 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import proxyaddr from 'proxy-addr';
+import { ErrorCode } from '../errors.js';
+import type { RequestReport } from '../graphql/context.js';
+import type { Logger } from '../logger.js';
+import { isGraphQLContentType } from './body.js';
+import { wantsGraphiQLPage } from './graphiql-page.js';
+import {
+  clientLeftSignal,
+  MAX_REQUEST_HEADERS,
+  readDeclaredBody,
+  requestUrlOf,
+  toFetchRequest,
+  writeFetchResponse,
+} from './node-server.js';
+import { internalError, refusalBody } from './refusals.js';
+import { requestIdOf, type RequestLog } from './request-log.js';
+import type { ServeFetch } from './serve-fetch.js';
+import type { GraphQLServer } from './yoga.js';
+
+export interface NodeDispatchParts {
+  yoga: GraphQLServer;
+  serveFetch: ServeFetch;
+  requestLog: RequestLog;
+  log: Logger;
+  maxBodyBytes: number;
+  /** TRUST_PROXY: the peers whose X-Forwarded-For is believed. */
+  trustProxy: string[];
+}
+
+/** Methods a Fetch Request cannot carry (the Fetch standard forbids them). */
+const NOT_FETCH_METHODS = new Set(['CONNECT', 'TRACE', 'TRACK']);
+
+/**
+ * The client's address: the socket's peer, or, when TRUST_PROXY believes the peer, the address
+ * its X-Forwarded-For names (the nearest hop no trusted proxy vouches for).
+ */
+function clientAddresses(trustProxy: string[]): (req: IncomingMessage) => string {
+  if (trustProxy.length === 0) return (req) => req.socket.remoteAddress ?? 'unknown';
+  const trust = proxyaddr.compile(trustProxy);
+  return (req) => proxyaddr(req, trust);
+}
+
+/** Whether the URL every Node path builds from the request line and Host parses. */
+const requestUrlParses = (req: IncomingMessage) => URL.canParse(requestUrlOf(req));
+
+/** The first value of a Node request's header. */
+const headerOf = (req: IncomingMessage) => (name: string) => {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+};
+
+/**
+ * A request on a Node socket: refused at once when Node cannot have read it whole or it cannot
+ * be a Fetch request; GraphQL with a declared length on the hot path; everything else through
+ * the Fetch path.
+ */
+export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMessage, res: ServerResponse) => void {
+  const { yoga, serveFetch, requestLog, log, maxBodyBytes } = parts;
+  const clientAddressOf = clientAddresses(parts.trustProxy);
+
+  /**
+   * The hot path's answer: Yoga on a request of its own Fetch implementation (Node's headers as
+   * they are, the body as text, a signal for the client leaving), the response in one write.
+   */
+  async function answerFromYoga(req: IncomingMessage, res: ServerResponse, body: string | null, requestId: string, report: RequestReport) {
+    // Yoga's Fetch implementation reads Node's header object as it is (what its own Node adapter hands it).
+    const headers = req.headers as Record<string, string>;
+    const request = new yoga.fetchAPI.Request(requestUrlOf(req), { method: req.method, headers, body, signal: clientLeftSignal(res) });
+    let response: Response;
+    try {
+      response = await yoga.handleRequest(request, { report });
+    } catch (error) {
+      log.error({ err: error }, 'request failed outside GraphQL');
+      response = internalError(requestId);
+    }
+    await writeFetchResponse(response, res);
+  }
+
+  const writeFailed = (res: ServerResponse) => (error: unknown) => {
+    log.error({ err: error }, 'could not write the response');
+    res.destroy();
+  };
+
+  return (req, res) => {
+    const requestId = requestIdOf(req.headers['x-request-id']);
+    const clientAddress = clientAddressOf(req);
+    const path = (req.url ?? '/').split('?')[0]!;
+    const method = req.method ?? 'GET';
+    const line = { method, path, requestId, clientAddress, header: headerOf(req) };
+    /** Answers at once on the socket, before anything else reads the request. */
+    const refuse = (status: number, message: string, headers: Record<string, string> = {}) =>
+      requestLog.begin(line, (finish) => {
+        res.writeHead(status, { ...headers, 'content-type': 'application/json', 'x-request-id': requestId });
+        res.end(refusalBody(path, message, { code: ErrorCode.badUserInput, requestId }));
+        finish(status);
+      });
+    // Node keeps the first MAX_REQUEST_HEADERS headers and drops the rest unseen: a session
+    // header past the cut would be judged by its absence. Nothing of such a request is read.
+    if (req.rawHeaders.length >= 2 * MAX_REQUEST_HEADERS) {
+      log.debug({ requestId, headers: req.rawHeaders.length / 2 }, 'refused a request with too many headers');
+      return refuse(431, `A request may carry fewer than ${MAX_REQUEST_HEADERS} headers`, { connection: 'close' });
+    }
+    // A Host that is not an authority (x:99999, [::1, ex ample) or a target the URL parser
+    // refuses is the client's mistake: 400, never a crash with a stack.
+    if (!requestUrlParses(req)) {
+      log.debug({ requestId }, 'refused a request whose Host or target is not a valid URL');
+      return refuse(400, 'The Host header and the request target must form a valid URL', { connection: 'close' });
+    }
+    if (NOT_FETCH_METHODS.has(method)) return refuse(405, `${method} is not served here`, { allow: 'GET, POST, OPTIONS' });
+    const declaredLength = Number(req.headers['content-length'] ?? 'NaN');
+    // The hot path: GraphQL with a declared, acceptable length (Node's parser holds the body to
+    // it) is read straight off the socket and handed to Yoga as a request of its own Fetch
+    // implementation with the body as text: no stream is piped and no size is checked a second
+    // time. Everything else (a browser asking for GraphiQL, a body that is not JSON included)
+    // takes the Fetch path, which buffers and limits bodies of unknown length.
+    const pageRequest = wantsGraphiQLPage(method, req.headers.accept);
+    const isJsonPost = method === 'POST' && declaredLength <= maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
+    if (path === '/graphql' && !pageRequest && (method === 'GET' || isJsonPost)) {
+      // Media types are case-insensitive; Yoga compares them as written.
+      if (isJsonPost) req.headers['content-type'] = req.headers['content-type']!.toLowerCase();
+      requestLog.begin(line, (finish, traceparent, report) => {
+        res.setHeader('x-request-id', requestId);
+        if (traceparent) res.setHeader('traceparent', traceparent);
+        res.once('finish', () => finish(res.statusCode));
+        (isJsonPost ? readDeclaredBody(req) : Promise.resolve(null))
+          .then(
+            (body) => answerFromYoga(req, res, body, requestId, report),
+            () => undefined, // the client left before its body arrived: nobody to answer
+          )
+          .catch(writeFailed(res));
+      });
+      return;
+    }
+    // Hasura's action calls: a declared, acceptable length is read straight off the socket, so
+    // the body is not piped through a web stream and buffered a second time.
+    const served =
+      path === '/actions' && isJsonPost
+        ? readDeclaredBody(req).then(
+            (body) => serveFetch(toFetchRequest(req, res, false), path, requestId, clientAddress, body),
+            () => null, // the client left before its body arrived: nobody to answer
+          )
+        : serveFetch(toFetchRequest(req, res), path, requestId, clientAddress);
+    served.then((response) => response && writeFetchResponse(response, res)).catch(writeFailed(res));
+  };
+}

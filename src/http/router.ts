@@ -1,0 +1,50 @@
+import type { RequestReport } from '../graphql/context.js';
+import type { ActionsHandler } from './actions.js';
+import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
+import { refusal } from './refusals.js';
+import type { Route } from './routes/route.js';
+import type { GraphQLServer } from './yoga.js';
+
+export interface RouterParts {
+  /** Tried in order before GraphQL: health, readiness, metrics, GraphiQL. */
+  routes: Route[];
+  yoga: GraphQLServer;
+  actions: ActionsHandler;
+  maxBodyBytes: number;
+}
+
+/**
+ * The Fetch path: `report` is the request log's, handed to Yoga; `actionBody` the body of an
+ * /actions request that the Node path has already read.
+ */
+export type Router = (request: Request, report: RequestReport, actionBody?: string) => Promise<Response>;
+
+const notJson = (path: string) => refusal(path, 'POST bodies must be application/json (or application/graphql-response+json)', 415);
+
+export function createRouter({ routes, yoga, actions, maxBodyBytes }: RouterParts): Router {
+  return async (request, report, actionBody) => {
+    const url = new URL(request.url);
+    const route = routes.find((candidate) => candidate.matches(request.method, url.pathname, request));
+    if (route) return route.serve(request);
+    if (url.pathname !== '/graphql' && url.pathname !== '/actions') {
+      return Response.json({ message: `No route for ${request.method} ${url.pathname}; GraphQL is at /graphql` }, { status: 404 });
+    }
+    // A form or a text/plain body is what a page of another origin can post without a preflight:
+    // refusing them before anything runs keeps mutations out of reach of cross-site forms.
+    if (request.method === 'POST' && !isGraphQLContentType(request.headers.get('content-type'))) return notJson(url.pathname);
+    if (actionBody !== undefined && url.pathname === '/actions') return actions(request, report, actionBody);
+    let buffered: Request;
+    try {
+      buffered = await readLimitedBody(request, maxBodyBytes);
+    } catch (error) {
+      if (!(error instanceof BodyTooLargeError)) throw error;
+      // The rest of the body was never read: the connection cannot carry another request.
+      return refusal(url.pathname, error.message, 413, { connection: 'close' }, 'MAX_BODY_BYTES');
+    }
+    if (url.pathname === '/actions') return actions(buffered, report);
+    // Media types are case-insensitive; Yoga compares them as written.
+    const contentType = buffered.headers.get('content-type');
+    if (contentType !== null) buffered.headers.set('content-type', contentType.toLowerCase());
+    return yoga.fetch(buffered, { report });
+  };
+}
