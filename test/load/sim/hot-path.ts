@@ -267,11 +267,15 @@ export function simulate(
   function* serializable(process: number): Process {
     const budget = rows[0]!;
     const perTrip = costs.dbCpuMs / SERIALIZABLE.trips;
+    const pool = pools[process]!;
+    // Each attempt is a transaction on a connection of its own: the pause between attempts holds none.
     for (let attempt = 1; attempt <= SERIALIZABLE.maxAttempts; attempt++) {
+      yield { acquire: pool };
       const snapshotAt = sim.now;
       for (let t = 1; t < SERIALIZABLE.updateTrip; t++) yield* statement(process, perTrip);
       if (budget.room === 0) {
         for (let t = SERIALIZABLE.updateTrip; t <= SERIALIZABLE.soldOutTrips; t++) yield* statement(process, perTrip);
+        pool.release();
         refuse();
         return;
       }
@@ -280,6 +284,7 @@ export function simulate(
         // 40001: another transaction committed the row after this one's snapshot. Roll back, pause, rerun.
         budget.lock.release();
         yield* statement(process, 0);
+        pool.release();
         const ceiling = Math.min(SERIALIZABLE.backoff.maxMs, SERIALIZABLE.backoff.baseMs * 2 ** attempt);
         yield { delay: rand() * ceiling };
         continue;
@@ -293,6 +298,7 @@ export function simulate(
       budget.lastCommitAt = sim.now;
       issued++;
       budget.lock.release();
+      pool.release();
       return;
     }
     tryAgain++;
@@ -306,10 +312,12 @@ export function simulate(
     const mine = process++ % deployment.processes;
     if (shared) yield* onThread(generatorThread, shared, costs.generatorCpuMs ?? 0);
     yield* onThread(appThreads[mine]!, appCores[mine]!, costs.appCpuMs / 2);
-    yield { acquire: pools[mine]! };
     if (design.kind === 'serializable') yield* serializable(mine);
-    else yield* oneStatement(mine);
-    pools[mine]!.release();
+    else {
+      yield { acquire: pools[mine]! };
+      yield* oneStatement(mine);
+      pools[mine]!.release();
+    }
     yield* onThread(appThreads[mine]!, appCores[mine]!, costs.appCpuMs / 2);
     latencies.push(sim.now - started);
     leave();
