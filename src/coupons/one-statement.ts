@@ -150,26 +150,6 @@ function oneStatement(keyed: boolean, leasing: BudgetLeasing) {
         where member_monthly_usage.used_yen + excluded.used_yen
               <= (select monthly_cap_yen from tenants where id = excluded.tenant_id)
       returning used_yen
-    ), event as (
-      -- Written before the budget row is taken, so that the row is held for none of it: a statement
-      -- that then takes no budget rolls back whole (the CHECK, or the last case of the select below).
-      insert into outbox_events (tenant_id, topic, payload, traceparent)
-      select ${p.tenantId}, ${COUPON_ISSUED_TOPIC},
-             jsonb_build_object('id', i.id, 'campaignId', i.campaign_id, 'memberId', i.member_id, 'month', i.month,
-                                'amountYen', i.amount_yen, 'issuedAt', ${p.issuedAt}::text, 'tenantId', ${p.tenantId}::text),
-             ${p.traceparent}::text
-        from inserted i where exists (select 1 from usage)
-      returning 1
-    ), audit_row as (
-      insert into audit_log (tenant_id, actor_user_id, role, operation, entity_ids, request_id)
-      select ${p.auditTenantId}, ${p.actorUserId}, ${p.role}, ${p.operation}, array[k.id::text, k.campaign_id], ${p.requestId}
-        from (select id, campaign_id from inserted where exists (select 1 from usage)
-              union all
-              select id, campaign_id from seen where (select outcome from decision) = 'ALREADY_ISSUED') k
-      returning 1
-    ), recorded as (
-      -- The month row, the event and the audit row are written: only now is a budget row looked at.
-      select 1 from usage where exists (select 1 from event) and exists (select 1 from audit_row)
     ), lease as (
       -- The lease to take from; none: the budget row. Nothing is looked at unless the month row was written.
       select ${leasing.leaseToTake({
@@ -178,7 +158,7 @@ function oneStatement(keyed: boolean, leasing: BudgetLeasing) {
         budgetRowRoom: sql`exists (select 1 from campaign_budget_slots s
                                   where s.tenant_id = ${p.tenantId} and s.campaign_id = ${p.campaignId} and ${room})`,
       })} as holder
-        from decision d where d.budget_lease_coupons > 0 and exists (select 1 from recorded)
+        from decision d where d.budget_lease_coupons > 0 and exists (select 1 from usage)
     ), leased as (
       update campaign_budget_leases l set issued_yen = l.issued_yen + i.amount_yen
         from inserted i, lease
@@ -190,7 +170,7 @@ function oneStatement(keyed: boolean, leasing: BudgetLeasing) {
       -- written and no lease was taken.
       select case when d.budget_slots = 1 then 0
                   else coalesce(${slotWith('for update skip locked')}, ${slotWith('for update')}, 0) end as slot
-        from decision d where exists (select 1 from recorded) and (select holder from lease) is null
+        from decision d where exists (select 1 from usage) and (select holder from lease) is null
     ), slotted as (
       update campaign_budget_slots s set issued_yen = s.issued_yen + i.amount_yen
         from inserted i, chosen
@@ -200,10 +180,20 @@ function oneStatement(keyed: boolean, leasing: BudgetLeasing) {
       select null::int as own_lease_left from slotted
       union all
       select own_lease_left from leased
+    ), event as (
+      insert into outbox_events (tenant_id, topic, payload, traceparent)
+      select ${p.tenantId}, ${COUPON_ISSUED_TOPIC},
+             jsonb_build_object('id', i.id, 'campaignId', i.campaign_id, 'memberId', i.member_id, 'month', i.month,
+                                'amountYen', i.amount_yen, 'issuedAt', ${p.issuedAt}::text, 'tenantId', ${p.tenantId}::text),
+             ${p.traceparent}::text
+        from inserted i where exists (select 1 from taken)
     ), coupon as (
       select id, campaign_id, member_id, month, amount_yen, issued_at from inserted where exists (select 1 from taken)
       union all
       select id, campaign_id, member_id, month, amount_yen, issued_at from seen where (select outcome from decision) = 'ALREADY_ISSUED'
+    ), audit_row as (
+      insert into audit_log (tenant_id, actor_user_id, role, operation, entity_ids, request_id)
+      select ${p.auditTenantId}, ${p.actorUserId}, ${p.role}, ${p.operation}, array[k.id::text, k.campaign_id], ${p.requestId} from coupon k
     )
     select d.outcome, k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at, d.budget_lease_coupons,
            (select own_lease_left from taken) as own_lease_left,
@@ -211,8 +201,6 @@ function oneStatement(keyed: boolean, leasing: BudgetLeasing) {
              ${keyed ? sql`when d.outcome in ('NOT_FOUND', 'MONTHLY_CAP', 'BUDGET_EXCEEDED') then coupon_issue_refused(d.outcome)` : sql``}
              when d.outcome = 'ISSUE' and not exists (select 1 from inserted) then coupon_issue_refused('AS_TRANSACTION')
              when exists (select 1 from inserted) and not exists (select 1 from usage) then coupon_issue_refused('MONTHLY_CAP')
-             -- Every budget row and lease taken from exists and is locked before its UPDATE: this cannot be, and rolls back if it were.
-             when exists (select 1 from usage) and not exists (select 1 from taken) then coupon_issue_refused('AS_TRANSACTION')
            end as refused
       from decision d left join coupon k on true`;
   });
