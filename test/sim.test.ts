@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { Cores, Simulation } from './load/sim/engine.js';
 import { simulate, type Costs } from './load/sim/hot-path.js';
 
 // The simulation behind npm run sim against what queueing theory says of its simplest cases, so
@@ -95,5 +96,86 @@ describe('the hot-path simulation', () => {
     );
     expect(result.tryAgain).toBe(0);
     expect(result.meanLatencyMs).toBeCloseTo(12 + 0.5, 6);
+  });
+});
+
+describe('processor sharing (the cores every process and statement share)', () => {
+  /** When each of `jobs` (ms of work each, all submitted at 0) finishes on `cores`. */
+  function finishTimes(cores: number, jobs: number[]): number[] {
+    const sim = new Simulation();
+    const shared = new Cores(sim, cores);
+    const done: number[] = [];
+    jobs.forEach((ms, i) => shared.submit(ms, () => (done[i] = sim.now)));
+    sim.run();
+    return done;
+  }
+
+  it('N equal jobs of s ms on C cores all finish at N s / C, and at s when they are fewer than the cores', () => {
+    for (const [n, cores] of [
+      [8, 2],
+      [5, 1],
+      [7, 1.5],
+    ] as const) {
+      for (const at of finishTimes(
+        cores,
+        Array.from({ length: n }, () => 3),
+      ))
+        expect(at).toBeCloseTo((n * 3) / cores, 9);
+    }
+    for (const at of finishTimes(4, [3, 3])) expect(at).toBeCloseTo(3, 9);
+  });
+
+  it('a short and a long job on one core: the short ends at twice its work, the long at the sum of both', () => {
+    const [short, long] = finishTimes(1, [1, 5]);
+    expect(short).toBeCloseTo(2, 9);
+    expect(long).toBeCloseTo(6, 9);
+  });
+
+  it('a job that arrives later shares from then on', () => {
+    const sim = new Simulation();
+    const core = new Cores(sim, 1);
+    const done: Record<string, number> = {};
+    core.submit(4, () => (done['first'] = sim.now));
+    sim.at(2, () => core.submit(1, () => (done['second'] = sim.now)));
+    sim.run();
+    // From 2 on both run at half speed: the second's 1 ms ends at 4, the first's last 1 ms at 5.
+    expect(done['second']).toBeCloseTo(4, 9);
+    expect(done['first']).toBeCloseTo(5, 9);
+    expect(core.utilisation()).toBeCloseTo(1, 9);
+  });
+
+  it('a budget row holder waits for the cores too: on half a core one client holds the row twice the hold', () => {
+    const result = simulate(
+      { kind: 'slots', rows: 1 },
+      { ...free, holdMs: 0.5 },
+      { clients: 1, processes: 1, poolPerProcess: 10, dbCores: 1, sharedCores: 0.5, rttMs: 1 },
+      { requests: 200, budgetCoupons: 200 },
+    );
+    expect(result.lockHoldMs).toBeCloseTo(1, 6);
+    expect(result.meanLatencyMs).toBeCloseTo(1 + 1, 6);
+  });
+
+  it('everything on shared cores: the machine is the bottleneck at cores / CPU per request', () => {
+    const costs = { ...free, appCpuMs: 0.4, dbCpuMs: 0.5, holdMs: 0.2, proxyCpuMsPerTrip: 0.3, generatorCpuMs: 0.4 };
+    const result = simulate(
+      { kind: 'slots', rows: 16 },
+      costs,
+      { clients: 64, processes: 1, poolPerProcess: 10, dbCores: 1, sharedCores: 1.5, rttMs: 1 },
+      { requests: 8_000, budgetCoupons: 8_000 },
+    );
+    const ceiling = (1.5 / (0.4 + 0.5 + 0.2 + 0.3 + 0.4)) * 1000;
+    expect(result.requestsPerSecond / ceiling).toBeGreaterThan(0.97);
+    expect(result.requestsPerSecond / ceiling).toBeLessThan(1.001);
+  });
+
+  it('a server process is one thread: however many cores are free, it answers at most 1 / its CPU per request', () => {
+    const result = simulate(
+      { kind: 'slots', rows: 16 },
+      { ...free, appCpuMs: 1 },
+      { clients: 64, processes: 1, poolPerProcess: 10, dbCores: 8, sharedCores: 8, rttMs: 1 },
+      { requests: 8_000, budgetCoupons: 8_000 },
+    );
+    expect(result.requestsPerSecond / 1000).toBeGreaterThan(0.97);
+    expect(result.requestsPerSecond / 1000).toBeLessThan(1.001);
   });
 });

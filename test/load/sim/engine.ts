@@ -1,10 +1,11 @@
 /**
  * A small discrete-event engine: processes are generators that yield what they wait for (a delay,
- * a unit of a resource, a core for some time) and are resumed, in time order, when it is theirs.
- * Same inputs, same run: ties are broken by the order events were scheduled.
+ * a unit of a resource, some work on cores shared by processor sharing) and
+ * are resumed, in time order, when it is theirs. Same inputs, same run: ties are broken by the
+ * order events were scheduled.
  */
 
-export type Wait = { delay: number } | { acquire: Resource } | { cpu: Resource; ms: number };
+export type Wait = { delay: number } | { acquire: Resource } | { compute: Cores; ms: number };
 export type Process = Generator<Wait, void, void>;
 
 interface Event {
@@ -55,7 +56,7 @@ class Agenda {
 
 const before = (a: Event, b: Event) => a.at < b.at || (a.at === b.at && a.seq < b.seq);
 
-/** Units (cores, connections, a row's lock) granted first come, first served. */
+/** Units (a thread, connections, a row's lock) granted first come, first served. */
 export class Resource {
   inUse = 0;
   private readonly waiting: (() => void)[] = [];
@@ -105,6 +106,77 @@ export class Resource {
   }
 }
 
+/**
+ * Cores shared by processor sharing, as an operating system's scheduler shares them among the
+ * threads that can run: n jobs on `cores` (fractional: what other users of a machine leave) each
+ * progress at min(1, cores / n) ms of work per ms. A job that waits here while it holds a lock
+ * holds the lock that much longer.
+ */
+export class Cores {
+  private readonly jobs: { remaining: number; done: () => void }[] = [];
+  private lastChange = 0;
+  private busyIntegral = 0;
+  /** Only the newest completion event is live: every arrival or departure reschedules. */
+  private version = 0;
+
+  constructor(
+    private readonly sim: Simulation,
+    readonly cores: number,
+    readonly name = 'cores',
+  ) {}
+
+  get running() {
+    return this.jobs.length;
+  }
+
+  private rate() {
+    return Math.min(1, this.cores / this.jobs.length);
+  }
+
+  /** Brings every job's remaining work up to now. */
+  private advance() {
+    const elapsed = this.sim.now - this.lastChange;
+    if (elapsed > 0 && this.jobs.length > 0) {
+      const done = elapsed * this.rate();
+      for (const job of this.jobs) job.remaining -= done;
+      this.busyIntegral += elapsed * Math.min(this.cores, this.jobs.length);
+    }
+    this.lastChange = this.sim.now;
+  }
+
+  private schedule() {
+    const version = ++this.version;
+    if (this.jobs.length === 0) return;
+    const next = this.jobs.reduce((least, job) => Math.min(least, job.remaining), Infinity);
+    this.sim.at(this.sim.now + Math.max(0, next) / this.rate(), () => {
+      if (version !== this.version) return;
+      this.advance();
+      // Jobs whose work is done within rounding leave together, in the order they came.
+      const finished = this.jobs.filter((job) => job.remaining <= 1e-9);
+      for (const job of finished) this.jobs.splice(this.jobs.indexOf(job), 1);
+      this.schedule();
+      for (const job of finished) this.sim.soon(job.done);
+    });
+  }
+
+  /** Starts `ms` of work; `done` runs when it is finished. */
+  submit(ms: number, done: () => void) {
+    if (!(ms > 0)) {
+      this.sim.soon(done);
+      return;
+    }
+    this.advance();
+    this.jobs.push({ remaining: ms, done });
+    this.schedule();
+  }
+
+  /** Mean cores busy since the start. */
+  utilisation(): number {
+    this.advance();
+    return this.sim.now > 0 ? this.busyIntegral / this.sim.now : 0;
+  }
+}
+
 export class Simulation {
   now = 0;
   private seq = 0;
@@ -135,13 +207,7 @@ export class Simulation {
       const wait = next.value;
       if ('delay' in wait) this.at(this.now + Math.max(0, wait.delay), step);
       else if ('acquire' in wait) wait.acquire.enqueue(step);
-      else
-        wait.cpu.enqueue(() =>
-          this.at(this.now + Math.max(0, wait.ms), () => {
-            wait.cpu.release();
-            step();
-          }),
-        );
+      else wait.compute.submit(wait.ms, step);
     };
     this.soon(step);
   }

@@ -1,13 +1,16 @@
-import { random, Resource, Simulation, type Process } from './engine.js';
+import { Cores, random, Resource, Simulation, type Process } from './engine.js';
 
 /**
- * The hot path of issueCoupon as a queueing model: clients, server processes (a core each), their
- * connection pools, the network round trip, PostgreSQL's cores, and the budget rows whose locks
- * every issue queues on. The designs:
+ * The hot path of issueCoupon as a queueing model: clients, server processes (one thread each, on
+ * a core of its own or on the machine's shared cores), their connection pools, the network round
+ * trip, PostgreSQL's cores (shared by processor sharing among the statements running), and the
+ * budget rows whose locks every issue queues on. The statement that holds a budget row does the
+ * rest of its work and its commit (`holdMs` of work) on those shared cores, so it holds the row the
+ * longer the more else runs. The designs:
  *
  * - `slots`: one statement (docs/design.md §4); an issue takes a free budget row with room (SKIP
- *   LOCKED), else waits for one with room; the row is held for `holdMs` (the rest of the statement and
- *   its commit), never across a round trip.
+ *   LOCKED), else waits for one with room; the row is held for the rest of the statement and its
+ *   commit, never across a round trip.
  * - `leases`: one statement; a lease row per process, topped up from the budget row when it runs
  *   below half; an issue takes its own lease, else any free lease, else the budget row, else waits.
  * - `serializable`: the read-check-write transaction at SERIALIZABLE, one round trip per statement;
@@ -16,19 +19,25 @@ import { random, Resource, Simulation, type Process } from './engine.js';
  * - `not hot`: one statement, and the budget rows never contended (the reference campaigns).
  */
 export type Design =
-  { kind: 'slots'; rows: number } | { kind: 'leases'; leaseCoupons: number } | { kind: 'serializable' } | { kind: 'not hot' };
+  | { kind: 'slots'; rows: number }
+  | { kind: 'leases'; leaseCoupons: number }
+  | { kind: 'serializable' }
+  /** Budget rows nobody contends for; this share of the requests issues, the rest are refused from the snapshot. */
+  | { kind: 'not hot'; issuedShare: number };
 
 /** What one request costs, in ms. */
 export interface Costs {
-  /** CPU of the server process per request. */
+  /** CPU of the server process per request, half as it comes in and half as it is answered. */
   appCpuMs: number;
-  /** CPU of PostgreSQL per request (one statement); the serializable transaction spends it over its statements. */
+  /** A transaction's server CPU after each of its round trips (reading the answer, sending the next statement), besides `appCpuMs`. */
+  appCpuMsPerTrip?: number;
+  /** CPU of PostgreSQL per request besides `holdMs` (all of a refusal); the serializable transaction spends it over its statements. */
   dbCpuMs: number;
-  /** The budget row's hold per issue in the one-statement designs (the rest of the statement and its commit). */
+  /** Work on the database's cores while an issue holds its budget row (the rest of the statement and its commit): the hold when a core is free. */
   holdMs: number;
-  /** The commit's own time (its WAL flush), inside a transaction's last round trip. */
+  /** The commit's own work on the database's cores, inside a transaction's last round trip. */
   commitMs: number;
-  /** On the bench's machine only, where they share its cores: the delay proxy per round trip, the load generator per request. */
+  /** On the bench's machine only, where they share its cores: the delay proxy per round trip, the load generator per request (one thread each). */
   proxyCpuMsPerTrip?: number;
   generatorCpuMs?: number;
 }
@@ -41,7 +50,7 @@ export interface Deployment {
   processes: number;
   poolPerProcess: number;
   dbCores: number;
-  /** The bench's machine: every process of the run (and nothing else of ours) on this many cores. */
+  /** The bench's machine: every process of the run (server, PostgreSQL, delay proxy, load generator) shares this many cores (fractional: what other users left). */
   sharedCores?: number;
   rttMs: number;
 }
@@ -100,10 +109,15 @@ export function simulate(
   let overloaded = false;
   const sim = new Simulation();
   const rand = random(seed);
-  const shared = deployment.sharedCores ? new Resource(sim, deployment.sharedCores, 'machine') : null;
-  const apps = Array.from({ length: deployment.processes }, (_, i) => shared ?? new Resource(sim, 1, `app ${i}`));
+  const shared = deployment.sharedCores ? new Cores(sim, deployment.sharedCores, 'machine') : null;
+  // A Node process runs one callback at a time: its thread is a queue in front of whatever cores it runs on.
+  const appThreads = Array.from({ length: deployment.processes }, (_, i) => new Resource(sim, 1, `app ${i}`));
+  const appCores = Array.from({ length: deployment.processes }, (_, i) => shared ?? new Cores(sim, 1, `core ${i}`));
+  const proxyThread = new Resource(sim, 1, 'delay proxy');
+  const generatorThread = new Resource(sim, 1, 'load generator');
   const pools = Array.from({ length: deployment.processes }, (_, i) => new Resource(sim, deployment.poolPerProcess, `pool ${i}`));
-  const db = shared ?? new Resource(sim, deployment.dbCores, 'database');
+  // Each backend is a process of its own: the statements running share the database's cores.
+  const db = shared ?? new Cores(sim, deployment.dbCores, 'database');
   const row = (room: number): BudgetRow => ({ lock: new Resource(sim, 1, 'row'), room, lastCommitAt: -1, heldMs: 0 });
 
   // The budget rows: slots split it; leases start with everything on the budget row (index 0) and a lease per process after it.
@@ -144,19 +158,27 @@ export function simulate(
     strandedAtFirstRefusal ??= roomLeft();
   };
 
+  /** `ms` of work of a single-threaded process: its turn on its thread, then the cores. */
+  function* onThread(thread: Resource, cores: Cores, ms: number): Process {
+    if (!(ms > 0)) return;
+    yield { acquire: thread };
+    yield { compute: cores, ms };
+    thread.release();
+  }
+
   /** A round trip between a server process and PostgreSQL, `dbMs` of database CPU in the middle. */
   function* trip(dbMs: number): Process {
-    if (shared && costs.proxyCpuMsPerTrip) yield { cpu: shared, ms: costs.proxyCpuMsPerTrip / 2 };
+    if (shared) yield* onThread(proxyThread, shared, (costs.proxyCpuMsPerTrip ?? 0) / 2);
     yield { delay: deployment.rttMs / 2 };
-    if (dbMs > 0) yield { cpu: db, ms: dbMs };
-    if (shared && costs.proxyCpuMsPerTrip) yield { cpu: shared, ms: costs.proxyCpuMsPerTrip / 2 };
+    if (dbMs > 0) yield { compute: db, ms: dbMs };
+    if (shared) yield* onThread(proxyThread, shared, (costs.proxyCpuMsPerTrip ?? 0) / 2);
     yield { delay: deployment.rttMs / 2 };
   }
 
-  /** Holds `target` for `ms`, counting the coupon it gives. */
-  function* hold(target: BudgetRow, ms: number): Process {
+  /** The rest of the statement and its commit, on the database's cores, while `target` is held. */
+  function* hold(target: BudgetRow): Process {
     const start = sim.now;
-    yield { delay: ms };
+    yield { compute: db, ms: costs.holdMs };
     target.heldMs += sim.now - start;
   }
 
@@ -190,7 +212,7 @@ export function simulate(
     yield { acquire: pools[process]! };
     yield* trip(0);
     yield { acquire: pool.lock };
-    yield* hold(pool, costs.holdMs);
+    yield* hold(pool);
     const granted = Math.min(leaseCoupons, Math.ceil(pool.room / 2));
     pool.room -= granted;
     rows[process + 1]!.room += granted;
@@ -199,17 +221,23 @@ export function simulate(
     refilling.delete(process);
   }
 
+  let notHotRequests = 0;
   function* oneStatement(process: number): Process {
     yield* trip(0);
-    if (roomLeft() === 0 || design.kind === 'not hot') {
-      yield { cpu: db, ms: costs.dbCpuMs };
-      if (design.kind === 'not hot') {
+    yield { compute: db, ms: costs.dbCpuMs };
+    if (design.kind === 'not hot') {
+      // Every 1 / issuedShare-th request issues, on a row nobody else waits for.
+      const n = notHotRequests++;
+      if (Math.floor((n + 1) * design.issuedShare) > Math.floor(n * design.issuedShare)) {
+        yield* hold(rows[0]!);
         issued++;
-        rows[0]!.heldMs += costs.holdMs;
-      } else refuse();
+      } else refused++;
       return;
     }
-    yield { cpu: db, ms: costs.dbCpuMs };
+    if (roomLeft() === 0) {
+      refuse();
+      return;
+    }
     const pick: { row: BudgetRow | null } = { row: null };
     // As the statement does with leases: a row that filled up while it waited is tried again while any row has room.
     for (let attempt = 1; attempt <= 4 && !pick.row && roomLeft() > 0; attempt++) yield* pickRow(process, pick);
@@ -217,7 +245,7 @@ export function simulate(
       refuse();
       return;
     }
-    yield* hold(pick.row, costs.holdMs);
+    yield* hold(pick.row);
     pick.row.room--;
     issued++;
     pick.row.lock.release();
@@ -230,14 +258,24 @@ export function simulate(
     }
   }
 
-  function* serializable(): Process {
+  /** A statement of the transaction: its round trip, then the server's work on the answer and the next statement. */
+  function* statement(process: number, dbMs: number): Process {
+    yield* trip(dbMs);
+    yield* onThread(appThreads[process]!, appCores[process]!, costs.appCpuMsPerTrip ?? 0);
+  }
+
+  function* serializable(process: number): Process {
     const budget = rows[0]!;
     const perTrip = costs.dbCpuMs / SERIALIZABLE.trips;
+    const pool = pools[process]!;
+    // Each attempt is a transaction on a connection of its own: the pause between attempts holds none.
     for (let attempt = 1; attempt <= SERIALIZABLE.maxAttempts; attempt++) {
+      yield { acquire: pool };
       const snapshotAt = sim.now;
-      for (let t = 1; t < SERIALIZABLE.updateTrip; t++) yield* trip(perTrip);
+      for (let t = 1; t < SERIALIZABLE.updateTrip; t++) yield* statement(process, perTrip);
       if (budget.room === 0) {
-        for (let t = SERIALIZABLE.updateTrip; t <= SERIALIZABLE.soldOutTrips; t++) yield* trip(perTrip);
+        for (let t = SERIALIZABLE.updateTrip; t <= SERIALIZABLE.soldOutTrips; t++) yield* statement(process, perTrip);
+        pool.release();
         refuse();
         return;
       }
@@ -245,21 +283,22 @@ export function simulate(
       if (budget.lastCommitAt > snapshotAt || budget.room === 0) {
         // 40001: another transaction committed the row after this one's snapshot. Roll back, pause, rerun.
         budget.lock.release();
-        yield* trip(0);
+        yield* statement(process, 0);
+        pool.release();
         const ceiling = Math.min(SERIALIZABLE.backoff.maxMs, SERIALIZABLE.backoff.baseMs * 2 ** attempt);
         yield { delay: rand() * ceiling };
         continue;
       }
       const start = sim.now;
-      yield* trip(perTrip);
-      for (let t = SERIALIZABLE.updateTrip + 1; t < SERIALIZABLE.trips; t++) yield* trip(perTrip);
-      yield { delay: costs.commitMs };
-      yield* trip(perTrip);
+      yield* statement(process, perTrip);
+      for (let t = SERIALIZABLE.updateTrip + 1; t < SERIALIZABLE.trips; t++) yield* statement(process, perTrip);
+      yield* statement(process, perTrip + costs.commitMs);
       budget.heldMs += sim.now - start;
       budget.room--;
       budget.lastCommitAt = sim.now;
       issued++;
       budget.lock.release();
+      pool.release();
       return;
     }
     tryAgain++;
@@ -271,13 +310,15 @@ export function simulate(
     const started = sim.now;
     enter();
     const mine = process++ % deployment.processes;
-    if (shared && costs.generatorCpuMs) yield { cpu: shared, ms: costs.generatorCpuMs };
-    yield { cpu: apps[mine]!, ms: costs.appCpuMs / 2 };
-    yield { acquire: pools[mine]! };
-    if (design.kind === 'serializable') yield* serializable();
-    else yield* oneStatement(mine);
-    pools[mine]!.release();
-    yield { cpu: apps[mine]!, ms: costs.appCpuMs / 2 };
+    if (shared) yield* onThread(generatorThread, shared, costs.generatorCpuMs ?? 0);
+    yield* onThread(appThreads[mine]!, appCores[mine]!, costs.appCpuMs / 2);
+    if (design.kind === 'serializable') yield* serializable(mine);
+    else {
+      yield { acquire: pools[mine]! };
+      yield* oneStatement(mine);
+      pools[mine]!.release();
+    }
+    yield* onThread(appThreads[mine]!, appCores[mine]!, costs.appCpuMs / 2);
     latencies.push(sim.now - started);
     leave();
   }
