@@ -95,4 +95,13 @@ describe('the transaction runner', () => {
     expect(result).toEqual({ value: { status: 'REFUSED' }, attempts: 1, rolledBack: true });
     expect((await backend.sql.query("select 1 from contracts where title = 'refused'")).rowCount).toBe(0);
   });
+
+  it('builds a refusal without capturing a stack, and leaves the stack limit as it was', () => {
+    const limit = Error.stackTraceLimit;
+    const refusal = new RollbackAndReturn({ status: 'REFUSED' });
+    expect(refusal).toBeInstanceOf(Error);
+    expect(refusal.stack).not.toMatch(/\n\s+at /);
+    expect(Error.stackTraceLimit).toBe(limit);
+    expect(new Error('a fault').stack).toMatch(/\n\s+at /);
+  });
 });

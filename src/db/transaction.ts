@@ -50,8 +50,15 @@ export interface RunResult<T> {
  * Returning from the callback would commit, so refusing is a throw.
  */
 export class RollbackAndReturn<T> extends Error {
-  constructor(readonly value: T) {
+  readonly value: T;
+  constructor(value: T) {
+    // A refusal is an answer, not a fault: nobody reads where it was thrown, and capturing the
+    // stack (async frames included) costs more than the rest of building the answer.
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super('rolled back on purpose');
+    Error.stackTraceLimit = stackTraceLimit;
+    this.value = value;
     this.name = 'RollbackAndReturn';
   }
 }
