@@ -118,6 +118,17 @@ export interface SpanSpec {
   parent?: TraceContext;
   /** A new trace, whatever is active. */
   root?: boolean;
+  /**
+   * Nothing the work does makes a span of its own (a statement): the span is not made the active
+   * context, which spares a context switch around every statement.
+   */
+  leaf?: boolean;
+}
+
+/** Marks a span failed by `error` and ends it. */
+function endFailed(span: Span, error: unknown): void {
+  span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.name : String(error) });
+  span.end();
 }
 
 /**
@@ -132,14 +143,27 @@ export function inSpan<T>(name: string, spec: SpanSpec, work: (span: Span | null
     ...(spec.attributes ? { attributes: spec.attributes } : {}),
     ...(spec.links ? { links: spec.links } : {}),
   };
+  if (spec.leaf) {
+    const span = tracer.startSpan(name, options, parent);
+    return work(span).then(
+      (value) => {
+        span.end();
+        return value;
+      },
+      (error: unknown) => {
+        endFailed(span, error);
+        throw error;
+      },
+    );
+  }
   return tracer.startActiveSpan(name, options, parent, async (span) => {
     try {
-      return await work(span);
-    } catch (error) {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.name : String(error) });
-      throw error;
-    } finally {
+      const value = await work(span);
       span.end();
+      return value;
+    } catch (error) {
+      endFailed(span, error);
+      throw error;
     }
   });
 }

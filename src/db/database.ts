@@ -153,7 +153,7 @@ function tracedConnection(connection: DatabaseConnection): DatabaseConnection {
   if (traced) return traced;
   const executeQuery: DatabaseConnection['executeQuery'] = (compiled) => {
     const { name, attributes } = statementSpan(compiled.sql);
-    return inSpan(name, { kind: SpanKind.CLIENT, attributes }, () => connection.executeQuery(compiled));
+    return inSpan(name, { kind: SpanKind.CLIENT, attributes, leaf: true }, () => connection.executeQuery(compiled));
   };
   const bound = new Map<PropertyKey, unknown>();
   traced = new Proxy(connection, {
