@@ -4,7 +4,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CreateContractDocumentDocument } from './generated/graphql.js';
 import { LoadClient, type GraphQLReply } from './load/client.js';
 import { countBy, summarize } from './load/stats.js';
-import { asUser, createContractRow, createTenant, createTestBackend, serveOverHttp, type TestBackend } from './support/harness.js';
+import {
+  asUser,
+  createContractRow,
+  createTenant,
+  createTestBackend,
+  serveOverHttp,
+  serveTestBackend,
+  type TestBackend,
+} from './support/harness.js';
 
 const ANONYMOUS_CLIENTS = 6;
 const MEMBERS = [
@@ -107,12 +115,11 @@ describe('the client address of a caller without a session: the peer, or X-Forwa
   const ONE_EACH = { ANONYMOUS_RATE: '1', ANONYMOUS_BURST: '1', ANONYMOUS_QUEUE_MAX: '0' };
 
   async function codesFor(env: Record<string, string>, forwardedFor: string[]): Promise<string[]> {
-    const backend = await createTestBackend({ env: { ...ONE_EACH, ...env } });
-    const { url, server } = await serveOverHttp(backend);
+    const backend = await serveTestBackend({ env: { ...ONE_EACH, ...env } });
     try {
       const codes: string[] = [];
       for (const address of forwardedFor) {
-        const response = await fetch(url, {
+        const response = await fetch(backend.url, {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'x-forwarded-for': address },
           body: JSON.stringify({ query: '{ viewer { role } }' }),
@@ -122,7 +129,6 @@ describe('the client address of a caller without a session: the peer, or X-Forwa
       }
       return codes;
     } finally {
-      await server.close();
       await backend.close();
     }
   }

@@ -4,14 +4,13 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDatabase } from '../src/db/database.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/dev/embedded-postgres.js';
-import { migrate } from '../src/db/migrate.js';
 import { createLogger } from '../src/logger.js';
 import { mutate } from '../src/client/mutate.js';
 import { CreateTenantDocument } from './generated/graphql.js';
 import { asOperator, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
 import { freePort } from './support/ports.js';
+import { migrateDatabaseAt } from './support/tool-database.js';
 
 /**
  * A multi-host DATABASE_URL with target_session_attrs=read-write, against two PostgreSQL servers
@@ -40,12 +39,7 @@ async function startServer(root: string, name: string): Promise<Server> {
   // One password for both, as the servers of one HA cluster share their users.
   await admin.query(`alter user postgres password '${PASSWORD}'`);
   await admin.query(`create database ${DATABASE}`);
-  const schema = createDatabase(
-    { connectionString: url(postgres.port), max: 1, acquireTimeoutMs: 5_000, applicationName: 'migrate', preparedStatements: false },
-    createLogger('silent'),
-  );
-  await migrate(schema.db);
-  await schema.close();
+  await migrateDatabaseAt(url(postgres.port));
   return { postgres, admin };
 }
 

@@ -15,7 +15,7 @@ import { documentsScenario } from './load/scenarios/documents.js';
 import { huddlesScenario } from './load/scenarios/huddles.js';
 import { percentile } from './load/stats.js';
 import { formatResult } from './load/cli.js';
-import { createTestBackend, serveOverHttp, type TestBackend } from './support/harness.js';
+import { serveTestBackend, type ServedBackend } from './support/harness.js';
 import { runScript } from './support/scripts.js';
 
 describe('npm run load: arguments', () => {
@@ -228,22 +228,14 @@ describe('the delay proxy the bench puts between a server and PostgreSQL', () =>
 });
 
 describe('npm run load: scenarios and their invariant checks', () => {
-  let backend: TestBackend;
-  let url: string;
-  let stopServer: () => Promise<void>;
+  let backend: ServedBackend;
   beforeAll(async () => {
-    backend = await createTestBackend();
-    const served = await serveOverHttp(backend);
-    url = served.url;
-    stopServer = () => served.server.close();
+    backend = await serveTestBackend();
   });
-  afterAll(async () => {
-    await stopServer();
-    await backend.close();
-  });
+  afterAll(() => backend.close());
 
   const load = async (scenario: LoadScenario, requests: number): Promise<LoadResult> => {
-    const client = new LoadClient(url, 8);
+    const client = new LoadClient(backend.url, 8);
     try {
       return await runLoad({ client, sessions: headerSessions(), scenario, concurrency: 8, amount: { requests }, sql: backend.sql });
     } finally {
@@ -364,7 +356,7 @@ describe('npm run load: scenarios and their invariant checks', () => {
   });
 
   it('the open model (--rate) offers the rate and says what it achieved', async () => {
-    const client = new LoadClient(url, 16);
+    const client = new LoadClient(backend.url, 16);
     try {
       const result = await runLoad({
         client,
@@ -395,7 +387,7 @@ describe('npm run load: scenarios and their invariant checks', () => {
       '--scenario',
       'documents',
       '--url',
-      url,
+      backend.url,
       '--database-url',
       backend.databaseUrl,
       '--requests',

@@ -5,13 +5,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MigrationConfig } from '../src/config.js';
-import { createDatabase } from '../src/db/database.js';
 import { MIGRATIONS_DIR, MigrationBlockedError, MigrationLockBusyError, migrate, type Blocker } from '../src/db/migrate.js';
 import { LoadClient } from './load/client.js';
 import { runLoad, type LoadResult } from './load/run.js';
 import { couponsScenario, headerSessions } from './load/scenarios/coupons.js';
 import { migrateInOneTransaction } from './naive/migrate.js';
 import { createTestBackend, createTestDatabaseUrl, serveOverHttp, type TestBackend } from './support/harness.js';
+import { openToolDatabase } from './support/tool-database.js';
 
 /** The project's migrations plus `extra` (file name -> SQL), in a folder of their own. */
 async function migrationsWith(extra: Record<string, string>): Promise<{ dir: string; remove(): Promise<void> }> {
@@ -84,10 +84,7 @@ const errorsOf = (result: LoadResult) =>
 
 /** The next version's start-up: a pool of its own beside the serving one. */
 function nextVersion(backend: TestBackend) {
-  return createDatabase(
-    { connectionString: backend.databaseUrl, max: 2, acquireTimeoutMs: 5_000, applicationName: 'next-version', preparedStatements: false },
-    backend.log,
-  );
+  return openToolDatabase(backend.databaseUrl, 'next-version', { max: 2, log: backend.log });
 }
 
 describe('a migration under traffic, behind a long reader', () => {

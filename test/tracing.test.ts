@@ -22,8 +22,8 @@ import {
   createTestBackend,
   createTestDatabaseUrl,
   gqlOk,
-  serveOverHttp,
-  type TestBackend,
+  serveTestBackend,
+  type ServedBackend,
 } from './support/harness.js';
 
 /** A span as OTLP/JSON carries it, with its attributes flattened. */
@@ -118,9 +118,7 @@ async function waitFor<T>(find: () => T | undefined, what: string, ms = 10_000):
 
 describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', () => {
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
-  let backend: TestBackend;
-  let url: string;
-  let closeServer: () => Promise<void>;
+  let backend: ServedBackend;
   const lines: Record<string, unknown>[] = [];
 
   beforeAll(async () => {
@@ -134,7 +132,7 @@ describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', ()
         },
       }),
     );
-    backend = await createTestBackend({
+    backend = await serveTestBackend({
       log,
       env: {
         OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: receiver.url,
@@ -150,18 +148,14 @@ describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', ()
       { input: { id: 'traced', name: 'Traced', discountYen: 100, budgetYen: 100_000 } },
       asTenantAdmin('traced'),
     );
-    const served = await serveOverHttp(backend);
-    url = served.url;
-    closeServer = () => served.server.close();
   });
   afterAll(async () => {
-    await closeServer();
     await backend.close();
     await receiver.close();
   });
 
   const issue = (member: string, traceparent: string) =>
-    fetch(url, {
+    fetch(backend.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', traceparent, ...asUser('traced', member) },
       body: JSON.stringify({

@@ -4,12 +4,12 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
-import { createDatabase } from '../../src/db/database.js';
 import { MIGRATIONS_DIR, migrate } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { LoadClient } from './client.js';
 import { runLoad } from './run.js';
 import { couponsScenario, headerSessions } from './scenarios/coupons.js';
+import { openToolDatabase } from '../support/tool-database.js';
 import { currentCommit, machineDescription, startScratchDatabase, startServerProcess } from './target.js';
 
 /**
@@ -69,10 +69,7 @@ async function main(): Promise<void> {
   await reader.query('set statement_timeout = 0');
   const log = createLogger('warn');
   // The next version's start-up: its own pool, its own migration run.
-  const next = createDatabase(
-    { connectionString: database.databaseUrl, max: 2, acquireTimeoutMs: 3_000, applicationName: 'next-version', preparedStatements: false },
-    log,
-  );
+  const next = openToolDatabase(database.databaseUrl, 'next-version', { max: 2, acquireTimeoutMs: 3_000, log });
   let stopped = false;
   const scenario = couponsScenario(`migration-${Date.now().toString(36)}`, null);
   let markStarted!: () => void;

@@ -12,6 +12,7 @@ import type { AppServices } from '../../src/graphql/context.js';
 import { createApp, type App } from '../../src/http/app.js';
 import { listen, type RunningServer } from '../../src/http/node-server.js';
 import { createLogger, type Logger } from '../../src/logger.js';
+import { databaseOptions } from '../../src/process/open-database.js';
 import { buildServices, type Algorithms } from '../../src/services.js';
 import { startTracing } from '../../src/tracing.js';
 import { databaseUrl } from './database-url.js';
@@ -90,14 +91,7 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
   const log = options.log ?? createLogger(process.env['TEST_LOG_LEVEL'] ?? 'silent');
   const database = createDatabase(
     {
-      connectionString: url,
-      max: config.dbPoolMax,
-      acquireTimeoutMs: config.dbPoolAcquireTimeoutMs,
-      connectTimeoutMs: config.dbPoolConnectTimeoutMs,
-      statementTimeoutMs: config.statementTimeoutMs,
-      healthCheckIntervalMs: config.dbHealthCheckIntervalMs,
-      applicationName: 'test-app',
-      preparedStatements: config.dbPreparedStatements,
+      ...databaseOptions(config, url, 'test-app'),
       ...(options.onStatement ? { plugins: [statementWatcher(options.onStatement)] } : {}),
     },
     log,
@@ -187,6 +181,38 @@ export function errorCodes(response: GraphQLResponse<unknown>): unknown[] {
 export async function serveOverHttp(backend: TestBackend): Promise<{ url: string; server: RunningServer }> {
   const server = await listen(backend.app, 0, backend.log, '127.0.0.1', backend.config.edge);
   return { url: `http://127.0.0.1:${server.port}/graphql`, server };
+}
+
+/** A test backend of its own, served on a socket of its own. */
+export interface ServedBackend extends TestBackend {
+  /** The GraphQL endpoint: `http://127.0.0.1:<port>/graphql`. */
+  url: string;
+  /** `http://127.0.0.1:<port>`, for the other routes. */
+  origin: string;
+  port: number;
+  server: RunningServer;
+  /** Closes the socket, then the backend. */
+  close(): Promise<void>;
+}
+
+/** createTestBackend, then serveOverHttp: for tests that need a backend only as a client sees it over HTTP. */
+export async function serveTestBackend(options: TestBackendOptions = {}): Promise<ServedBackend> {
+  const backend = await createTestBackend(options);
+  const { url, server } = await serveOverHttp(backend).catch(async (error: unknown) => {
+    await backend.close();
+    throw error;
+  });
+  return {
+    ...backend,
+    url,
+    origin: new URL(url).origin,
+    port: server.port,
+    server,
+    async close() {
+      await server.close();
+      await backend.close();
+    },
+  };
 }
 
 export async function createTenant(backend: TestBackend, id: string, monthlyCapYen = 2000) {
