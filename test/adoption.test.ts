@@ -155,10 +155,10 @@ describe('adopting a database the naive versions damaged', () => {
 
   it(
     'holds the coupon invariants under the concurrent reference scenario on the adopted database',
-    async () => {
+    async ({ annotate }) => {
       const backend = await backendOn(track(await adoptedDatabase()));
       const result = await runReferenceScenario(backend, 32);
-      console.log(describeRun('coupons on the adopted database at 32 clients', result));
+      await annotate(describeRun('coupons on the adopted database at 32 clients', result));
       expect(result.invariants.violations).toEqual([]);
     },
     REFERENCE_SCENARIO_TIMEOUT_MS,

@@ -51,7 +51,9 @@ describe('callers without a session get a small share: their documents are read 
   });
   afterAll(() => backend.close());
 
-  it(`leaves members' p95 within ${P95_FACTOR}x of the same run without ${ANONYMOUS_CLIENTS} anonymous clients sending the most expensive valid document`, async () => {
+  it(`leaves members' p95 within ${P95_FACTOR}x of the same run without ${ANONYMOUS_CLIENTS} anonymous clients sending the most expensive valid document`, async ({
+    annotate,
+  }) => {
     const { url, server } = await serveOverHttp(backend);
     const client = new LoadClient(url, MEMBERS.length + ANONYMOUS_CLIENTS);
     const createDocument = print(CreateContractDocumentDocument);
@@ -94,7 +96,7 @@ describe('callers without a session get a small share: their documents are read 
         codeOf(reply) === 'OK' ? 'OK' : `${codeOf(reply)} (${reply.body.errors![0]!.extensions!['reason'] ?? '-'})`,
       );
       const [withoutThem, withThem] = [summarize(alone), summarize(during)];
-      console.log(
+      await annotate(
         `members without anonymous clients: p50 ${withoutThem.p50.toFixed(1)} ms, p95 ${withoutThem.p95.toFixed(1)} ms; ` +
           `with ${ANONYMOUS_CLIENTS} anonymous clients: p50 ${withThem.p50.toFixed(1)} ms, p95 ${withThem.p95.toFixed(1)} ms ` +
           `(${(withThem.p95 / withoutThem.p95).toFixed(2)}x), ${ROUNDS} rounds of each; the anonymous answers ${JSON.stringify(outcomes)}`,

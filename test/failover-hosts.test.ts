@@ -156,7 +156,7 @@ describe('a multi-host DATABASE_URL with target_session_attrs=read-write', () =>
     expect(rows[0]!.n).toBe(0);
   });
 
-  it('when no host accepts writes, requests answer TRY_AGAIN at once, saying so without naming the machines', async () => {
+  it('when no host accepts writes, requests answer TRY_AGAIN at once, saying so without naming the machines', async ({ annotate }) => {
     await primaryIs('neither');
     try {
       const started = performance.now();
@@ -167,7 +167,7 @@ describe('a multi-host DATABASE_URL with target_session_attrs=read-write', () =>
       expect(error.message).toMatch(/is a standby \(accepts no writes\)/);
       expect(error.message).not.toMatch(/127\.0\.0\.1|\d{4,5}/);
       expect(['connect', 'unavailable', '25006']).toContain(error.extensions?.['reason']);
-      console.log(`no writable host: TRY_AGAIN after ${tookMs.toFixed(0)} ms: ${error.message}`);
+      await annotate(`no writable host: TRY_AGAIN after ${tookMs.toFixed(0)} ms: ${error.message}`);
     } finally {
       await primaryIs('first');
     }

@@ -66,7 +66,7 @@ describe('faults: the database drops connections and restarts during a concurren
     await rm(dataRoot, { recursive: true, force: true });
   });
 
-  it('ends every request in flight with success or TRY_AGAIN, loses nothing, and recovers by itself', async () => {
+  it('ends every request in flight with success or TRY_AGAIN, loses nothing, and recovers by itself', async ({ annotate }) => {
     const { url, server } = await serveOverHttp(backend);
     const client = new LoadClient(url, CONCURRENCY);
     await client.open();
@@ -107,7 +107,7 @@ describe('faults: the database drops connections and restarts during a concurren
     const outcome = (s: Sent) => String(s.reply.body.errors?.[0]?.extensions?.['code'] ?? 'OK');
     const counts: Record<string, number> = {};
     for (const s of replies) counts[outcome(s)] = (counts[outcome(s)] ?? 0) + 1;
-    console.log(
+    await annotate(
       `faults: ${REQUESTS} requests at ${CONCURRENCY} clients; outcomes ${JSON.stringify(counts)}; /ready during the outage ${readyDuringOutage}`,
     );
     expect(Object.keys(counts).every((code) => code === 'OK' || code === 'TRY_AGAIN')).toBe(true);

@@ -61,7 +61,7 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
     return rows[0]!.n;
   };
 
-  it('runs a createContractDocument mutation typed with its headers and shows the document number', async () => {
+  it('runs a createContractDocument mutation typed with its headers and shows the document number', async ({ annotate }) => {
     const started = performance.now();
     const expected = await nextDocNumber();
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
@@ -103,7 +103,7 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
     await expect.poll(async () => result.innerText(), { timeout: 30_000 }).toMatch(new RegExp(`"docNumber":\\s+${expected}\\b`));
     await mkdir(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: new URL('graphiql.png', ARTIFACTS).pathname });
-    console.log(`GraphiQL browser test: ${(performance.now() - started).toFixed(0)} ms from page load to the answer and screenshot`);
+    await annotate(`GraphiQL browser test: ${(performance.now() - started).toFixed(0)} ms from page load to the answer and screenshot`);
 
     const stored = await backend.sql.query("select doc_number from contract_documents where tenant_id = 'acme' and doc_number = $1", [
       expected,
@@ -130,7 +130,9 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
     await page.close();
   });
 
-  it('loads the page and its files in under 2 MB, and a reload transfers almost nothing, after an edit put the query in the URL too', async () => {
+  it('loads the page and its files in under 2 MB, and a reload transfers almost nothing, after an edit put the query in the URL too', async ({
+    annotate,
+  }) => {
     const page = await browser.newPage();
     /** Paths whose bodies came over the wire in an earlier load. */
     const fetchedBefore = new Set<string>();
@@ -165,7 +167,7 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
     const first = await transferred(() => page.goto(backend.url, { waitUntil: 'load' }));
     expect((await introspected).status()).toBe(200);
     const reload = await transferred(() => page.reload({ waitUntil: 'load' }));
-    console.log(`GraphiQL transferred: ${describe('first load', first)}; ${describe('reload', reload)}`);
+    await annotate(`GraphiQL transferred: ${describe('first load', first)}; ${describe('reload', reload)}`);
     expect(first.bytes).toBeGreaterThan(100_000);
     expect(first.bytes).toBeLessThan(2_000_000);
     expect(reload.requests).toBeGreaterThan(0);
@@ -180,7 +182,7 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
     await page.keyboard.insertText('\n# edited before a reload');
     await expect.poll(() => new URL(page.url()).searchParams.get('query') ?? '', { timeout: 30_000 }).toContain('edited before a reload');
     const edited = await transferred(() => page.reload({ waitUntil: 'load' }));
-    console.log(
+    await annotate(
       `GraphiQL transferred: ${describe(`reload after an edit (query string of ${new URL(page.url()).search.length} characters)`, edited)}`,
     );
     expect(edited.requests).toBeGreaterThan(0);

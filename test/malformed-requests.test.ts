@@ -85,7 +85,9 @@ describe('malformed requests are the client’s error', () => {
   });
   afterAll(() => backend.close());
 
-  it('answers a Host that is not a valid authority 400 with a code and the request id on every route, logged at debug without a stack', async () => {
+  it('answers a Host that is not a valid authority 400 with a code and the request id on every route, logged at debug without a stack', async ({
+    annotate,
+  }) => {
     const answers: string[] = [];
     for (const host of BAD_HOSTS) {
       for (const [method, path] of ROUTES) {
@@ -109,12 +111,14 @@ describe('malformed requests are the client’s error', () => {
         expect(lines.some((line) => line.level === 'debug' && /not a valid URL/.test(line.msg))).toBe(true);
       }
     }
-    console.log(
+    await annotate(
       `bad Host: ${answers.length} requests (${BAD_HOSTS.length} hosts x ${ROUTES.length} routes), statuses ${JSON.stringify([...new Set(answers.map((a) => a.split(' ').at(-1)))])}`,
     );
   });
 
-  it(`answers a request of ${MAX_REQUEST_HEADERS} headers 431 with a code before any session header is read: no tenant pushed past the cut`, async () => {
+  it(`answers a request of ${MAX_REQUEST_HEADERS} headers 431 with a code before any session header is read: no tenant pushed past the cut`, async ({
+    annotate,
+  }) => {
     const before = await backend.sql.query('select count(*)::int as n from tenants');
     // With the 7 headers around them, exactly MAX_REQUEST_HEADERS.
     const filler = Array.from({ length: MAX_REQUEST_HEADERS - 7 }, (_, i) => `x-filler-${i}: ${i}\r\n`).join('');
@@ -124,7 +128,7 @@ describe('malformed requests are the client’s error', () => {
       `x-hasura-role: admin\r\n${extra}x-hasura-tenant-id: ta\r\nContent-Length: ${mutation.length}\r\n\r\n${mutation}`;
     const answer = await raw(backend.port, request(filler));
     const parsed = JSON.parse(answer.body) as { errors: { message: string; extensions: Record<string, unknown> }[] };
-    console.log(`${MAX_REQUEST_HEADERS} headers: ${answer.status} ${JSON.stringify(parsed.errors[0])}`);
+    await annotate(`${MAX_REQUEST_HEADERS} headers: ${answer.status} ${JSON.stringify(parsed.errors[0])}`);
     expect(answer.status).toBe(431);
     expect(parsed.errors[0]!.extensions).toEqual({ code: 'BAD_USER_INPUT', requestId: 'many-headers' });
     expect(answer.headers['connection']).toBe('close');
@@ -135,12 +139,12 @@ describe('malformed requests are the client’s error', () => {
     expect(JSON.parse(fewer.body).errors[0].extensions.code).toBe('FORBIDDEN');
   });
 
-  it('refuses a body over MAX_BODY_BYTES with 413 before sending 100 Continue', async () => {
+  it('refuses a body over MAX_BODY_BYTES with 413 before sending 100 Continue', async ({ annotate }) => {
     const answer = await raw(
       backend.port,
       `POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\nExpect: 100-continue\r\n\r\n`,
     );
-    console.log(`Expect: 100-continue with a 50 MB body: ${answer.head.split('\r\n')[0]}`);
+    await annotate(`Expect: 100-continue with a 50 MB body: ${answer.head.split('\r\n')[0]}`);
     expect(answer.head).not.toMatch(/100 Continue/);
     expect(answer.status).toBe(413);
     expect(JSON.parse(answer.body)).toMatchObject({ errors: [{ extensions: { code: 'BAD_USER_INPUT', limit: 'MAX_BODY_BYTES' } }] });

@@ -107,7 +107,9 @@ describe('the outbox through a receiver outage longer than a count of attempts s
     return { statuses: await statuses(tenantId), delivered: times.length, first: Math.min(...times), last: Math.max(...times) };
   }
 
-  it('retries for OUTBOX_RETRY_FOR: every event is delivered, none dead, and the backlog drains as soon as the receiver takes it', async () => {
+  it('retries for OUTBOX_RETRY_FOR: every event is delivered, none dead, and the backlog drains as soon as the receiver takes it', async ({
+    annotate,
+  }) => {
     const run = await outage('outage-ours', relayOnce);
     expect(run.statuses).toEqual({ sent: EVENTS });
     expect(run.delivered).toBe(EVENTS);
@@ -116,22 +118,24 @@ describe('the outbox through a receiver outage longer than a count of attempts s
     // out a backoff of its own (up to OUTBOX_RETRY_MAX_MS each).
     expect(run.first).toBeLessThanOrEqual(OPTIONS.retryMaxDelayMs + 1_000);
     expect(run.last - run.first).toBeLessThan(OPTIONS.retryMaxDelayMs / 2);
-    console.log(
+    await annotate(
       `outbox outage of ${OUTAGE_MS} ms, ${EVENTS} events: first delivery ${run.first.toFixed(0)} ms after the recovery, the last ${run.last.toFixed(0)} ms after it`,
     );
   });
 
-  it('the old relay, dead after 10 attempts and without bringing retries forward, loses events in the same outage', async () => {
+  it('the old relay, dead after 10 attempts and without bringing retries forward, loses events in the same outage', async ({
+    annotate,
+  }) => {
     const run = await outage('outage-counting', (deps) => countingRelayOnce(deps, 10));
     expect(run.statuses['dead'] ?? 0).toBeGreaterThan(0);
-    console.log(`the old relay in the same outage: ${run.statuses['dead']} of ${EVENTS} events dead`);
+    await annotate(`the old relay in the same outage: ${run.statuses['dead']} of ${EVENTS} events dead`);
   });
 
-  it('the old relay with no count limit still drains slowly: every retry sits out its own backoff', async () => {
+  it('the old relay with no count limit still drains slowly: every retry sits out its own backoff', async ({ annotate }) => {
     const run = await outage('outage-slow', (deps) => countingRelayOnce(deps, 1_000_000));
     expect(run.statuses).toEqual({ sent: EVENTS });
     expect(run.last - run.first).toBeGreaterThanOrEqual(OPTIONS.retryMaxDelayMs / 2);
-    console.log(
+    await annotate(
       `the old relay without a count limit: first delivery ${run.first.toFixed(0)} ms after the recovery, the last ${run.last.toFixed(0)} ms after it`,
     );
   });

@@ -45,10 +45,10 @@ describe('queries: one statement per level, whatever the data', () => {
     return statements - before;
   }
 
-  it(`lists ${CONTRACTS} contracts of ${DOCUMENTS_EACH} documents with as many statements as 1 or 5 contracts`, async () => {
+  it(`lists ${CONTRACTS} contracts of ${DOCUMENTS_EACH} documents with as many statements as 1 or 5 contracts`, async ({ annotate }) => {
     await statementsFor(1); // the first request of a tenant also looks the tenant up
     const counts = { one: await statementsFor(1), five: await statementsFor(5), all: await statementsFor(CONTRACTS) };
-    console.log(`statements per request: ${JSON.stringify(counts)}`);
+    await annotate(`statements per request: ${JSON.stringify(counts)}`);
     expect(counts).toEqual({ one: 2, five: 2, all: 2 });
   });
 

@@ -74,7 +74,7 @@ export default async function setup(project: TestProject) {
   const bouncerBinary = process.env['PGBOUNCER'];
   const bouncer = bouncerBinary ? await startPgBouncer(bouncerBinary, serverOf(adminUrl), await freePort()) : null;
   const appUrl = bouncer ? withPort(adminUrl, bouncer.port) : adminUrl;
-  if (bouncer) console.log(`tests connect through PgBouncer (transaction mode) on port ${bouncer.port}`);
+  if (bouncer) project.vitest.logger.log(`tests connect through PgBouncer (transaction mode) on port ${bouncer.port}`);
   project.provide('adminUrl', adminUrl);
   project.provide('appUrl', appUrl);
   project.provide('templateDatabase', TEMPLATE_DATABASE);
