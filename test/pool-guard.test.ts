@@ -5,7 +5,7 @@ import { PoolReentryError } from '../src/db/pool.js';
 import type { DB } from '../src/db/schema.js';
 import { runInTransaction } from '../src/db/transaction.js';
 import { CreateContractDocument as CreateContract } from './generated/graphql.js';
-import { asUser, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
+import { asUser, createTenant, createTestBackend, errorCodes, gql, holdPoolConnection, type TestBackend } from './support/harness.js';
 
 const POOL_SIZE = 4;
 const ACQUIRE_TIMEOUT_MS = 1_500;
@@ -111,23 +111,14 @@ describe('the executor rule', () => {
       // Connect first: opening a connection on a busy machine can take a good part of the wait the
       // holder below would otherwise spend on it.
       await sql`select 1`.execute(small.database.db);
-      // Hold the app's only connection with a transaction of our own until the request has answered;
-      // the request goes once the connection is held (an event, not a guessed pause).
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => (release = resolve));
-      let holding!: () => void;
-      const held = new Promise<void>((resolve) => (holding = resolve));
-      const holder = runInTransaction(small.database.db, small.services.transactions, { deadline: Date.now() + 60_000 }, async (trx) => {
-        await sql`select 1`.execute(trx);
-        holding();
-        await released;
-      });
-      await Promise.race([held, holder]);
+      // Hold the app's only connection with a transaction of our own until the request has answered.
+      const holder = holdPoolConnection(small, 60_000);
+      await holder.held;
       const started = performance.now();
       const response = await gql(small.app.fetch, CreateContract, { input: { title: 'x' } }, asUser('pool'));
       const waited = performance.now() - started;
-      release();
-      await holder;
+      holder.release();
+      await holder.done;
       expect(errorCodes(response)).toEqual(['TRY_AGAIN']);
       // It says which limit ran out: the wait for a free connection, not a slow connect or a lost one.
       expect(response.body.errors?.[0]?.extensions).toMatchObject({ reason: 'pool', retryAfterMs: 200 });

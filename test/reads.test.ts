@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runInTransaction } from '../src/db/transaction.js';
-import { asUser, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
+import { asUser, createTenant, createTestBackend, errorCodes, gql, holdPoolConnection, type TestBackend } from './support/harness.js';
 
 const CONTRACTS = 20;
 const DOCUMENTS_EACH = 50;
@@ -72,25 +72,12 @@ describe('queries live under the rules of mutations', () => {
   });
   afterAll(() => backend.close());
 
-  /** Holds the app's only pool connection in a transaction until `release` is called. */
-  function holdThePool() {
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    let holding!: () => void;
-    const held = new Promise<void>((resolve) => (holding = resolve));
-    const done = runInTransaction(backend.database.db, backend.services.transactions, { deadline: Date.now() + 20_000 }, async (trx) => {
-      await sql`select 1`.execute(trx);
-      holding();
-      await released;
-    });
-    return { held, release: async () => (release(), await done) };
-  }
-
   it('answers TRY_AGAIN with Retry-After when the pool stays busy', async () => {
-    const pool = holdThePool();
+    const pool = holdPoolConnection(backend, 20_000);
     await pool.held;
     const response = await gql(backend.app.fetch, '{ contracts { id } }', {}, asUser('rules'));
-    await pool.release();
+    pool.release();
+    await pool.done;
     expect(errorCodes(response)).toEqual(['TRY_AGAIN']);
     expect(response.body.errors![0]!.extensions).toMatchObject({ reason: 'pool', retryAfterMs: 300 });
     expect(response.body.errors![0]!.extensions).not.toHaveProperty('http');

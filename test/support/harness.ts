@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { print } from 'graphql';
-import type { KyselyPlugin } from 'kysely';
+import { sql, type KyselyPlugin } from 'kysely';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { loadConfig, type AppConfig } from '../../src/config.js';
 import type { Clock } from '../../src/clock.js';
 import { createDatabase, type Database } from '../../src/db/database.js';
 import { applySessionTimeouts } from '../../src/db/session-defaults.js';
+import { runInTransaction } from '../../src/db/transaction.js';
 import type { AppServices } from '../../src/graphql/context.js';
 import { createApp, type App } from '../../src/http/app.js';
 import { listen, type RunningServer } from '../../src/http/node-server.js';
@@ -119,6 +120,27 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
   };
 }
 
+/**
+ * Holds one of the app's pool connections in a transaction of the test's own until `release()`, so
+ * that requests meanwhile find it taken (with DB_POOL_MAX=1, an exhausted pool). `held` resolves
+ * once the connection is held: waiting for it, not for a guessed time, keeps a busy machine from
+ * letting the test's request in first; it rejects when the holder got no connection. `done` ends
+ * with the holder's transaction. The transaction's deadline caps its timeouts, so it is the
+ * longest the connection can be held.
+ */
+export function holdPoolConnection(backend: Pick<TestBackend, 'database' | 'services'>, deadlineMs: number) {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let holding!: () => void;
+  const held = new Promise<void>((resolve) => (holding = resolve));
+  const done = runInTransaction(backend.database.db, backend.services.transactions, { deadline: Date.now() + deadlineMs }, async (trx) => {
+    await sql`select 1`.execute(trx);
+    holding();
+    await released;
+  });
+  return { held: Promise.race([held, done.then(() => undefined)]), release, done };
+}
+
 /** Phrases only PostgreSQL's own messages use: none may reach a client. */
 export const DATABASE_WORDS = /relation "|violates|duplicate key|at or near|column "|sqlstate|postgres/i;
 
@@ -171,6 +193,23 @@ export async function gqlOk<T, V>(
     throw new Error(`GraphQL request failed: ${JSON.stringify(response.body.errors ?? response.body)}`);
   }
   return response.body.data;
+}
+
+/** Calls a Hasura action through the full HTTP pipeline, as Hasura does: POST /actions with the action's name, its `input` argument and the session variables. */
+export function callAction(
+  target: Fetcher,
+  name: string,
+  input: Record<string, unknown>,
+  sessionVariables: Record<string, unknown>,
+  headers: Headers = {},
+): Promise<Response> {
+  return target(
+    new Request('http://test.local/actions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ action: { name }, input: { input }, session_variables: sessionVariables }),
+    }),
+  );
 }
 
 export function errorCodes(response: GraphQLResponse<unknown>): unknown[] {
