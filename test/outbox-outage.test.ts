@@ -1,5 +1,4 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { relayHealth, relayOnce, type PassResult, type RelayDeps, type RelayOptions } from '../src/outbox/relay.js';
@@ -7,6 +6,7 @@ import { webhookSink } from '../src/outbox/sinks.js';
 import { loop } from '../src/worker/index.js';
 import { countingRelayOnce } from './naive/outbox-relay.js';
 import { createTenant, createTestBackend, type TestBackend } from './support/harness.js';
+import { listenOnLoopback } from './support/ports.js';
 import { runScript } from './support/scripts.js';
 
 /**
@@ -33,12 +33,12 @@ interface Receiver {
   down: boolean;
   /** When each event was first taken, in performance.now() time. */
   taken: Map<string, number>;
-  server: Server;
+  close(): Promise<void>;
 }
 
 async function startReceiver(): Promise<Receiver> {
   const receiver = { down: true, taken: new Map<string, number>() } as Receiver;
-  receiver.server = createServer((req, res) => {
+  const server = createServer((req, res) => {
     let body = '';
     req.on('data', (chunk) => (body += chunk));
     req.on('end', () => {
@@ -48,8 +48,9 @@ async function startReceiver(): Promise<Receiver> {
       res.writeHead(204).end();
     });
   });
-  await new Promise<void>((resolve) => receiver.server.listen(0, '127.0.0.1', resolve));
-  receiver.url = `http://127.0.0.1:${(receiver.server.address() as AddressInfo).port}/hook`;
+  const listening = await listenOnLoopback(server);
+  receiver.url = `${listening.origin}/hook`;
+  receiver.close = listening.close;
   return receiver;
 }
 
@@ -61,7 +62,7 @@ describe('the outbox through a receiver outage longer than a count of attempts s
     receiver = await startReceiver();
   });
   afterAll(async () => {
-    receiver.server.close();
+    await receiver.close();
     await backend.close();
   });
 

@@ -1,7 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -13,7 +12,7 @@ import { sqlPool } from './load/target.js';
 import { sendDocument, type Sample, type Trial } from './support/dead-path.js';
 import { startFaultProxy, type FaultProxy } from './support/fault-proxy.js';
 import { patroniMissing, startPatroniCluster, SUPERUSER_PASSWORD, type PatroniCluster, type PatroniNode } from './support/patroni.js';
-import { freePort } from './support/ports.js';
+import { freePort, listenOnLoopback, type LoopbackServer } from './support/ports.js';
 
 /**
  * A real failover: etcd and two Patroni nodes on loopback (synchronous_mode), the server as its
@@ -48,7 +47,7 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
   let base: string;
   let databaseUrl: string;
   let sql: pg.Pool;
-  let webhook: Server;
+  let webhook: LoopbackServer;
   const delivered = new Set<string>();
   let probeClient: LoadClient;
   let probe: Trial;
@@ -66,13 +65,14 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
     databaseUrl = `postgres://postgres:${SUPERUSER_PASSWORD}@${hosts}/app?target_session_attrs=read-write`;
     sql = sqlPool(databaseUrl, 2);
     sql.on('error', () => {});
-    webhook = createServer((req, res) => {
-      const key = req.headers['idempotency-key'];
-      if (typeof key === 'string') delivered.add(key);
-      req.resume();
-      req.on('end', () => res.writeHead(200).end());
-    });
-    await new Promise<void>((resolve) => webhook.listen(0, '127.0.0.1', () => resolve()));
+    webhook = await listenOnLoopback(
+      createServer((req, res) => {
+        const key = req.headers['idempotency-key'];
+        if (typeof key === 'string') delivered.add(key);
+        req.resume();
+        req.on('end', () => res.writeHead(200).end());
+      }),
+    );
     const port = await freePort();
     server = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: PROJECT,
@@ -84,7 +84,7 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
         PORT: String(port),
         DATABASE_URL: databaseUrl,
         REQUEST_DEADLINE_MS: String(DEADLINE_MS),
-        NOTIFY_WEBHOOK_URL: `http://127.0.0.1:${(webhook.address() as AddressInfo).port}/hook`,
+        NOTIFY_WEBHOOK_URL: `${webhook.origin}/hook`,
       },
     });
     server.stdout!.on('data', (chunk: Buffer) => (serverOutput = (serverOutput + chunk.toString()).slice(-20_000)));
@@ -110,7 +110,7 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
     await sql?.end();
     for (const proxy of proxies?.values() ?? []) await proxy.close();
     await cluster?.stop();
-    await new Promise((resolve) => webhook?.close(resolve));
+    await webhook?.close();
   }, 120_000);
 
   /**
