@@ -9,6 +9,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
+    // The default output, and the figures each test measured (test/support/figures-reporter.ts).
+    reporters: ['default', './test/support/figures-reporter.ts'],
     // Concurrency suites run hundreds of requests against a real PostgreSQL on a shared 2-core machine.
     testTimeout: 120_000,
     hookTimeout: 120_000,

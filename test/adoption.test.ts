@@ -2,13 +2,13 @@ import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { adoptLegacyData, type AdoptionReport } from '../src/adoption/adopt.js';
-import { createDatabase, type Database } from '../src/db/database.js';
+import type { Database } from '../src/db/database.js';
 import { migrate } from '../src/db/migrate.js';
-import { createLogger } from '../src/logger.js';
 import { CreateContractDocumentDocument, IssueCouponDocument, LedgerCheckDocument } from './generated/graphql.js';
 import { asTenantAdmin, asUser, createEmptyDatabaseUrl, createTestBackend, gqlOk, type TestBackend } from './support/harness.js';
 import { describeRun, REFERENCE_SCENARIO_TIMEOUT_MS, runReferenceScenario } from './support/coupon-run.js';
 import { runScript } from './support/scripts.js';
+import { openToolDatabase } from './support/tool-database.js';
 
 const FIXTURE = new URL('./fixtures/legacy-damaged.sql', import.meta.url);
 const TENANT = 'shop';
@@ -38,10 +38,7 @@ async function legacyDatabase(extraSql = ''): Promise<{ url: string; sql: pg.Poo
   const sql = new pg.Pool({ connectionString: url, max: 2 });
   await sql.query(await readFile(FIXTURE, 'utf8'));
   if (extraSql) await sql.query(extraSql);
-  const database = createDatabase(
-    { connectionString: url, max: 4, acquireTimeoutMs: 5_000, applicationName: 'adopt-test', preparedStatements: false },
-    createLogger('silent'),
-  );
+  const database = openToolDatabase(url, 'adopt-test', { max: 4 });
   return { url, sql, database };
 }
 
@@ -158,10 +155,10 @@ describe('adopting a database the naive versions damaged', () => {
 
   it(
     'holds the coupon invariants under the concurrent reference scenario on the adopted database',
-    async () => {
+    async ({ annotate }) => {
       const backend = await backendOn(track(await adoptedDatabase()));
       const result = await runReferenceScenario(backend, 32);
-      console.log(describeRun('coupons on the adopted database at 32 clients', result));
+      await annotate(describeRun('coupons on the adopted database at 32 clients', result));
       expect(result.invariants.violations).toEqual([]);
     },
     REFERENCE_SCENARIO_TIMEOUT_MS,

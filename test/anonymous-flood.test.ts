@@ -4,7 +4,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CreateContractDocumentDocument } from './generated/graphql.js';
 import { LoadClient, type GraphQLReply } from './load/client.js';
 import { countBy, summarize } from './load/stats.js';
-import { asUser, createContractRow, createTenant, createTestBackend, serveOverHttp, type TestBackend } from './support/harness.js';
+import {
+  asUser,
+  createContractRow,
+  createTenant,
+  createTestBackend,
+  serveOverHttp,
+  serveTestBackend,
+  type TestBackend,
+} from './support/harness.js';
 
 const ANONYMOUS_CLIENTS = 6;
 const MEMBERS = [
@@ -43,7 +51,9 @@ describe('callers without a session get a small share: their documents are read 
   });
   afterAll(() => backend.close());
 
-  it(`leaves members' p95 within ${P95_FACTOR}x of the same run without ${ANONYMOUS_CLIENTS} anonymous clients sending the most expensive valid document`, async () => {
+  it(`leaves members' p95 within ${P95_FACTOR}x of the same run without ${ANONYMOUS_CLIENTS} anonymous clients sending the most expensive valid document`, async ({
+    annotate,
+  }) => {
     const { url, server } = await serveOverHttp(backend);
     const client = new LoadClient(url, MEMBERS.length + ANONYMOUS_CLIENTS);
     const createDocument = print(CreateContractDocumentDocument);
@@ -86,7 +96,7 @@ describe('callers without a session get a small share: their documents are read 
         codeOf(reply) === 'OK' ? 'OK' : `${codeOf(reply)} (${reply.body.errors![0]!.extensions!['reason'] ?? '-'})`,
       );
       const [withoutThem, withThem] = [summarize(alone), summarize(during)];
-      console.log(
+      await annotate(
         `members without anonymous clients: p50 ${withoutThem.p50.toFixed(1)} ms, p95 ${withoutThem.p95.toFixed(1)} ms; ` +
           `with ${ANONYMOUS_CLIENTS} anonymous clients: p50 ${withThem.p50.toFixed(1)} ms, p95 ${withThem.p95.toFixed(1)} ms ` +
           `(${(withThem.p95 / withoutThem.p95).toFixed(2)}x), ${ROUNDS} rounds of each; the anonymous answers ${JSON.stringify(outcomes)}`,
@@ -107,12 +117,11 @@ describe('the client address of a caller without a session: the peer, or X-Forwa
   const ONE_EACH = { ANONYMOUS_RATE: '1', ANONYMOUS_BURST: '1', ANONYMOUS_QUEUE_MAX: '0' };
 
   async function codesFor(env: Record<string, string>, forwardedFor: string[]): Promise<string[]> {
-    const backend = await createTestBackend({ env: { ...ONE_EACH, ...env } });
-    const { url, server } = await serveOverHttp(backend);
+    const backend = await serveTestBackend({ env: { ...ONE_EACH, ...env } });
     try {
       const codes: string[] = [];
       for (const address of forwardedFor) {
-        const response = await fetch(url, {
+        const response = await fetch(backend.url, {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'x-forwarded-for': address },
           body: JSON.stringify({ query: '{ viewer { role } }' }),
@@ -122,7 +131,6 @@ describe('the client address of a caller without a session: the peer, or X-Forwa
       }
       return codes;
     } finally {
-      await server.close();
       await backend.close();
     }
   }

@@ -13,9 +13,9 @@ describe('budget leases when the process holding one is killed', () => {
   });
   afterAll(() => backend.close());
 
-  it('never exceeds the budget, strands nothing, and keeps the budget row and the leases in agreement', async () => {
+  it('never exceeds the budget, strands nothing, and keeps the budget row and the leases in agreement', async ({ annotate }) => {
     const result = await runKilledLeaseHolder(backend.databaseUrl, backend.sql, 'conditional', 'killed');
-    console.log(`leases, holder killed: ${JSON.stringify(result)}`);
+    await annotate(`leases, holder killed: ${JSON.stringify(result)}`);
     expect(result.violations).toEqual([]);
     expect(result.issuedByKilled).toBeGreaterThan(0);
     // Every coupon of the budget was issued, and the survivor refused only what was beyond it.

@@ -12,9 +12,9 @@ describe('budget leases, naive: each process issues only from its own', () => {
   });
   afterAll(() => backend.close());
 
-  it("strands the killed process's lease: the campaign refuses with budget left", async () => {
+  it("strands the killed process's lease: the campaign refuses with budget left", async ({ annotate }) => {
     const result = await runKilledLeaseHolder(backend.databaseUrl, backend.sql, 'naive-leases', 'naive');
-    console.log(`naive leases, holder killed: ${JSON.stringify(result)}`);
+    await annotate(`naive leases, holder killed: ${JSON.stringify(result)}`);
     expect(result.coupons).toBeLessThan(100);
     expect(result.violations.length).toBeGreaterThan(0);
   });

@@ -1,11 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mutate, MutationError, type Transport } from '../src/client/mutate.js';
-import { runInTransaction } from '../src/db/transaction.js';
 import { listen } from '../src/http/node-server.js';
 import { CreateContractDocumentDocument } from './generated/graphql.js';
-import { asUser, createContractRow, createTenant, createTestBackend, type TestBackend } from './support/harness.js';
+import { asUser, createContractRow, createTenant, createTestBackend, holdPoolConnection, type TestBackend } from './support/harness.js';
 import { freePort } from './support/ports.js';
 
 const URL_IN_PROCESS = 'http://test.local/graphql';
@@ -21,29 +19,6 @@ describe('the typed client: one change per user action, whatever fails in betwee
     const response = await backend.app.fetch(new Request(url, { method: 'POST', headers: init.headers, body: init.body }));
     return { status: response.status, headers: response.headers, body: await response.json() };
   };
-
-  /**
-   * Holds the app's only pool connection until `release` resolves, so that requests meanwhile
-   * answer TRY_AGAIN. `held` resolves once the connection is held: waiting for it, not for a
-   * guessed time, keeps a busy machine from letting the test's request in first.
-   */
-  function holdThePool(release: Promise<unknown>) {
-    let holding!: () => void;
-    const held = new Promise<void>((resolve) => (holding = resolve));
-    const done = runInTransaction(backend.database.db, backend.services.transactions, { deadline: Date.now() + 60_000 }, async (trx) => {
-      await sql`select 1`.execute(trx);
-      holding();
-      await release;
-    });
-    // A holder that failed to get its connection fails the test here rather than as an unhandled rejection.
-    return { held: Promise.race([held, done.then(() => undefined)]), done };
-  }
-
-  function signal() {
-    let fire!: () => void;
-    const fired = new Promise<void>((resolve) => (fire = resolve));
-    return { fired, fire };
-  }
 
   beforeAll(async () => {
     backend = await createTestBackend({ env: { DB_POOL_MAX: '1', MAX_IN_FLIGHT: '2', DB_POOL_ACQUIRE_TIMEOUT_MS: '150' } });
@@ -76,14 +51,13 @@ describe('the typed client: one change per user action, whatever fails in betwee
     const before = await documents();
     const pauses: number[] = [];
     // The pool is given back once the client has been told TRY_AGAIN and pauses before its resend.
-    const refused = signal();
-    const holder = holdThePool(refused.fired);
+    const holder = holdPoolConnection(backend, 60_000);
     await holder.held;
     const result = await create({
       baseDelayMs: 1,
       sleep: async (ms) => {
         pauses.push(ms);
-        refused.fire();
+        holder.release();
         await sleep(ms);
       },
     });
@@ -133,13 +107,12 @@ describe('the typed client: one change per user action, whatever fails in betwee
     );
     await expect(refused).rejects.toMatchObject({ name: 'MutationError', code: 'NOT_FOUND', attempts: 1 });
     const before = await documents();
-    const gaveUpSignal = signal();
-    const holder = holdThePool(gaveUpSignal.fired);
+    const holder = holdPoolConnection(backend, 60_000);
     await holder.held;
     const started = performance.now();
     const gaveUp = await create({ deadlineMs: 600 }).catch((error: unknown) => error);
     const waited = performance.now() - started;
-    gaveUpSignal.fire();
+    holder.release();
     await holder.done;
     expect(gaveUp).toBeInstanceOf(MutationError);
     expect(gaveUp).toMatchObject({ code: 'TRY_AGAIN' });

@@ -2,7 +2,7 @@ import { request as httpRequest } from 'node:http';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COMPRESSION_THRESHOLD_BYTES } from '../src/http/node-server.js';
-import { createTestBackend, serveOverHttp, type TestBackend } from './support/harness.js';
+import { serveTestBackend, type ServedBackend } from './support/harness.js';
 
 interface RawResponse {
   status: number;
@@ -29,29 +29,21 @@ const TWO_MB = 2_000_000;
 const PAGE = { accept: 'text/html' };
 
 describe('compression over HTTP', () => {
-  let backend: TestBackend;
-  let base: string;
-  let close: () => Promise<void>;
+  let backend: ServedBackend;
 
   beforeAll(async () => {
-    backend = await createTestBackend();
-    const served = await serveOverHttp(backend);
-    base = served.url.replace(/\/graphql$/, '');
-    close = () => served.server.close();
+    backend = await serveTestBackend();
   });
-  afterAll(async () => {
-    await close?.();
-    await backend?.close();
-  });
+  afterAll(() => backend?.close());
 
   it('a browser asking /graphql for a page is sent to GraphiQL: a POST there would evict the page from its cache', async () => {
-    const redirect = await send(`${base}/graphql`, { headers: { accept: 'text/html,application/xhtml+xml' } });
+    const redirect = await send(`${backend.origin}/graphql`, { headers: { accept: 'text/html,application/xhtml+xml' } });
     expect(redirect.status).toBe(302);
     expect(redirect.headers['location']).toBe('/graphiql');
   });
 
   it('the GraphiQL page is small, with an ETag that turns a reload into a 304 whatever its query string', async () => {
-    const first = await send(`${base}/graphiql`, { headers: { ...PAGE, 'accept-encoding': 'gzip, deflate, br' } });
+    const first = await send(`${backend.origin}/graphiql`, { headers: { ...PAGE, 'accept-encoding': 'gzip, deflate, br' } });
     expect(first.status).toBe(200);
     expect(first.headers['content-type']).toBe('text/html; charset=utf-8');
     expect(first.headers['cache-control']).toBe('no-cache');
@@ -59,7 +51,7 @@ describe('compression over HTTP', () => {
     const etag = first.headers['etag'] as string;
     expect(etag).toMatch(/^".+"$/);
     // GraphiQL puts the edited query in the page's URL: the same page answers, with the same ETag.
-    const edited = `${base}/graphiql?query=${encodeURIComponent('{ viewer { role } }')}`;
+    const edited = `${backend.origin}/graphiql?query=${encodeURIComponent('{ viewer { role } }')}`;
     const reload = await send(edited, { headers: { ...PAGE, 'accept-encoding': 'gzip, deflate, br', 'if-none-match': etag } });
     expect(reload.status).toBe(304);
     expect(reload.body.length).toBe(0);
@@ -67,7 +59,7 @@ describe('compression over HTTP', () => {
   });
 
   it("GraphiQL's files arrive in brotli, named by their content and cached for a year: under 2 MB in all but the fonts, fetched only when used", async () => {
-    const page = (await send(`${base}/graphiql`, { headers: PAGE })).body.toString();
+    const page = (await send(`${backend.origin}/graphiql`, { headers: PAGE })).body.toString();
     const named = [...page.matchAll(/"(\/graphiql\/assets\/[^"]+)"/g)].map((match) => match[1]!);
     expect(named.map((path) => path.replace(/\.[^.]+\./, '.*.')).sort()).toEqual(
       [
@@ -82,7 +74,7 @@ describe('compression over HTTP', () => {
     let everyVisit = 0;
     let style = '';
     for (const path of named) {
-      const file = await send(`${base}${path}`, { headers: { 'accept-encoding': 'gzip, deflate, br' } });
+      const file = await send(`${backend.origin}${path}`, { headers: { 'accept-encoding': 'gzip, deflate, br' } });
       expect({ path, status: file.status, cache: file.headers['cache-control'] }).toEqual({
         path,
         status: 200,
@@ -101,24 +93,24 @@ describe('compression over HTTP', () => {
     // Only inlined files smaller than a request are left in the style sheet.
     const inlined = [...style.matchAll(/url\(['"]?data:[^)]*\)/g)].map((match) => match[0].length);
     expect(inlined.filter((length) => length > 4_200)).toEqual([]);
-    const woff2 = await send(`${base}${fonts.find((font) => font.endsWith('.woff2'))}`, { headers: { 'accept-encoding': 'br' } });
+    const woff2 = await send(`${backend.origin}${fonts.find((font) => font.endsWith('.woff2'))}`, { headers: { 'accept-encoding': 'br' } });
     expect(woff2.headers['content-type']).toBe('font/woff2');
     expect(woff2.headers['content-encoding']).toBeUndefined();
     // The icon keeps the images a tab shows: 16 to 48 pixels.
-    const icon = await send(`${base}${named.find((path) => path.endsWith('.ico'))}`);
+    const icon = await send(`${backend.origin}${named.find((path) => path.endsWith('.ico'))}`);
     expect(icon.body.readUInt16LE(2)).toBe(1);
     const widths = Array.from({ length: icon.body.readUInt16LE(4) }, (_, i) => icon.body[6 + 16 * i]!);
     expect(widths.sort((a, b) => a - b)).toEqual([16, 32, 48]);
     // A file of an older build is gone; the page names the current ones.
-    expect((await send(`${base}/graphiql/assets/graphiql.0123456789ab.js`)).status).toBe(404);
+    expect((await send(`${backend.origin}/graphiql/assets/graphiql.0123456789ab.js`)).status).toBe(404);
   });
 
   it("GraphiQL's script in gzip for a client without brotli, and as it is for one that accepts neither", async () => {
-    const page = (await send(`${base}/graphiql`, { headers: PAGE })).body.toString();
+    const page = (await send(`${backend.origin}/graphiql`, { headers: PAGE })).body.toString();
     const script = /"(\/graphiql\/assets\/graphiql\.[^"]+\.js)"/.exec(page)![1]!;
-    const gzipped = await send(`${base}${script}`, { headers: { 'accept-encoding': 'gzip' } });
+    const gzipped = await send(`${backend.origin}${script}`, { headers: { 'accept-encoding': 'gzip' } });
     expect(gzipped.headers['content-encoding']).toBe('gzip');
-    const plain = await send(`${base}${script}`);
+    const plain = await send(`${backend.origin}${script}`);
     expect(plain.headers['content-encoding']).toBeUndefined();
     expect(plain.headers['content-type']).toBe('text/javascript; charset=utf-8');
     expect(zlib.gunzipSync(gzipped.body).equals(plain.body)).toBe(true);
@@ -127,7 +119,7 @@ describe('compression over HTTP', () => {
 
   it('GraphQL results (the fast path to Yoga) and /metrics are compressed above the threshold, not below', async () => {
     const query = (text: string) =>
-      send(`${base}/graphql`, {
+      send(`${backend.origin}/graphql`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip', 'x-hasura-role': 'operator' },
         body: JSON.stringify({ query: text }),
@@ -141,7 +133,7 @@ describe('compression over HTTP', () => {
     expect(small.headers['content-encoding']).toBeUndefined();
     expect(JSON.parse(small.body.toString())).toEqual({ data: { __typename: 'Query' } });
 
-    const metrics = await send(`${base}/metrics`, { headers: { 'accept-encoding': 'br' } });
+    const metrics = await send(`${backend.origin}/metrics`, { headers: { 'accept-encoding': 'br' } });
     expect(metrics.headers['content-encoding']).toBe('br');
     expect(zlib.brotliDecompressSync(metrics.body).toString()).toContain('graphql_request_duration_seconds');
   });

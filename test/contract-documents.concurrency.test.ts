@@ -13,9 +13,9 @@ describe(`createContractDocument: ${TENANTS} tenants x ${PER_TENANT} concurrent 
   });
   afterAll(() => backend.close());
 
-  it('answers every request and leaves each tenant exactly 10000000..10000049', async () => {
+  it('answers every request and leaves each tenant exactly 10000000..10000049', async ({ annotate }) => {
     const result = await runDocumentScenario(backend, { tenants: TENANTS, perTenant: PER_TENANT });
-    console.log(
+    await annotate(
       `documents: ${result.requests} requests over HTTP, pool ${POOL_MAX}, ${result.wallMs.toFixed(0)} ms wall, ` +
         `${result.failures.length} failed`,
     );

@@ -18,12 +18,12 @@ describe('the concurrency scenario against the naive max() + 1 numbering', () =>
     await backend.close();
   });
 
-  it('fails: requests collide on the unique number and tenants end up short', async () => {
+  it('fails: requests collide on the unique number and tenants end up short', async ({ annotate }) => {
     const result = await runDocumentScenario(backend, { tenants: 3, perTenant: 50 });
     const complete = [...result.numbersByTenant.values()].filter(
       (numbers) => JSON.stringify(numbers) === JSON.stringify(expectedNumbers(50)),
     ).length;
-    console.log(`naive documents: ${result.failures.length} of ${result.requests} requests failed; ${complete} of 3 tenants complete`);
+    await annotate(`naive documents: ${result.failures.length} of ${result.requests} requests failed; ${complete} of 3 tenants complete`);
     expect(result.failures.length).toBeGreaterThan(0);
     expect(complete).toBeLessThan(3);
   });

@@ -12,9 +12,9 @@ describe('issueCoupon, the reference scenario: 300 members x 3 campaigns x 2 sen
   for (const concurrency of [8, 32]) {
     it(
       `holds every invariant at ${concurrency} concurrent clients`,
-      async () => {
+      async ({ annotate }) => {
         const result = await runReferenceScenario(backend, concurrency);
-        console.log(describeRun(`coupons at ${concurrency} clients`, result));
+        await annotate(describeRun(`coupons at ${concurrency} clients`, result));
         expect(result.invariants.violations).toEqual([]);
         expect(result.outcomes['ISSUED']).toBe(600);
         expect(result.invariants.coupons).toBe(600);

@@ -18,9 +18,9 @@ describe('the reference scenario against the naive read-check-write issue', () =
   for (const concurrency of [8, 32]) {
     it(
       `fails its invariant checks at ${concurrency} concurrent clients`,
-      async () => {
+      async ({ annotate }) => {
         const result = await runReferenceScenario(backend, concurrency);
-        console.log(describeRun(`naive coupons at ${concurrency} clients`, result));
+        await annotate(describeRun(`naive coupons at ${concurrency} clients`, result));
         expect(result.invariants.violations.length).toBeGreaterThan(0);
       },
       REFERENCE_SCENARIO_TIMEOUT_MS,

@@ -13,9 +13,9 @@ describe('redeemCoupon under concurrency', () => {
   afterAll(() => backend.close());
 
   for (const perCoupon of [4, 16]) {
-    it(`redeems each coupon exactly once with ${perCoupon} redeems of it released together`, async () => {
+    it(`redeems each coupon exactly once with ${perCoupon} redeems of it released together`, async ({ annotate }) => {
       const result = await runRedeemScenario(backend, { tenantId: `redeem-${perCoupon}`, coupons: 5, perCoupon });
-      console.log(describeRedeemRun(`redeemCoupon, ${perCoupon} per coupon`, result));
+      await annotate(describeRedeemRun(`redeemCoupon, ${perCoupon} per coupon`, result));
       expect(result.failures).toEqual([]);
       expect(doubleRedeems(result)).toEqual([]);
       expect(result.timeDisagreements).toEqual([]);

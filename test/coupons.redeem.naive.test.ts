@@ -15,9 +15,9 @@ describe('the redeem scenario against the naive read-check-write redeem', () => 
     await backend.close();
   });
 
-  it('fails: some coupon is redeemed twice, with two events and two times', async () => {
+  it('fails: some coupon is redeemed twice, with two events and two times', async ({ annotate }) => {
     const result = await runRedeemScenario(backend, { tenantId: 'redeem-naive', coupons: 5, perCoupon: 16 });
-    console.log(describeRedeemRun('naive redeem, 16 per coupon', result));
+    await annotate(describeRedeemRun('naive redeem, 16 per coupon', result));
     expect(doubleRedeems(result).length).toBeGreaterThan(0);
     expect(result.timeDisagreements.length).toBeGreaterThan(0);
   });

@@ -1,7 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COUPON_REDEEMED_TOPIC } from '../src/coupons/redeem.js';
 import { CreateCampaignDocument, IssueCouponDocument, RedeemCouponDocument } from './generated/graphql.js';
-import { asTenantAdmin, asUser, createTenant, createTestBackend, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
+import {
+  asTenantAdmin,
+  asUser,
+  callAction,
+  createTenant,
+  createTestBackend,
+  errorCodes,
+  gql,
+  gqlOk,
+  type TestBackend,
+} from './support/harness.js';
 
 const TENANT = 'redeem-shop';
 const OTHER_TENANT = 'redeem-other';
@@ -130,16 +140,15 @@ describe('redeemCoupon, one request at a time', () => {
 
   it('is a Hasura action like the others: POST /actions answers the payload itself', async () => {
     const coupon = await issue('spring', 'carol');
-    const response = await fetch(
-      new Request('http://test.local/actions', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          action: { name: 'redeemCoupon' },
-          input: { input: { couponId: coupon.id } },
-          session_variables: { 'x-hasura-role': 'user', 'x-hasura-tenant-id': TENANT, 'x-hasura-user-id': 'carol' },
-        }),
-      }),
+    const response = await callAction(
+      fetch,
+      'redeemCoupon',
+      { couponId: coupon.id },
+      {
+        'x-hasura-role': 'user',
+        'x-hasura-tenant-id': TENANT,
+        'x-hasura-user-id': 'carol',
+      },
     );
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ status: 'REDEEMED', redeemedAt: now.toISOString(), coupon });

@@ -124,7 +124,9 @@ async function loadUntilHealthy(client: LoadClient, trial: Trial, rate: number, 
 const sentBetween = (samples: Sample[], fromMs: number, toMs = Infinity) => samples.filter((s) => s.sentMs >= fromMs && s.sentMs < toMs);
 
 describe('a dead network path between the server and PostgreSQL', () => {
-  it('a blackhole longer than the deadline, under load: every request answers by its deadline, nothing is lost, and it serves again after', async () => {
+  it('a blackhole longer than the deadline, under load: every request answers by its deadline, nothing is lost, and it serves again after', async ({
+    annotate,
+  }) => {
     const { proxy, client, trial } = await setUp('blackhole');
     const blackholeMs = 2.5 * DEADLINE_MS;
     const { load, faultMs, margin } = await loadUntilHealthy(client, trial, RATE, 'blackhole');
@@ -140,7 +142,7 @@ describe('a dead network path between the server and PostgreSQL', () => {
     const healthy = samples.filter((s) => s.sentMs + s.latencyMs < faultMs);
     const inFlight = samples.filter((s) => s.sentMs < faultMs && s.sentMs + s.latencyMs > faultMs);
     const servingAgain = sentBetween(samples, servingAgainMs);
-    console.log(
+    await annotate(
       `blackhole of ${blackholeMs} ms at ${RATE}/s, deadline ${DEADLINE_MS} ms: healthy ${JSON.stringify(figures(healthy))}; ` +
         `in flight when it began ${JSON.stringify(figures(inFlight))}; during ${JSON.stringify(figures(sentBetween(samples, faultMs, healedMs)))}; ` +
         `after ${JSON.stringify(figures(sentBetween(samples, healedMs)))}`,
@@ -154,7 +156,9 @@ describe('a dead network path between the server and PostgreSQL', () => {
     expect(await checkNothingLost(client, trial, samples)).toEqual([]);
   });
 
-  it('a blackhole for good: requests answer TRY_AGAIN by their deadline and then at once, and /ready says 503 within seconds', async () => {
+  it('a blackhole for good: requests answer TRY_AGAIN by their deadline and then at once, and /ready says 503 within seconds', async ({
+    annotate,
+  }) => {
     const { proxy, client, trial, readyUrl } = await setUp('blackhole-for-good');
     const ready = pollReady(readyUrl, performance.now());
     const { load, faultMs, margin } = await loadUntilHealthy(client, trial, RATE / 2, 'for-good');
@@ -168,7 +172,7 @@ describe('a dead network path between the server and PostgreSQL', () => {
     const firstUnready = polls.find((poll) => poll.atMs > faultMs && poll.status === 503);
     const unreadyAfterMs = firstUnready ? firstUnready.atMs - faultMs : Infinity;
     const settled = sentBetween(samples, settledMs);
-    console.log(
+    await annotate(
       `blackhole for good, deadline ${DEADLINE_MS} ms: /ready 503 after ${Math.round(unreadyAfterMs)} ms; ` +
         `during the first two deadlines ${JSON.stringify(figures(sentBetween(samples, faultMs, settledMs)))}; ` +
         `after ${JSON.stringify(figures(settled))}`,
@@ -184,7 +188,7 @@ describe('a dead network path between the server and PostgreSQL', () => {
     expect(figures(settled).p50).toBeLessThan(DEADLINE_MS / 4);
   });
 
-  it('frozen existing connections while new ones flow: the server recovers within seconds, without a restart', async () => {
+  it('frozen existing connections while new ones flow: the server recovers within seconds, without a restart', async ({ annotate }) => {
     const { proxy, client, trial, readyUrl } = await setUp('frozen');
     const ready = pollReady(readyUrl, performance.now());
     const { load, faultMs, margin } = await loadUntilHealthy(client, trial, RATE, 'frozen');
@@ -199,7 +203,7 @@ describe('a dead network path between the server and PostgreSQL', () => {
     const failedAfterFreeze = samples.filter((s) => s.sentMs >= faultMs && s.code !== 'OK');
     const lastFailure = Math.max(faultMs, ...failedAfterFreeze.map((s) => s.sentMs));
     const readyAfter = polls.filter((p) => p.atMs - (load.started - ready.started) > faultMs);
-    console.log(
+    await annotate(
       `frozen connections, deadline ${DEADLINE_MS} ms: the last failing request was sent ${Math.round(lastFailure - faultMs)} ms after the freeze; ` +
         `after the freeze ${JSON.stringify(figures(sentBetween(samples, faultMs)))}; /ready ${JSON.stringify(
           Object.fromEntries([200, 503].map((status) => [status, readyAfter.filter((p) => p.status === status).length])),
@@ -221,7 +225,9 @@ const SHUTDOWN_GRACE_MS = 1_000;
 const HTTP_DRAIN_TIMEOUT_MS = 8_000;
 
 describe('SIGTERM with a dead path', () => {
-  it('the server exits within its documented bound while requests and a background pass hang on a blackholed database', async () => {
+  it('the server exits within its documented bound while requests and a background pass hang on a blackholed database', async ({
+    annotate,
+  }) => {
     const databaseUrl = await createTestDatabaseUrl();
     const target = new URL(databaseUrl);
     const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
@@ -269,7 +275,7 @@ describe('SIGTERM with a dead path', () => {
       const bound = SHUTDOWN_GRACE_MS + HTTP_DRAIN_TIMEOUT_MS + Number(SETTINGS.STATEMENT_TIMEOUT_MS) + 1_000 + 2_000;
       const code = await Promise.race([exited, sleep(bound + 5_000, 'still running' as const)]);
       const tookMs = performance.now() - signalled;
-      console.log(`SIGTERM with a blackholed database: exited ${code} after ${Math.round(tookMs)} ms`);
+      await annotate(`SIGTERM with a blackholed database: exited ${code} after ${Math.round(tookMs)} ms`);
       expect(code).toBe(0);
       expect(tookMs).toBeLessThan(bound);
       await Promise.all(hanging);

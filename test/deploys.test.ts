@@ -4,10 +4,10 @@ import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LoadClient } from './load/client.js';
-import { runLoad, type LoadResult } from './load/run.js';
+import type { LoadResult } from './load/run.js';
 import { violationsOf } from './load/scenario.js';
-import { couponsScenario, headerSessions } from './load/scenarios/coupons.js';
+import { couponsScenario } from './load/scenarios/coupons.js';
+import { startSteadyLoad } from './load/steady-load.js';
 import { createTestDatabaseUrl } from './support/harness.js';
 import { freePort } from './support/ports.js';
 import { captureOutput } from './support/scripts.js';
@@ -73,40 +73,13 @@ function httpProcesses(primary: number): number[] {
 
 /** Steady coupon load on the open model, sent once each (never resent), until stopped. */
 function steadyLoad(base: string) {
-  // A request nobody answers is lost: it fails the test (NO_ANSWER) instead of holding it up.
-  const client = new LoadClient(`${base}/graphql`, 32, { requestTimeoutMs: 30_000 });
   const scenario = couponsScenario(`deploy-${Date.now().toString(36)}`, null);
-  let stopped = false;
-  let markStarted!: () => void;
-  const started = new Promise<void>((resolve) => (markStarted = resolve));
-  const origin = { at: 0 };
-  const done = runLoad({
-    client,
-    sessions: headerSessions(),
-    scenario: { ...scenario, request: (index, c, s) => (stopped ? null : scenario.request(index, c, s)) },
-    concurrency: 32,
-    rate: RATE,
-    amount: { durationSeconds: 3_600 },
-    sql: null,
-    onProgress: (_done, elapsedMs) => {
-      if (origin.at === 0) origin.at = performance.now() - elapsedMs;
-      markStarted();
-    },
-  });
+  // A request nobody answers is lost: it fails the test (NO_ANSWER) instead of holding it up.
+  const load = startSteadyLoad({ url: `${base}/graphql`, scenario, rate: RATE, connections: 32, client: { requestTimeoutMs: 30_000 } });
   return {
-    started,
+    ...load,
     /** What a load balancer does once the health check fails: send this server nothing new (what was sent is still answered). */
-    takeOutOfRotation: () => (stopped = true),
-    /** Milliseconds on the load's own clock (its samples' sentMs and endMs). */
-    now: () => performance.now() - origin.at,
-    async stop(): Promise<LoadResult> {
-      stopped = true;
-      try {
-        return await done;
-      } finally {
-        client.close();
-      }
-    },
+    takeOutOfRotation: load.stopSending,
     check: (sql: pg.Pool, outcomes: Record<string, number>) => scenario.check(sql, outcomes),
   };
 }

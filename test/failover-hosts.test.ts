@@ -4,14 +4,13 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDatabase } from '../src/db/database.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/dev/embedded-postgres.js';
-import { migrate } from '../src/db/migrate.js';
 import { createLogger } from '../src/logger.js';
 import { mutate } from '../src/client/mutate.js';
 import { CreateTenantDocument } from './generated/graphql.js';
 import { asOperator, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
 import { freePort } from './support/ports.js';
+import { migrateDatabaseAt } from './support/tool-database.js';
 
 /**
  * A multi-host DATABASE_URL with target_session_attrs=read-write, against two PostgreSQL servers
@@ -40,12 +39,7 @@ async function startServer(root: string, name: string): Promise<Server> {
   // One password for both, as the servers of one HA cluster share their users.
   await admin.query(`alter user postgres password '${PASSWORD}'`);
   await admin.query(`create database ${DATABASE}`);
-  const schema = createDatabase(
-    { connectionString: url(postgres.port), max: 1, acquireTimeoutMs: 5_000, applicationName: 'migrate', preparedStatements: false },
-    createLogger('silent'),
-  );
-  await migrate(schema.db);
-  await schema.close();
+  await migrateDatabaseAt(url(postgres.port));
   return { postgres, admin };
 }
 
@@ -162,7 +156,7 @@ describe('a multi-host DATABASE_URL with target_session_attrs=read-write', () =>
     expect(rows[0]!.n).toBe(0);
   });
 
-  it('when no host accepts writes, requests answer TRY_AGAIN at once, saying so without naming the machines', async () => {
+  it('when no host accepts writes, requests answer TRY_AGAIN at once, saying so without naming the machines', async ({ annotate }) => {
     await primaryIs('neither');
     try {
       const started = performance.now();
@@ -173,7 +167,7 @@ describe('a multi-host DATABASE_URL with target_session_attrs=read-write', () =>
       expect(error.message).toMatch(/is a standby \(accepts no writes\)/);
       expect(error.message).not.toMatch(/127\.0\.0\.1|\d{4,5}/);
       expect(['connect', 'unavailable', '25006']).toContain(error.extensions?.['reason']);
-      console.log(`no writable host: TRY_AGAIN after ${tookMs.toFixed(0)} ms: ${error.message}`);
+      await annotate(`no writable host: TRY_AGAIN after ${tookMs.toFixed(0)} ms: ${error.message}`);
     } finally {
       await primaryIs('first');
     }

@@ -18,9 +18,9 @@ describe('the member fairness scenario against one first-come line per tenant', 
     await backend.close();
   });
 
-  it('fails: the flooder’s tenant-mates are turned away with the flooder', async () => {
+  it('fails: the flooder’s tenant-mates are turned away with the flooder', async ({ annotate }) => {
     const result = await runMemberFairnessScenario(backend);
-    console.log(
+    await annotate(
       `first come inside a tenant: the same tenant's member's errors ${JSON.stringify(result.victimErrors['sameTenantMember'])}, ` +
         `its admin's ${JSON.stringify(result.victimErrors['sameTenantAdmin'])}, another tenant's member's ${JSON.stringify(result.victimErrors['otherTenantMember'])}`,
     );

@@ -12,10 +12,12 @@ describe('fairness inside a tenant: a member flooding is shed, the tenant’s ot
   });
   afterAll(() => backend.close());
 
-  it('serves the flooder’s tenant-mates within 3x of another tenant’s member, without an error, and sheds the flooder with Retry-After', async () => {
+  it('serves the flooder’s tenant-mates within 3x of another tenant’s member, without an error, and sheds the flooder with Retry-After', async ({
+    annotate,
+  }) => {
     const result = await runMemberFairnessScenario(backend);
     const line = (name: string, s: { p50: number; p95: number }) => `${name} p50 ${s.p50.toFixed(1)} ms, p95 ${s.p95.toFixed(1)} ms`;
-    console.log(
+    await annotate(
       `during one member's flood: ${line('another tenant’s member', result.otherTenantMember)}; ` +
         `${line('a member of the same tenant', result.sameTenantMember)}; ${line('the tenant’s admin', result.sameTenantAdmin)}; ` +
         `the flooder's answers ${JSON.stringify(result.floodOutcomes)}`,

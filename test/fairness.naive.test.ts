@@ -15,9 +15,9 @@ describe('the fairness scenario against one first-come line', () => {
     await backend.close();
   });
 
-  it('fails: tenant B is turned away with the flooder', async () => {
+  it('fails: tenant B is turned away with the flooder', async ({ annotate }) => {
     const result = await runFairnessScenario(backend);
-    console.log(
+    await annotate(
       `naive line: tenant B's errors ${JSON.stringify(result.victimErrors)}; A's answers ${JSON.stringify(result.floodOutcomes)}`,
     );
     expect(result.victimErrors.length).toBeGreaterThan(0);

@@ -9,9 +9,9 @@ describe('fairness: a tenant flooding the server is shed, the others are served'
   });
   afterAll(() => backend.close());
 
-  it('serves tenant B without an error while tenant A floods, and sheds A with Retry-After', async () => {
+  it('serves tenant B without an error while tenant A floods, and sheds A with Retry-After', async ({ annotate }) => {
     const result = await runFairnessScenario(backend);
-    console.log(
+    await annotate(
       `tenant B alone: p50 ${result.alone.p50.toFixed(1)} ms, p95 ${result.alone.p95.toFixed(1)} ms; ` +
         `during A's flood: p50 ${result.duringFlood.p50.toFixed(1)} ms, p95 ${result.duringFlood.p95.toFixed(1)} ms; ` +
         `A's answers ${JSON.stringify(result.floodOutcomes)}`,

@@ -5,14 +5,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ledgerCheck } from '../src/coupons/ledger.js';
-import { createDatabase } from '../src/db/database.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/dev/embedded-postgres.js';
-import { migrate } from '../src/db/migrate.js';
 import { createLogger } from '../src/logger.js';
 import { CreateCampaignDocument, CreateContractDocumentDocument, IssueCouponDocument } from './generated/graphql.js';
 import { LoadClient, runReleasedTogether, type GraphQLReply } from './load/client.js';
 import { asTenantAdmin, asUser, createTestBackend, gqlOk, serveOverHttp, type TestBackend } from './support/harness.js';
 import { freePort } from './support/ports.js';
+import { migrateDatabaseAt } from './support/tool-database.js';
 
 const TENANT = 'faulty';
 const REQUESTS = 600;
@@ -44,12 +43,7 @@ describe('faults: the database drops connections and restarts during a concurren
     const log = createLogger('silent');
     postgres = await startEmbeddedPostgres({ dataDir: path.join(dataRoot, 'data'), port: await freePort(), log, ephemeral: true });
     const url = postgres.connectionString('postgres');
-    const migrator = createDatabase(
-      { connectionString: url, max: 1, acquireTimeoutMs: 5_000, applicationName: 'migrate', preparedStatements: false },
-      log,
-    );
-    await migrate(migrator.db);
-    await migrator.close();
+    await migrateDatabaseAt(url);
     backend = await createTestBackend({
       databaseUrl: url,
       env: { DB_POOL_MAX: '8', DB_POOL_ACQUIRE_TIMEOUT_MS: '2000', REQUEST_DEADLINE_MS: '5000' },
@@ -72,7 +66,7 @@ describe('faults: the database drops connections and restarts during a concurren
     await rm(dataRoot, { recursive: true, force: true });
   });
 
-  it('ends every request in flight with success or TRY_AGAIN, loses nothing, and recovers by itself', async () => {
+  it('ends every request in flight with success or TRY_AGAIN, loses nothing, and recovers by itself', async ({ annotate }) => {
     const { url, server } = await serveOverHttp(backend);
     const client = new LoadClient(url, CONCURRENCY);
     await client.open();
@@ -113,7 +107,7 @@ describe('faults: the database drops connections and restarts during a concurren
     const outcome = (s: Sent) => String(s.reply.body.errors?.[0]?.extensions?.['code'] ?? 'OK');
     const counts: Record<string, number> = {};
     for (const s of replies) counts[outcome(s)] = (counts[outcome(s)] ?? 0) + 1;
-    console.log(
+    await annotate(
       `faults: ${REQUESTS} requests at ${CONCURRENCY} clients; outcomes ${JSON.stringify(counts)}; /ready during the outage ${readyDuringOutage}`,
     );
     expect(Object.keys(counts).every((code) => code === 'OK' || code === 'TRY_AGAIN')).toBe(true);

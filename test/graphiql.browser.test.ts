@@ -5,7 +5,7 @@ import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedIfEmpty } from '../src/db/seed.js';
 import { DEMO_CONTRACT_ID, DEMO_HEADERS } from '../src/http/graphiql.js';
-import { createTestBackend, serveOverHttp, type TestBackend } from './support/harness.js';
+import { serveTestBackend, type ServedBackend } from './support/harness.js';
 
 /** Debian's chromium, which .ci/run installs; CHROMIUM_PATH points elsewhere. */
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
@@ -15,22 +15,17 @@ const browserMissing = existsSync(CHROMIUM) ? null : `no browser at ${CHROMIUM} 
 if (browserMissing) console.warn(`GraphiQL browser test skipped: ${browserMissing}`);
 
 describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
-  let backend: TestBackend;
-  let url: string;
-  let close: () => Promise<void>;
+  let backend: ServedBackend;
   let browser: Browser;
   /** Every GET the server answered, with the bytes it wrote to the socket for it (headers and encoded body). */
   const served: { path: string; bytes: number }[] = [];
   let inFlight = 0;
 
   beforeAll(async () => {
-    backend = await createTestBackend();
+    backend = await serveTestBackend();
     await seedIfEmpty(backend.database.db);
-    const http = await serveOverHttp(backend);
-    url = http.url;
-    close = () => http.server.close();
     // Counted at the server: Chromium reports no sizes for what a worker fetches.
-    http.server.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    backend.server.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       if (req.method !== 'GET') return;
       const before = req.socket.bytesWritten;
       inFlight++;
@@ -55,7 +50,6 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
   });
   afterAll(async () => {
     await browser?.close();
-    await close?.();
     await backend?.close();
   });
 
@@ -67,11 +61,11 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
     return rows[0]!.n;
   };
 
-  it('runs a createContractDocument mutation typed with its headers and shows the document number', async () => {
+  it('runs a createContractDocument mutation typed with its headers and shows the document number', async ({ annotate }) => {
     const started = performance.now();
     const expected = await nextDocNumber();
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-    await page.goto(url, { waitUntil: 'load' });
+    await page.goto(backend.url, { waitUntil: 'load' });
     await page.locator('.graphiql-execute-button').waitFor({ timeout: 60_000 });
 
     // The operation editor: replace the sample with our mutation. insertText types like a paste,
@@ -109,7 +103,7 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
     await expect.poll(async () => result.innerText(), { timeout: 30_000 }).toMatch(new RegExp(`"docNumber":\\s+${expected}\\b`));
     await mkdir(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: new URL('graphiql.png', ARTIFACTS).pathname });
-    console.log(`GraphiQL browser test: ${(performance.now() - started).toFixed(0)} ms from page load to the answer and screenshot`);
+    await annotate(`GraphiQL browser test: ${(performance.now() - started).toFixed(0)} ms from page load to the answer and screenshot`);
 
     const stored = await backend.sql.query("select doc_number from contract_documents where tenant_id = 'acme' and doc_number = $1", [
       expected,
@@ -121,7 +115,7 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
   it('runs the walkthrough as it opens: step 2, CreateDocument, with the Variables pane already filled in', async () => {
     const expected = await nextDocNumber();
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-    await page.goto(url, { waitUntil: 'load' });
+    await page.goto(backend.url, { waitUntil: 'load' });
     await page.locator('.graphiql-execute-button').waitFor({ timeout: 60_000 });
     const variables = page.locator('.graphiql-editor-tool .monaco-editor').first();
     await expect.poll(async () => variables.innerText(), { timeout: 30_000 }).toContain(DEMO_CONTRACT_ID);
@@ -136,7 +130,9 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
     await page.close();
   });
 
-  it('loads the page and its files in under 2 MB, and a reload transfers almost nothing, after an edit put the query in the URL too', async () => {
+  it('loads the page and its files in under 2 MB, and a reload transfers almost nothing, after an edit put the query in the URL too', async ({
+    annotate,
+  }) => {
     const page = await browser.newPage();
     /** Paths whose bodies came over the wire in an earlier load. */
     const fetchedBefore = new Set<string>();
@@ -167,11 +163,11 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
     const describe = (label: string, load: Awaited<ReturnType<typeof transferred>>) =>
       `${label} ${load.bytes} bytes in ${load.requests} GETs (${load.each.map(({ path, bytes }) => `${path.split('/').pop()} ${bytes}`).join(', ')})`;
     // GraphiQL POSTs its introspection query to /graphql as soon as it opens: the cached page must survive that.
-    const introspected = page.waitForResponse((response) => response.url() === url && response.request().method() === 'POST');
-    const first = await transferred(() => page.goto(url, { waitUntil: 'load' }));
+    const introspected = page.waitForResponse((response) => response.url() === backend.url && response.request().method() === 'POST');
+    const first = await transferred(() => page.goto(backend.url, { waitUntil: 'load' }));
     expect((await introspected).status()).toBe(200);
     const reload = await transferred(() => page.reload({ waitUntil: 'load' }));
-    console.log(`GraphiQL transferred: ${describe('first load', first)}; ${describe('reload', reload)}`);
+    await annotate(`GraphiQL transferred: ${describe('first load', first)}; ${describe('reload', reload)}`);
     expect(first.bytes).toBeGreaterThan(100_000);
     expect(first.bytes).toBeLessThan(2_000_000);
     expect(reload.requests).toBeGreaterThan(0);
@@ -186,7 +182,7 @@ describe.skipIf(browserMissing !== null)('GraphiQL in a real browser', () => {
     await page.keyboard.insertText('\n# edited before a reload');
     await expect.poll(() => new URL(page.url()).searchParams.get('query') ?? '', { timeout: 30_000 }).toContain('edited before a reload');
     const edited = await transferred(() => page.reload({ waitUntil: 'load' }));
-    console.log(
+    await annotate(
       `GraphiQL transferred: ${describe(`reload after an edit (query string of ${new URL(page.url()).search.length} characters)`, edited)}`,
     );
     expect(edited.requests).toBeGreaterThan(0);

@@ -1,6 +1,6 @@
 import { serverAudits } from 'graphql-http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestBackend, serveOverHttp, type TestBackend } from './support/harness.js';
+import { serveTestBackend, type ServedBackend } from './support/harness.js';
 
 /**
  * The graphql-http server audits for the GraphQL over HTTP spec, against /graphql over a real
@@ -8,21 +8,13 @@ import { createTestBackend, serveOverHttp, type TestBackend } from './support/ha
  */
 
 describe('GraphQL over HTTP (graphql-http audits)', () => {
-  let backend: TestBackend;
-  let url: string;
-  let close: () => Promise<void>;
+  let backend: ServedBackend;
   beforeAll(async () => {
-    backend = await createTestBackend();
-    const served = await serveOverHttp(backend);
-    url = served.url;
-    close = () => served.server.close();
+    backend = await serveTestBackend();
   });
-  afterAll(async () => {
-    await close();
-    await backend.close();
-  });
+  afterAll(() => backend.close());
 
-  const audits = serverAudits({ url: () => url, fetchFn: fetch });
+  const audits = serverAudits({ url: () => backend.url, fetchFn: fetch });
   it(`has ${audits.length} audits to run`, () => {
     expect(audits.length).toBeGreaterThan(30);
   });

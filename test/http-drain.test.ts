@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CreateContractDocumentDocument } from './generated/graphql.js';
-import { asUser, createContractRow, createTenant, createTestBackend, serveOverHttp, type TestBackend } from './support/harness.js';
+import { asUser, createContractRow, createTenant, createTestBackend, serveTestBackend, type TestBackend } from './support/harness.js';
 
 const TENANT = 'drain';
 
@@ -65,22 +65,18 @@ describe('draining the HTTP server', () => {
   afterAll(() => backend.close());
 
   /** A server of its own: a drain is for good, and its app's /ready stays failed. */
-  async function drainable() {
-    const own = await createTestBackend({ databaseUrl: backend.databaseUrl });
-    const served = await serveOverHttp(own);
-    return { ...served, base: new URL(served.url).origin, close: () => own.close() };
-  }
+  const drainable = () => serveTestBackend({ databaseUrl: backend.databaseUrl });
 
   const documentRequest = () => JSON.stringify({ query: print(CreateContractDocumentDocument), variables: { input: { contractId } } });
 
   it('fails /ready at once, closes every connection after its answer, accepts through the grace period, and answers the request in flight', async () => {
-    const { url, server, base, close } = await drainable();
+    const { url, server, origin, close } = await drainable();
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     const holder = await backend.sql.connect();
     try {
       // The tenant's sequence row exists after a first document; holding it keeps the next one in flight.
       expect((await request(url, agent, { method: 'POST', body: documentRequest(), headers: asUser(TENANT) })).status).toBe(200);
-      expect((await request(`${base}/health`, agent)).connection).toBe('keep-alive');
+      expect((await request(`${origin}/health`, agent)).connection).toBe('keep-alive');
       await holder.query('begin');
       await holder.query('select * from document_sequences where tenant_id = $1 for update', [TENANT]);
       const inFlight = request(url, false, { method: 'POST', body: documentRequest(), headers: asUser(TENANT) });
@@ -97,13 +93,13 @@ describe('draining the HTTP server', () => {
       const graceMs = 3_000;
       const began = Date.now();
       const drained = server.drain({ graceMs, timeoutMs: 20_000 });
-      const ready = await request(`${base}/ready`, false);
+      const ready = await request(`${origin}/ready`, false);
       expect({ status: ready.status, body: JSON.parse(ready.body) }).toEqual({ status: 503, body: { status: 'draining' } });
       // The idle keep-alive connection is still open: a client reusing it is answered, and told to close it.
-      const reused = await request(`${base}/health`, agent);
+      const reused = await request(`${origin}/health`, agent);
       expect(reused).toMatchObject({ status: 200, reused: true, connection: 'close' });
       // A new connection in the grace period is accepted too.
-      const fresh = await request(`${base}/health`, false);
+      const fresh = await request(`${origin}/health`, false);
       expect(fresh).toMatchObject({ status: 200, connection: 'close' });
 
       await holder.query('commit');
@@ -113,7 +109,7 @@ describe('draining the HTTP server', () => {
 
       let refusedAt: number | null = null;
       while (refusedAt === null) {
-        if ((await probe(`${base}/health`)) === 'ECONNREFUSED') refusedAt = Date.now();
+        if ((await probe(`${origin}/health`)) === 'ECONNREFUSED') refusedAt = Date.now();
         else await sleep(50);
       }
       expect(refusedAt - began).toBeGreaterThanOrEqual(graceMs);
@@ -127,19 +123,19 @@ describe('draining the HTTP server', () => {
   });
 
   it('never closes an idle keep-alive connection its client may reuse: the client that does is answered', async () => {
-    const { server, base, close } = await drainable();
+    const { server, origin, close } = await drainable();
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     try {
-      expect((await request(`${base}/health`, agent)).connection).toBe('keep-alive');
+      expect((await request(`${origin}/health`, agent)).connection).toBe('keep-alive');
       let done = false;
       const drained = server.drain({ graceMs: 0, timeoutMs: 60_000 }).finally(() => (done = true));
       for (const deadline = Date.now() + 10_000; server.server.listening && Date.now() < deadline;) await sleep(10);
       expect(server.server.listening).toBe(false);
-      expect(await probe(`${base}/health`)).toBe('ECONNREFUSED');
+      expect(await probe(`${origin}/health`)).toBe('ECONNREFUSED');
       // The listener is closed; the idle connection is not, however long the client leaves it.
       await sleep(300);
       expect(done).toBe(false);
-      const reused = await request(`${base}/health`, agent);
+      const reused = await request(`${origin}/health`, agent);
       expect(reused).toMatchObject({ status: 200, reused: true, connection: 'close' });
       expect(await drained).toEqual({ forced: 0 });
     } finally {
@@ -152,9 +148,9 @@ describe('draining the HTTP server', () => {
     const naive = await drainable();
     const naiveAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     try {
-      expect((await request(`${naive.base}/health`, naiveAgent)).connection).toBe('keep-alive');
+      expect((await request(`${naive.origin}/health`, naiveAgent)).connection).toBe('keep-alive');
       const closed = new Promise((resolve) => naive.server.server.close(resolve));
-      await expect(request(`${naive.base}/health`, naiveAgent)).rejects.toThrow();
+      await expect(request(`${naive.origin}/health`, naiveAgent)).rejects.toThrow();
       await closed;
     } finally {
       naiveAgent.destroy();
@@ -163,12 +159,12 @@ describe('draining the HTTP server', () => {
   });
 
   it('a process replaced while the others serve drains with /ready at 200: its answers close their connections, the server stays ready', async () => {
-    const { server, base, close } = await drainable();
+    const { server, origin, close } = await drainable();
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     try {
-      expect((await request(`${base}/ready`, agent)).connection).toBe('keep-alive');
+      expect((await request(`${origin}/ready`, agent)).connection).toBe('keep-alive');
       const drained = server.drain({ graceMs: 0, timeoutMs: 60_000, failReady: false });
-      const ready = await request(`${base}/ready`, agent);
+      const ready = await request(`${origin}/ready`, agent);
       expect({ status: ready.status, body: JSON.parse(ready.body), connection: ready.connection }).toEqual({
         status: 200,
         body: { status: 'ready' },
@@ -182,10 +178,10 @@ describe('draining the HTTP server', () => {
   });
 
   it('closes what is still open when HTTP_DRAIN_TIMEOUT_MS runs out, and says how much', async () => {
-    const { server, base, close } = await drainable();
+    const { server, origin, close } = await drainable();
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     try {
-      await request(`${base}/health`, agent);
+      await request(`${origin}/health`, agent);
       expect(await server.drain({ graceMs: 0, timeoutMs: 200 })).toEqual({ forced: 1 });
     } finally {
       agent.destroy();
@@ -196,18 +192,16 @@ describe('draining the HTTP server', () => {
 
 describe('keep-alive', () => {
   it('announces HTTP_KEEP_ALIVE_TIMEOUT_MS, and an idle connection outlives HTTP_REQUEST_TIMEOUT_MS (headers are timed only once a request begins)', async () => {
-    const backend = await createTestBackend({ env: { HTTP_REQUEST_TIMEOUT_MS: '1000' } });
-    const { url, server } = await serveOverHttp(backend);
+    const backend = await serveTestBackend({ env: { HTTP_REQUEST_TIMEOUT_MS: '1000' } });
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     try {
-      const first = await request(`${new URL(url).origin}/health`, agent);
+      const first = await request(`${backend.origin}/health`, agent);
       expect(first).toMatchObject({ status: 200, connection: 'keep-alive', keepAlive: 'timeout=65' });
       // Idle for longer than the request timeout and Node's check of it (every second).
       await sleep(2_500);
-      expect(await request(`${new URL(url).origin}/health`, agent)).toMatchObject({ status: 200, reused: true });
+      expect(await request(`${backend.origin}/health`, agent)).toMatchObject({ status: 200, reused: true });
     } finally {
       agent.destroy();
-      await server.close();
       await backend.close();
     }
   });

@@ -20,21 +20,21 @@ describe('the huddle races against the naive versions', () => {
     await backend.close();
   });
 
-  it('heartbeat against leave: the full-row save brings members back', async () => {
+  it('heartbeat against leave: the full-row save brings members back', async ({ annotate }) => {
     const result = await heartbeatAgainstLeave(backend, 'naive-hb', RACE_ROUNDS.heartbeatAgainstLeave);
-    console.log(describeRace('naive heartbeat vs leave', result));
+    await annotate(describeRace('naive heartbeat vs leave', result));
     expect(result.failedRounds).toBeGreaterThan(0);
   });
 
-  it('cleanup against join: the unlocked count ends sessions someone just joined', async () => {
+  it('cleanup against join: the unlocked count ends sessions someone just joined', async ({ annotate }) => {
     const result = await cleanupAgainstJoin(backend, 'naive-cj', RACE_ROUNDS.cleanupAgainstJoin);
-    console.log(describeRace('naive cleanup vs join', result));
+    await annotate(describeRace('naive cleanup vs join', result));
     expect(result.failedRounds).toBeGreaterThan(0);
   });
 
-  it('20 first joins: check-then-insert does not end with one session holding all 20', async () => {
+  it('20 first joins: check-then-insert does not end with one session holding all 20', async ({ annotate }) => {
     const result = await simultaneousFirstJoins(backend, 'naive-fj', RACE_ROUNDS.firstJoins, 20);
-    console.log(describeRace('naive 20 first joins', result));
+    await annotate(describeRace('naive 20 first joins', result));
     expect(result.failedRounds).toBeGreaterThan(0);
   });
 });

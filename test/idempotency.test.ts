@@ -7,6 +7,7 @@ import { CreateCampaignDocument, CreateContractDocumentDocument, IssueCouponDocu
 import {
   asTenantAdmin,
   asUser,
+  callAction,
   createContractRow,
   createTenant,
   createTestBackend,
@@ -76,17 +77,9 @@ describe('Idempotency-Key', () => {
 
   it('answers IDEMPOTENCY_KEY_REUSED with 422 on /actions', async () => {
     const action = (contract: string) =>
-      backend.app.fetch(
-        new Request('http://test.local/actions', {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', 'idempotency-key': 'action-key' },
-          body: JSON.stringify({
-            action: { name: 'createContractDocument' },
-            input: { input: { contractId: contract } },
-            session_variables: asUser(TENANT, 'm1'),
-          }),
-        }),
-      );
+      callAction(backend.app.fetch, 'createContractDocument', { contractId: contract }, asUser(TENANT, 'm1'), {
+        'idempotency-key': 'action-key',
+      });
     const first = await action(contractId);
     expect(first.status).toBe(200);
     const replay = await action(contractId);

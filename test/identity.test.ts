@@ -2,7 +2,7 @@ import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { CreateContractDocument as CreateContract, ViewerDocument } from './generated/graphql.js';
-import { asUser, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
+import { asUser, callAction, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
 
 const SECRET = 'action-secret-for-tests-0123456789';
 /** Anything but development or test also needs a database of its own. */
@@ -62,13 +62,7 @@ describe('identity', () => {
     const emptyClaim = await token({ ...memberClaims, 'x-hasura-default-role': 'admin', 'x-hasura-tenant-id': '' });
     expect(errorCodes(await createTenantAs({ authorization: `Bearer ${emptyClaim}` }, 'empty-claim'))).toEqual(['UNAUTHENTICATED']);
     const action = (name: string, input: Record<string, unknown>, sessionVariables: Record<string, unknown>) =>
-      backend.app.fetch(
-        new Request('http://test.local/actions', {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', 'x-action-secret': SECRET },
-          body: JSON.stringify({ action: { name }, input: { input }, session_variables: sessionVariables }),
-        }),
-      );
+      callAction(backend.app.fetch, name, input, sessionVariables, { 'x-action-secret': SECRET });
     for (const [id, tenant] of [
       ['empty-null', null],
       ['empty-string', ''],

@@ -1,8 +1,6 @@
 import { generateKeyPairSync } from 'node:crypto';
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { exportJWK, exportPKCS8, exportSPKI, generateKeyPair, importPKCS8, SignJWT, type JWK, type JWTPayload, type KeyLike } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, type AppConfig, type JwtConfig } from '../src/config.js';
@@ -12,6 +10,7 @@ import { resolveSession } from '../src/identity/session.js';
 import { createLogger } from '../src/logger.js';
 import { ViewerDocument } from './generated/graphql.js';
 import { createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
+import { listenOnLoopback } from './support/ports.js';
 
 const NAMESPACE = 'https://hasura.io/jwt/claims';
 const SHARED_SECRET = 'jwt-key-for-tests-0123456789abcdef0123456789';
@@ -251,20 +250,15 @@ async function startKeyServer(): Promise<KeyServer> {
     response.writeHead(state.status, { 'content-type': 'application/json', ...state.headers });
     response.end(JSON.stringify({ keys: state.keys }));
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
+  const { origin, close } = await listenOnLoopback(server);
   const state: KeyServer = {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/.well-known/jwks.json`,
+    url: `${origin}/.well-known/jwks.json`,
     fetches: 0,
     keys: [],
     headers: {},
     status: 200,
     hang: false,
-    close: async () => {
-      server.closeAllConnections();
-      server.close();
-      await once(server, 'close');
-    },
+    close,
   };
   return state;
 }

@@ -1,6 +1,6 @@
 import { mkdtemp, readFile } from 'node:fs/promises';
 import http from 'node:http';
-import net, { type AddressInfo } from 'node:net';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,7 +15,8 @@ import { documentsScenario } from './load/scenarios/documents.js';
 import { huddlesScenario } from './load/scenarios/huddles.js';
 import { percentile } from './load/stats.js';
 import { formatResult } from './load/cli.js';
-import { createTestBackend, serveOverHttp, type TestBackend } from './support/harness.js';
+import { serveTestBackend, type ServedBackend } from './support/harness.js';
+import { listenOnLoopback, type LoopbackServer } from './support/ports.js';
 import { runScript } from './support/scripts.js';
 
 describe('npm run load: arguments', () => {
@@ -93,14 +94,13 @@ describe('npm run load: arguments', () => {
 describe('npm run load --rate: the open model keeps its schedule', () => {
   const STALL_FROM_MS = 250;
   const STALL_UNTIL_MS = 2_250;
-  let server: http.Server;
-  let graphqlUrl: string;
+  let stub: LoopbackServer;
 
   beforeAll(async () => {
     // A server that answers at once, except that from 250 ms to 2,250 ms after the first request
     // it answers nothing and holds every request until the stall ends.
     let firstRequestAt: number | null = null;
-    server = http.createServer((req, res) => {
+    const server = http.createServer((req, res) => {
       const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"data":{"ping":{"status":"PONG"}}}');
       if (req.url === '/health') return answer();
       firstRequestAt ??= performance.now();
@@ -108,10 +108,9 @@ describe('npm run load --rate: the open model keeps its schedule', () => {
       if (at >= STALL_FROM_MS && at < STALL_UNTIL_MS) setTimeout(answer, STALL_UNTIL_MS - at);
       else answer();
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    graphqlUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
+    stub = await listenOnLoopback(server);
   });
-  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  afterAll(() => stub.close());
 
   it('sends every request at its time while the server stalls, and counts the stall in their latency', async () => {
     const EDGE_MS = 100;
@@ -122,7 +121,7 @@ describe('npm run load --rate: the open model keeps its schedule', () => {
       outcomeOf: replyOutcome,
       check: async () => [],
     };
-    const client = new LoadClient(graphqlUrl, 300);
+    const client = new LoadClient(`${stub.origin}/graphql`, 300);
     try {
       // 100 requests per second for 2.8 s: about 200 fall due while the server answers nothing.
       const result = await runLoad({
@@ -167,8 +166,8 @@ describe('npm run load --resend: mutations sent with the typed client', () => {
           : { data: { issueCoupon: { status: 'ISSUED' } } };
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const client = new LoadClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`, 2, { resend: true });
+    const stub = await listenOnLoopback(server);
+    const client = new LoadClient(`${stub.origin}/graphql`, 2, { resend: true });
     try {
       const reply = await client.graphql(
         'mutation { issueCoupon(input: { campaignId: "c" }) { status } }',
@@ -185,7 +184,7 @@ describe('npm run load --resend: mutations sent with the typed client', () => {
       expect(keys).toHaveLength(3);
     } finally {
       client.close();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await stub.close();
     }
   });
 });
@@ -193,8 +192,8 @@ describe('npm run load --resend: mutations sent with the typed client', () => {
 describe('the delay proxy the bench puts between a server and PostgreSQL', () => {
   it('holds every chunk at least 0.5 ms each way, and delivers every byte in order', async () => {
     const echo = net.createServer((socket) => socket.pipe(socket));
-    await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
-    const proxy = await startDelayProxy({ target: { host: '127.0.0.1', port: (echo.address() as AddressInfo).port }, delayMs: 0.5 });
+    const echoing = await listenOnLoopback(echo);
+    const proxy = await startDelayProxy({ target: { host: '127.0.0.1', port: echoing.port }, delayMs: 0.5 });
     const socket = net.connect(proxy.port, '127.0.0.1');
     try {
       await new Promise((resolve) => socket.once('connect', resolve));
@@ -222,28 +221,20 @@ describe('the delay proxy the bench puts between a server and PostgreSQL', () =>
     } finally {
       socket.destroy();
       await proxy.close();
-      await new Promise<void>((resolve) => echo.close(() => resolve()));
+      await echoing.close();
     }
   });
 });
 
 describe('npm run load: scenarios and their invariant checks', () => {
-  let backend: TestBackend;
-  let url: string;
-  let stopServer: () => Promise<void>;
+  let backend: ServedBackend;
   beforeAll(async () => {
-    backend = await createTestBackend();
-    const served = await serveOverHttp(backend);
-    url = served.url;
-    stopServer = () => served.server.close();
+    backend = await serveTestBackend();
   });
-  afterAll(async () => {
-    await stopServer();
-    await backend.close();
-  });
+  afterAll(() => backend.close());
 
   const load = async (scenario: LoadScenario, requests: number): Promise<LoadResult> => {
-    const client = new LoadClient(url, 8);
+    const client = new LoadClient(backend.url, 8);
     try {
       return await runLoad({ client, sessions: headerSessions(), scenario, concurrency: 8, amount: { requests }, sql: backend.sql });
     } finally {
@@ -364,7 +355,7 @@ describe('npm run load: scenarios and their invariant checks', () => {
   });
 
   it('the open model (--rate) offers the rate and says what it achieved', async () => {
-    const client = new LoadClient(url, 16);
+    const client = new LoadClient(backend.url, 16);
     try {
       const result = await runLoad({
         client,
@@ -395,7 +386,7 @@ describe('npm run load: scenarios and their invariant checks', () => {
       '--scenario',
       'documents',
       '--url',
-      url,
+      backend.url,
       '--database-url',
       backend.databaseUrl,
       '--requests',

@@ -2,7 +2,7 @@ import { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../src/logger.js';
 import { MAX_REQUEST_HEADERS } from '../src/http/node-server.js';
-import { createTenant, createTestBackend, serveOverHttp, type TestBackend } from './support/harness.js';
+import { createTenant, serveTestBackend, type ServedBackend } from './support/harness.js';
 
 const SECRET = 'malformed-secret-0123456789';
 const METRICS_TOKEN = 'metrics-token-0123456789';
@@ -76,31 +76,25 @@ function raw(port: number, request: string): Promise<RawAnswer> {
 const body = JSON.stringify({ query: '{ viewer { role tenantId } }' });
 
 describe('malformed requests are the client’s error', () => {
-  let backend: TestBackend;
-  let port: number;
-  let close: () => Promise<void>;
+  let backend: ServedBackend;
   const logged: string[] = [];
   beforeAll(async () => {
     const log = createLogger('debug', { write: (line: string) => void logged.push(line) });
-    backend = await createTestBackend({ env: { NODE_ENV: 'production', ACTION_SECRET: SECRET, METRICS_TOKEN }, log });
+    backend = await serveTestBackend({ env: { NODE_ENV: 'production', ACTION_SECRET: SECRET, METRICS_TOKEN }, log });
     await createTenant(backend, 'ta');
-    const served = await serveOverHttp(backend);
-    port = served.server.port;
-    close = () => served.server.close();
   });
-  afterAll(async () => {
-    await close();
-    await backend.close();
-  });
+  afterAll(() => backend.close());
 
-  it('answers a Host that is not a valid authority 400 with a code and the request id on every route, logged at debug without a stack', async () => {
+  it('answers a Host that is not a valid authority 400 with a code and the request id on every route, logged at debug without a stack', async ({
+    annotate,
+  }) => {
     const answers: string[] = [];
     for (const host of BAD_HOSTS) {
       for (const [method, path] of ROUTES) {
         const requestId = `bad-host-${answers.length}`;
         const start = logged.length;
         const sent = method === 'POST' ? `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}` : '\r\n';
-        const answer = await raw(port, `${method} ${path} HTTP/1.1\r\nHost: ${host}\r\nX-Request-Id: ${requestId}\r\n${sent}`);
+        const answer = await raw(backend.port, `${method} ${path} HTTP/1.1\r\nHost: ${host}\r\nX-Request-Id: ${requestId}\r\n${sent}`);
         const parsed = JSON.parse(answer.body) as { errors?: { extensions: unknown }[]; extensions?: unknown };
         const extensions = path === '/graphql' ? parsed.errors?.[0]?.extensions : parsed.extensions;
         answers.push(`${host} ${path} ${answer.status}`);
@@ -117,12 +111,14 @@ describe('malformed requests are the client’s error', () => {
         expect(lines.some((line) => line.level === 'debug' && /not a valid URL/.test(line.msg))).toBe(true);
       }
     }
-    console.log(
+    await annotate(
       `bad Host: ${answers.length} requests (${BAD_HOSTS.length} hosts x ${ROUTES.length} routes), statuses ${JSON.stringify([...new Set(answers.map((a) => a.split(' ').at(-1)))])}`,
     );
   });
 
-  it(`answers a request of ${MAX_REQUEST_HEADERS} headers 431 with a code before any session header is read: no tenant pushed past the cut`, async () => {
+  it(`answers a request of ${MAX_REQUEST_HEADERS} headers 431 with a code before any session header is read: no tenant pushed past the cut`, async ({
+    annotate,
+  }) => {
     const before = await backend.sql.query('select count(*)::int as n from tenants');
     // With the 7 headers around them, exactly MAX_REQUEST_HEADERS.
     const filler = Array.from({ length: MAX_REQUEST_HEADERS - 7 }, (_, i) => `x-filler-${i}: ${i}\r\n`).join('');
@@ -130,30 +126,30 @@ describe('malformed requests are the client’s error', () => {
     const request = (extra: string) =>
       `POST /graphql HTTP/1.1\r\nHost: localhost\r\nX-Request-Id: many-headers\r\nContent-Type: application/json\r\nx-action-secret: ${SECRET}\r\n` +
       `x-hasura-role: admin\r\n${extra}x-hasura-tenant-id: ta\r\nContent-Length: ${mutation.length}\r\n\r\n${mutation}`;
-    const answer = await raw(port, request(filler));
+    const answer = await raw(backend.port, request(filler));
     const parsed = JSON.parse(answer.body) as { errors: { message: string; extensions: Record<string, unknown> }[] };
-    console.log(`${MAX_REQUEST_HEADERS} headers: ${answer.status} ${JSON.stringify(parsed.errors[0])}`);
+    await annotate(`${MAX_REQUEST_HEADERS} headers: ${answer.status} ${JSON.stringify(parsed.errors[0])}`);
     expect(answer.status).toBe(431);
     expect(parsed.errors[0]!.extensions).toEqual({ code: 'BAD_USER_INPUT', requestId: 'many-headers' });
     expect(answer.headers['connection']).toBe('close');
     expect((await backend.sql.query('select count(*)::int as n from tenants')).rows).toEqual(before.rows);
     // One header fewer than the cut is served as usual: a tenant admin, who may not create tenants.
-    const fewer = await raw(port, request(filler.split('\r\n').slice(1).join('\r\n')));
+    const fewer = await raw(backend.port, request(filler.split('\r\n').slice(1).join('\r\n')));
     expect(fewer.status).toBe(200);
     expect(JSON.parse(fewer.body).errors[0].extensions.code).toBe('FORBIDDEN');
   });
 
-  it('refuses a body over MAX_BODY_BYTES with 413 before sending 100 Continue', async () => {
+  it('refuses a body over MAX_BODY_BYTES with 413 before sending 100 Continue', async ({ annotate }) => {
     const answer = await raw(
-      port,
+      backend.port,
       `POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\nExpect: 100-continue\r\n\r\n`,
     );
-    console.log(`Expect: 100-continue with a 50 MB body: ${answer.head.split('\r\n')[0]}`);
+    await annotate(`Expect: 100-continue with a 50 MB body: ${answer.head.split('\r\n')[0]}`);
     expect(answer.head).not.toMatch(/100 Continue/);
     expect(answer.status).toBe(413);
     expect(JSON.parse(answer.body)).toMatchObject({ errors: [{ extensions: { code: 'BAD_USER_INPUT', limit: 'MAX_BODY_BYTES' } }] });
     const small = await raw(
-      port,
+      backend.port,
       `POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nx-action-secret: ${SECRET}\r\nx-hasura-role: operator\r\n\r\n${body}`,
     );
     expect(small.head).toMatch(/^HTTP\/1\.1 100 Continue/);

@@ -35,7 +35,9 @@ const documentNumber = (i: number) => {
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 
 describe('memory is bounded by bytes', () => {
-  it(`${DOCUMENTS.toLocaleString('en')} distinct 95 KB documents move the server's resident set by less than 64 MB`, async () => {
+  it(`${DOCUMENTS.toLocaleString('en')} distinct 95 KB documents move the server's resident set by less than 64 MB`, async ({
+    annotate,
+  }) => {
     const port = await freePort();
     const child = spawnScript('src/main.ts', {
       DATABASE_URL: await createTestDatabaseUrl(),
@@ -83,7 +85,7 @@ describe('memory is bounded by bytes', () => {
         ) {
           settled = Math.min(settled, await residentBytes(base));
         }
-        console.log(
+        await annotate(
           `memory: ${DOCUMENTS} distinct documents of ${COMMENT_CHARS / 1000} KB (${outcomes.ok} parsed and answered, ${outcomes.refused} refused as unparsable): ` +
             `resident ${mb(before)} before, ${mb(peak)} right after (garbage not yet collected), ${mb(settled)} once idle: ` +
             `${mb(settled - before)} kept (limit ${mb(MAX_GROWTH_BYTES)})`,
@@ -98,7 +100,9 @@ describe('memory is bounded by bytes', () => {
     }
   }, 240_000);
 
-  it('keeps parsed documents by their weight in bytes, the least recently used going first, and no text over the size kept', () => {
+  it('keeps parsed documents by their weight in bytes, the least recently used going first, and no text over the size kept', async ({
+    annotate,
+  }) => {
     const budget = 1024 * 1024;
     const caches = documentCaches(budget)!;
     const source = (i: number) => `{ viewer { role } } # ${i} ${'x'.repeat(10_000)}`;
@@ -110,7 +114,7 @@ describe('memory is bounded by bytes', () => {
     }
     const kept = weights.filter((_, i) => caches.documentCache.get(source(i)) !== undefined);
     const keptBytes = kept.reduce((sum, weight) => sum + weight, 0);
-    console.log(`document cache of ${mb(budget)}: ${kept.length} of 1000 documents of 10 KB kept, ${mb(keptBytes)} by their weight`);
+    await annotate(`document cache of ${mb(budget)}: ${kept.length} of 1000 documents of 10 KB kept, ${mb(keptBytes)} by their weight`);
     expect(kept.length).toBeGreaterThan(0);
     expect(keptBytes).toBeLessThanOrEqual(budget);
     expect(caches.documentCache.get(source(999))).toBeDefined();

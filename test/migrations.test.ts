@@ -5,13 +5,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MigrationConfig } from '../src/config.js';
-import { createDatabase } from '../src/db/database.js';
 import { MIGRATIONS_DIR, MigrationBlockedError, MigrationLockBusyError, migrate, type Blocker } from '../src/db/migrate.js';
-import { LoadClient } from './load/client.js';
-import { runLoad, type LoadResult } from './load/run.js';
-import { couponsScenario, headerSessions } from './load/scenarios/coupons.js';
+import type { LoadResult } from './load/run.js';
+import { couponsScenario } from './load/scenarios/coupons.js';
+import { startSteadyLoad } from './load/steady-load.js';
 import { migrateInOneTransaction } from './naive/migrate.js';
 import { createTestBackend, createTestDatabaseUrl, serveOverHttp, type TestBackend } from './support/harness.js';
+import { openToolDatabase } from './support/tool-database.js';
 
 /** The project's migrations plus `extra` (file name -> SQL), in a folder of their own. */
 async function migrationsWith(extra: Record<string, string>): Promise<{ dir: string; remove(): Promise<void> }> {
@@ -50,29 +50,14 @@ async function columnExists(backend: TestBackend, table: string, column: string)
 /** Steady coupon traffic over HTTP (open model, never resent), until stopped. */
 async function couponTraffic(backend: TestBackend, rate: number) {
   const { url, server } = await serveOverHttp(backend);
-  const client = new LoadClient(url, 32);
   const scenario = couponsScenario(`migration-${Date.now().toString(36)}`, null);
-  let stopped = false;
-  let markStarted!: () => void;
-  const started = new Promise<void>((resolve) => (markStarted = resolve));
-  const done = runLoad({
-    client,
-    sessions: headerSessions(),
-    scenario: { ...scenario, request: (index, c, s) => (stopped ? null : scenario.request(index, c, s)) },
-    concurrency: 32,
-    rate,
-    amount: { durationSeconds: 3_600 },
-    sql: null,
-    onProgress: () => markStarted(),
-  });
-  await started;
+  const load = startSteadyLoad({ url, scenario, rate, connections: 32 });
+  await load.started;
   return {
     async stop(): Promise<LoadResult> {
-      stopped = true;
       try {
-        return await done;
+        return await load.stop();
       } finally {
-        client.close();
         await server.close();
       }
     },
@@ -84,10 +69,7 @@ const errorsOf = (result: LoadResult) =>
 
 /** The next version's start-up: a pool of its own beside the serving one. */
 function nextVersion(backend: TestBackend) {
-  return createDatabase(
-    { connectionString: backend.databaseUrl, max: 2, acquireTimeoutMs: 5_000, applicationName: 'next-version', preparedStatements: false },
-    backend.log,
-  );
+  return openToolDatabase(backend.databaseUrl, 'next-version', { max: 2, log: backend.log });
 }
 
 describe('a migration under traffic, behind a long reader', () => {

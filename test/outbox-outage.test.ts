@@ -1,5 +1,4 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { relayHealth, relayOnce, type PassResult, type RelayDeps, type RelayOptions } from '../src/outbox/relay.js';
@@ -7,6 +6,7 @@ import { webhookSink } from '../src/outbox/sinks.js';
 import { loop } from '../src/worker/index.js';
 import { countingRelayOnce } from './naive/outbox-relay.js';
 import { createTenant, createTestBackend, type TestBackend } from './support/harness.js';
+import { listenOnLoopback } from './support/ports.js';
 import { runScript } from './support/scripts.js';
 
 /**
@@ -33,12 +33,12 @@ interface Receiver {
   down: boolean;
   /** When each event was first taken, in performance.now() time. */
   taken: Map<string, number>;
-  server: Server;
+  close(): Promise<void>;
 }
 
 async function startReceiver(): Promise<Receiver> {
   const receiver = { down: true, taken: new Map<string, number>() } as Receiver;
-  receiver.server = createServer((req, res) => {
+  const server = createServer((req, res) => {
     let body = '';
     req.on('data', (chunk) => (body += chunk));
     req.on('end', () => {
@@ -48,8 +48,9 @@ async function startReceiver(): Promise<Receiver> {
       res.writeHead(204).end();
     });
   });
-  await new Promise<void>((resolve) => receiver.server.listen(0, '127.0.0.1', resolve));
-  receiver.url = `http://127.0.0.1:${(receiver.server.address() as AddressInfo).port}/hook`;
+  const listening = await listenOnLoopback(server);
+  receiver.url = `${listening.origin}/hook`;
+  receiver.close = listening.close;
   return receiver;
 }
 
@@ -61,7 +62,7 @@ describe('the outbox through a receiver outage longer than a count of attempts s
     receiver = await startReceiver();
   });
   afterAll(async () => {
-    receiver.server.close();
+    await receiver.close();
     await backend.close();
   });
 
@@ -107,7 +108,9 @@ describe('the outbox through a receiver outage longer than a count of attempts s
     return { statuses: await statuses(tenantId), delivered: times.length, first: Math.min(...times), last: Math.max(...times) };
   }
 
-  it('retries for OUTBOX_RETRY_FOR: every event is delivered, none dead, and the backlog drains as soon as the receiver takes it', async () => {
+  it('retries for OUTBOX_RETRY_FOR: every event is delivered, none dead, and the backlog drains as soon as the receiver takes it', async ({
+    annotate,
+  }) => {
     const run = await outage('outage-ours', relayOnce);
     expect(run.statuses).toEqual({ sent: EVENTS });
     expect(run.delivered).toBe(EVENTS);
@@ -116,22 +119,24 @@ describe('the outbox through a receiver outage longer than a count of attempts s
     // out a backoff of its own (up to OUTBOX_RETRY_MAX_MS each).
     expect(run.first).toBeLessThanOrEqual(OPTIONS.retryMaxDelayMs + 1_000);
     expect(run.last - run.first).toBeLessThan(OPTIONS.retryMaxDelayMs / 2);
-    console.log(
+    await annotate(
       `outbox outage of ${OUTAGE_MS} ms, ${EVENTS} events: first delivery ${run.first.toFixed(0)} ms after the recovery, the last ${run.last.toFixed(0)} ms after it`,
     );
   });
 
-  it('the old relay, dead after 10 attempts and without bringing retries forward, loses events in the same outage', async () => {
+  it('the old relay, dead after 10 attempts and without bringing retries forward, loses events in the same outage', async ({
+    annotate,
+  }) => {
     const run = await outage('outage-counting', (deps) => countingRelayOnce(deps, 10));
     expect(run.statuses['dead'] ?? 0).toBeGreaterThan(0);
-    console.log(`the old relay in the same outage: ${run.statuses['dead']} of ${EVENTS} events dead`);
+    await annotate(`the old relay in the same outage: ${run.statuses['dead']} of ${EVENTS} events dead`);
   });
 
-  it('the old relay with no count limit still drains slowly: every retry sits out its own backoff', async () => {
+  it('the old relay with no count limit still drains slowly: every retry sits out its own backoff', async ({ annotate }) => {
     const run = await outage('outage-slow', (deps) => countingRelayOnce(deps, 1_000_000));
     expect(run.statuses).toEqual({ sent: EVENTS });
     expect(run.last - run.first).toBeGreaterThanOrEqual(OPTIONS.retryMaxDelayMs / 2);
-    console.log(
+    await annotate(
       `the old relay without a count limit: first delivery ${run.first.toFixed(0)} ms after the recovery, the last ${run.last.toFixed(0)} ms after it`,
     );
   });

@@ -1,5 +1,4 @@
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { countDead, requeueDead } from '../src/outbox/housekeeping.js';
@@ -9,6 +8,7 @@ import { loadConfig } from '../src/config.js';
 import { startBackend } from '../src/backend.js';
 import { OutboxStatsDocument } from './generated/graphql.js';
 import { asTenantAdmin, asUser, createTenant, createTestBackend, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
+import { listenOnLoopback } from './support/ports.js';
 import { captureLog } from './support/log-capture.js';
 import { runScript } from './support/scripts.js';
 
@@ -133,10 +133,10 @@ describe('the outbox relay', () => {
         res.writeHead(received.length === 1 ? 503 : 204).end();
       });
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const receiver = await listenOnLoopback(server);
     try {
       await plant(1);
-      const sink = webhookSink(`http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, 2_000);
+      const sink = webhookSink(`${receiver.origin}/hook`, 2_000);
       expect(await relayOnce(deps(sink))).toMatchObject({ retried: 1 }); // the 503
       await makeDue();
       expect(await relayOnce(deps(sink))).toMatchObject({ sent: 1 });
@@ -144,7 +144,7 @@ describe('the outbox relay', () => {
       expect(received.map((r) => r.key)).toEqual([rows[0]!.id, rows[0]!.id]);
       expect(received[1]!.body).toMatchObject({ id: rows[0]!.id, topic: 'coupon.issued' });
     } finally {
-      server.close();
+      await receiver.close();
     }
   });
 

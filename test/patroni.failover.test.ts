@@ -1,19 +1,18 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { LoadClient } from './load/client.js';
 import { sqlPool } from './load/target.js';
 import { sendDocument, type Sample, type Trial } from './support/dead-path.js';
 import { startFaultProxy, type FaultProxy } from './support/fault-proxy.js';
 import { patroniMissing, startPatroniCluster, SUPERUSER_PASSWORD, type PatroniCluster, type PatroniNode } from './support/patroni.js';
-import { freePort } from './support/ports.js';
+import { freePort, listenOnLoopback, type LoopbackServer } from './support/ports.js';
 
 /**
  * A real failover: etcd and two Patroni nodes on loopback (synchronous_mode), the server as its
@@ -31,6 +30,10 @@ const DEADLINE_MS = 10_000;
 const LOAD_RATE = 25;
 const missing = process.env['PATRONI'] ? patroniMissing() : 'set PATRONI=1 to run it (CI does)';
 
+/** A trial's figures, one line under its name in the run's output (test/support/figures-reporter.ts). */
+const annotateFigures = (annotate: TestContext['annotate'], figures: Record<string, unknown>) =>
+  annotate(`Patroni failover figures: ${JSON.stringify(figures)}`);
+
 interface LoadSummary {
   outcomes: Record<string, number>;
   errors: Record<string, number>;
@@ -44,11 +47,10 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
   let base: string;
   let databaseUrl: string;
   let sql: pg.Pool;
-  let webhook: Server;
+  let webhook: LoopbackServer;
   const delivered = new Set<string>();
   let probeClient: LoadClient;
   let probe: Trial;
-  const figures: Record<string, unknown> = {};
   let serverOutput = '';
 
   beforeAll(async () => {
@@ -63,13 +65,14 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
     databaseUrl = `postgres://postgres:${SUPERUSER_PASSWORD}@${hosts}/app?target_session_attrs=read-write`;
     sql = sqlPool(databaseUrl, 2);
     sql.on('error', () => {});
-    webhook = createServer((req, res) => {
-      const key = req.headers['idempotency-key'];
-      if (typeof key === 'string') delivered.add(key);
-      req.resume();
-      req.on('end', () => res.writeHead(200).end());
-    });
-    await new Promise<void>((resolve) => webhook.listen(0, '127.0.0.1', () => resolve()));
+    webhook = await listenOnLoopback(
+      createServer((req, res) => {
+        const key = req.headers['idempotency-key'];
+        if (typeof key === 'string') delivered.add(key);
+        req.resume();
+        req.on('end', () => res.writeHead(200).end());
+      }),
+    );
     const port = await freePort();
     server = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: PROJECT,
@@ -81,7 +84,7 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
         PORT: String(port),
         DATABASE_URL: databaseUrl,
         REQUEST_DEADLINE_MS: String(DEADLINE_MS),
-        NOTIFY_WEBHOOK_URL: `http://127.0.0.1:${(webhook.address() as AddressInfo).port}/hook`,
+        NOTIFY_WEBHOOK_URL: `${webhook.origin}/hook`,
       },
     });
     server.stdout!.on('data', (chunk: Buffer) => (serverOutput = (serverOutput + chunk.toString()).slice(-20_000)));
@@ -98,7 +101,6 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
   }, 300_000);
 
   afterAll(async () => {
-    console.log(`Patroni failover figures: ${JSON.stringify(figures)}`);
     probeClient?.close();
     if (server && server.exitCode === null) {
       const exited = new Promise((resolve) => server.once('close', resolve));
@@ -108,7 +110,7 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
     await sql?.end();
     for (const proxy of proxies?.values() ?? []) await proxy.close();
     await cluster?.stop();
-    await new Promise((resolve) => webhook?.close(resolve));
+    await webhook?.close();
   }, 120_000);
 
   /**
@@ -201,7 +203,9 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
 
   const otherThan = (node: PatroniNode) => cluster.nodes.find((other) => other !== node)!;
 
-  it('the leader killed hard, three times: service again within the ttl plus seconds, no acknowledged coupon lost, none doubled, every event delivered', async () => {
+  it('the leader killed hard, three times: service again within the ttl plus seconds, no acknowledged coupon lost, none doubled, every event delivered', async ({
+    annotate,
+  }) => {
     const times: number[] = [];
     const promotions: number[] = [];
     const acknowledged: number[] = [];
@@ -232,28 +236,32 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
       await cluster.waitHealthy();
     }
     const median = [...times].sort((a, b) => a - b)[1]!;
-    figures['serve again after SIGKILL of the leader, ms'] = times.map(Math.round);
-    figures['median, ms'] = Math.round(median);
-    figures['Patroni promoted the standby after, ms'] = promotions.map(Math.round);
-    figures['synchronous: coupons acknowledged ISSUED (0 lost)'] = acknowledged;
-    figures['events delivered'] = await expectEveryEventDelivered();
+    await annotateFigures(annotate, {
+      'serve again after SIGKILL of the leader, ms': times.map(Math.round),
+      'median, ms': Math.round(median),
+      'Patroni promoted the standby after, ms': promotions.map(Math.round),
+      'synchronous: coupons acknowledged ISSUED (0 lost)': acknowledged,
+      'events delivered': await expectEveryEventDelivered(),
+    });
     expect(median).toBeLessThan(TTL_S * 1000 + 10_000);
   }, 400_000);
 
-  it('a planned patronictl switchover: the retrying client sees no error at all', async () => {
+  it('a planned patronictl switchover: the retrying client sees no error at all', async ({ annotate }) => {
     const leader = await cluster.waitHealthy();
     const load = runLoadTool(15, 'switchover');
     await load.started;
     await sleep(3_000);
     await cluster.switchover(otherThan(leader));
     const summary = await expectLoadHeld(await load.done);
-    figures['switchover: outcomes'] = summary.outcomes;
+    await annotateFigures(annotate, { 'switchover: outcomes': summary.outcomes });
     expect(summary.errors).toEqual({});
     expect((await cluster.leader()).name).toBe(otherThan(leader).name);
     await expectEveryEventDelivered();
   }, 200_000);
 
-  it('the leader frozen behind a blackhole: requests answer by their deadline, and the server follows the failover Patroni makes', async () => {
+  it('the leader frozen behind a blackhole: requests answer by their deadline, and the server follows the failover Patroni makes', async ({
+    annotate,
+  }) => {
     const leader = await cluster.waitHealthy();
     const load = runLoadTool(TTL_S + 15, 'blackhole');
     await load.started;
@@ -269,11 +277,13 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
     await probing.running;
     const summary = await expectLoadHeld(await load.done);
     const latest = Math.max(...probing.samples.map((s) => s.latencyMs));
-    figures['blackhole: slowest probe answer, ms'] = Math.round(latest);
-    figures['blackhole: serving again after, ms'] = Math.round(
-      Math.min(...probing.samples.filter((s) => s.at > cutAt + 1_000 && s.code === 'OK').map((s) => s.at + s.latencyMs)) - cutAt,
-    );
-    figures['blackhole: load outcomes'] = summary.outcomes;
+    await annotateFigures(annotate, {
+      'blackhole: slowest probe answer, ms': Math.round(latest),
+      'blackhole: serving again after, ms': Math.round(
+        Math.min(...probing.samples.filter((s) => s.at > cutAt + 1_000 && s.code === 'OK').map((s) => s.at + s.latencyMs)) - cutAt,
+      ),
+      'blackhole: load outcomes': summary.outcomes,
+    });
     expect((await cluster.leader()).name).toBe(otherThan(leader).name);
     // The probe does not resend: every one of its requests answered, each by its deadline.
     expect(
@@ -287,7 +297,7 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
     await expectEveryEventDelivered();
   }, 300_000);
 
-  it('asynchronous replication, measured once: a hard kill of the leader may lose acknowledged coupons', async () => {
+  it('asynchronous replication, measured once: a hard kill of the leader may lose acknowledged coupons', async ({ annotate }) => {
     await cluster.waitHealthy();
     await cluster.setSynchronousMode(false);
     try {
@@ -309,8 +319,7 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
         .map((violation) => /^(\d+) ISSUED replies but (\d+) coupons in the table$/.exec(violation))
         .find((match) => match !== null);
       const lost = shortfall ? Number(shortfall[1]) - Number(shortfall[2]) : 0;
-      figures['asynchronous: coupons acknowledged ISSUED'] = issued;
-      figures['asynchronous: acknowledged and lost'] = lost;
+      await annotateFigures(annotate, { 'asynchronous: coupons acknowledged ISSUED': issued, 'asynchronous: acknowledged and lost': lost });
       // Whatever was lost, what remains is whole: no budget exceeded, no member twice, one event per coupon.
       const others = (run.summary!.violations ?? []).filter((violation) => !/ISSUED replies but/.test(violation));
       expect(others).toEqual([]);
@@ -321,4 +330,4 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
   }, 300_000);
 });
 
-if (missing !== null) console.log(`Patroni failover test skipped: ${missing}`);
+if (missing !== null) console.warn(`Patroni failover test skipped: ${missing}`);

@@ -5,7 +5,7 @@ import { PoolReentryError } from '../src/db/pool.js';
 import type { DB } from '../src/db/schema.js';
 import { runInTransaction } from '../src/db/transaction.js';
 import { CreateContractDocument as CreateContract } from './generated/graphql.js';
-import { asUser, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
+import { asUser, createTenant, createTestBackend, errorCodes, gql, holdPoolConnection, type TestBackend } from './support/harness.js';
 
 const POOL_SIZE = 4;
 const ACQUIRE_TIMEOUT_MS = 1_500;
@@ -57,7 +57,9 @@ describe('the executor rule', () => {
   });
   afterAll(() => backend.close());
 
-  it(`without the guard, ${POOL_SIZE} such requests on a pool of ${POOL_SIZE} wait until the acquire timeout, all of them`, async () => {
+  it(`without the guard, ${POOL_SIZE} such requests on a pool of ${POOL_SIZE} wait until the acquire timeout, all of them`, async ({
+    annotate,
+  }) => {
     // A plain pg pool, as the system this grew from had it (with a timeout so the test ends).
     const pool = new pg.Pool({ connectionString: backend.databaseUrl, max: POOL_SIZE, connectionTimeoutMillis: ACQUIRE_TIMEOUT_MS });
     const root = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
@@ -69,7 +71,7 @@ describe('the executor rule', () => {
       const { ms, outcomes } = await settleAll(
         Array.from({ length: POOL_SIZE }, () => root.transaction().execute((trx) => unitOfWork(root, trx))),
       );
-      console.log(`unguarded: ${POOL_SIZE} requests on a pool of ${POOL_SIZE} all waited ${ms.toFixed(0)} ms, then failed`);
+      await annotate(`unguarded: ${POOL_SIZE} requests on a pool of ${POOL_SIZE} all waited ${ms.toFixed(0)} ms, then failed`);
       for (const outcome of outcomes) {
         expect(outcome.status).toBe('rejected');
         expect(String((outcome as PromiseRejectedResult).reason)).toMatch(/timeout exceeded when trying to connect/);
@@ -79,7 +81,7 @@ describe('the executor rule', () => {
     }
   });
 
-  it(`with the guard, the same ${POOL_SIZE} requests fail at once with PoolReentryError`, async () => {
+  it(`with the guard, the same ${POOL_SIZE} requests fail at once with PoolReentryError`, async ({ annotate }) => {
     const { db } = backend.database;
     const unitOfWork = buggyUnitsOfWork(POOL_SIZE);
     const { ms, outcomes } = await settleAll(
@@ -87,7 +89,7 @@ describe('the executor rule', () => {
         runInTransaction(db, backend.services.transactions, { deadline: Date.now() + 10_000 }, (trx) => unitOfWork(db, trx)),
       ),
     );
-    console.log(`guarded: ${POOL_SIZE} requests failed in ${ms.toFixed(0)} ms in all`);
+    await annotate(`guarded: ${POOL_SIZE} requests failed in ${ms.toFixed(0)} ms in all`);
     for (const outcome of outcomes) {
       expect(outcome.status).toBe('rejected');
       expect((outcome as PromiseRejectedResult).reason).toBeInstanceOf(PoolReentryError);
@@ -100,7 +102,7 @@ describe('the executor rule', () => {
     await expect(db.selectFrom('tenants').select('id').execute()).resolves.toBeDefined();
   });
 
-  it('turns an exhausted pool into a quick TRY_AGAIN instead of a hang', async () => {
+  it('turns an exhausted pool into a quick TRY_AGAIN instead of a hang', async ({ annotate }) => {
     const small = await createTestBackend({
       databaseUrl: backend.databaseUrl,
       env: { DB_POOL_MAX: '1', DB_POOL_ACQUIRE_TIMEOUT_MS: '200' },
@@ -109,28 +111,19 @@ describe('the executor rule', () => {
       // Connect first: opening a connection on a busy machine can take a good part of the wait the
       // holder below would otherwise spend on it.
       await sql`select 1`.execute(small.database.db);
-      // Hold the app's only connection with a transaction of our own until the request has answered;
-      // the request goes once the connection is held (an event, not a guessed pause).
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => (release = resolve));
-      let holding!: () => void;
-      const held = new Promise<void>((resolve) => (holding = resolve));
-      const holder = runInTransaction(small.database.db, small.services.transactions, { deadline: Date.now() + 60_000 }, async (trx) => {
-        await sql`select 1`.execute(trx);
-        holding();
-        await released;
-      });
-      await Promise.race([held, holder]);
+      // Hold the app's only connection with a transaction of our own until the request has answered.
+      const holder = holdPoolConnection(small, 60_000);
+      await holder.held;
       const started = performance.now();
       const response = await gql(small.app.fetch, CreateContract, { input: { title: 'x' } }, asUser('pool'));
       const waited = performance.now() - started;
-      release();
-      await holder;
+      holder.release();
+      await holder.done;
       expect(errorCodes(response)).toEqual(['TRY_AGAIN']);
       // It says which limit ran out: the wait for a free connection, not a slow connect or a lost one.
       expect(response.body.errors?.[0]?.extensions).toMatchObject({ reason: 'pool', retryAfterMs: 200 });
       expect(response.body.errors?.[0]?.message).toMatch(/DB_POOL_ACQUIRE_TIMEOUT_MS/);
-      console.log(`an exhausted pool answered TRY_AGAIN after ${waited.toFixed(0)} ms (acquire timeout 200 ms)`);
+      await annotate(`an exhausted pool answered TRY_AGAIN after ${waited.toFixed(0)} ms (acquire timeout 200 ms)`);
     } finally {
       await small.close();
     }

@@ -59,7 +59,9 @@ describe('the runner when the primary goes away', () => {
     expect(await contractsTitled('terminated')).toBe(1);
   });
 
-  it('a COMMIT whose answer never comes is answered TRY_AGAIN and not retried: it may have committed, and here it did', async () => {
+  it('a COMMIT whose answer never comes is answered TRY_AGAIN and not retried: it may have committed, and here it did', async ({
+    annotate,
+  }) => {
     // The COMMIT's client-side limit (statement_timeout + 1 s) ends well before PostgreSQL's
     // idle_in_transaction_session_timeout would end the transaction, so the held COMMIT still lands.
     const settings = { ...backend.services.transactions, statementTimeoutMs: 500, idleInTransactionTimeoutMs: 60_000 };
@@ -78,7 +80,7 @@ describe('the runner when the primary goes away', () => {
     );
     // Not the request's whole deadline: the COMMIT's own limit.
     expect(tookMs).toBeLessThan(20_000);
-    console.log(`a lost COMMIT answer: TRY_AGAIN after ${tookMs.toFixed(0)} ms (statement_timeout 500 ms + 1 s)`);
+    await annotate(`a lost COMMIT answer: TRY_AGAIN after ${tookMs.toFixed(0)} ms (statement_timeout 500 ms + 1 s)`);
     // The held COMMIT arrived after all: exactly one row, because nothing ran the work a second time.
     for (const deadline = Date.now() + 10_000; (await contractsTitled('lost commit')) === 0 && Date.now() < deadline;)
       await new Promise((r) => setTimeout(r, 50));

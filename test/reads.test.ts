@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runInTransaction } from '../src/db/transaction.js';
-import { asUser, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
+import { asUser, createTenant, createTestBackend, errorCodes, gql, holdPoolConnection, type TestBackend } from './support/harness.js';
 
 const CONTRACTS = 20;
 const DOCUMENTS_EACH = 50;
@@ -45,10 +45,10 @@ describe('queries: one statement per level, whatever the data', () => {
     return statements - before;
   }
 
-  it(`lists ${CONTRACTS} contracts of ${DOCUMENTS_EACH} documents with as many statements as 1 or 5 contracts`, async () => {
+  it(`lists ${CONTRACTS} contracts of ${DOCUMENTS_EACH} documents with as many statements as 1 or 5 contracts`, async ({ annotate }) => {
     await statementsFor(1); // the first request of a tenant also looks the tenant up
     const counts = { one: await statementsFor(1), five: await statementsFor(5), all: await statementsFor(CONTRACTS) };
-    console.log(`statements per request: ${JSON.stringify(counts)}`);
+    await annotate(`statements per request: ${JSON.stringify(counts)}`);
     expect(counts).toEqual({ one: 2, five: 2, all: 2 });
   });
 
@@ -72,25 +72,12 @@ describe('queries live under the rules of mutations', () => {
   });
   afterAll(() => backend.close());
 
-  /** Holds the app's only pool connection in a transaction until `release` is called. */
-  function holdThePool() {
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    let holding!: () => void;
-    const held = new Promise<void>((resolve) => (holding = resolve));
-    const done = runInTransaction(backend.database.db, backend.services.transactions, { deadline: Date.now() + 20_000 }, async (trx) => {
-      await sql`select 1`.execute(trx);
-      holding();
-      await released;
-    });
-    return { held, release: async () => (release(), await done) };
-  }
-
   it('answers TRY_AGAIN with Retry-After when the pool stays busy', async () => {
-    const pool = holdThePool();
+    const pool = holdPoolConnection(backend, 20_000);
     await pool.held;
     const response = await gql(backend.app.fetch, '{ contracts { id } }', {}, asUser('rules'));
-    await pool.release();
+    pool.release();
+    await pool.done;
     expect(errorCodes(response)).toEqual(['TRY_AGAIN']);
     expect(response.body.errors![0]!.extensions).toMatchObject({ reason: 'pool', retryAfterMs: 300 });
     expect(response.body.errors![0]!.extensions).not.toHaveProperty('http');

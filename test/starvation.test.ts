@@ -45,7 +45,7 @@ describe('a member flooding the server', () => {
     await backend.close();
   });
 
-  it('leaves /ready at 200 and the outbox relay delivering, without a failed pass', async () => {
+  it('leaves /ready at 200 and the outbox relay delivering, without a failed pass', async ({ annotate }) => {
     const contractId = await createContractRow(backend, 'flood');
     const { url, server } = await serveOverHttp(backend);
     const client = new LoadClient(url, FLOODING_CLIENTS + 1);
@@ -106,7 +106,7 @@ describe('a member flooding the server', () => {
     await server.close();
 
     const passFailures = lines.filter((line) => line.msg === 'worker pass failed; will try again');
-    console.log(
+    await annotate(
       `flood of ${FLOODING_CLIENTS} clients for ${FLOOD_MS} ms: answers ${JSON.stringify(floodCodes)}; ` +
         `/ready ${JSON.stringify(Object.fromEntries([200, 503].map((s) => [s, readiness.filter((r) => r === s).length])))}; ` +
         `outbox ${JSON.stringify(rows)} of ${events.length} events; failed relay passes ${passFailures.length}`,

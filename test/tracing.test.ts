@@ -1,5 +1,4 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { gunzipSync } from 'node:zlib';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -13,7 +12,7 @@ import { relayOnce } from '../src/outbox/relay.js';
 import { webhookSink } from '../src/outbox/sinks.js';
 import { relayDeps } from '../src/worker/index.js';
 import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
-import { freePort } from './support/ports.js';
+import { freePort, listenOnLoopback } from './support/ports.js';
 import { captureOutput, spawnScript, stopScript } from './support/scripts.js';
 import {
   asTenantAdmin,
@@ -22,8 +21,8 @@ import {
   createTestBackend,
   createTestDatabaseUrl,
   gqlOk,
-  serveOverHttp,
-  type TestBackend,
+  serveTestBackend,
+  type ServedBackend,
 } from './support/harness.js';
 
 /** A span as OTLP/JSON carries it, with its attributes flattened. */
@@ -83,9 +82,8 @@ async function startReceiver() {
       res.writeHead(200, { 'content-type': contentType.includes('json') ? 'application/json' : 'application/x-protobuf' }).end('{}');
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`;
-  return { url, spans, raw, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  const { origin, close } = await listenOnLoopback(server);
+  return { url: `${origin}/v1/traces`, spans, raw, close };
 }
 
 /** A webhook receiver for the relay: it records the headers of every delivery. */
@@ -96,11 +94,11 @@ async function startWebhook() {
     req.resume();
     req.on('end', () => res.writeHead(200).end());
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { origin, close } = await listenOnLoopback(server);
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    url: `${origin}/hook`,
     deliveries,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close,
   };
 }
 
@@ -118,9 +116,7 @@ async function waitFor<T>(find: () => T | undefined, what: string, ms = 10_000):
 
 describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', () => {
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
-  let backend: TestBackend;
-  let url: string;
-  let closeServer: () => Promise<void>;
+  let backend: ServedBackend;
   const lines: Record<string, unknown>[] = [];
 
   beforeAll(async () => {
@@ -134,7 +130,7 @@ describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', ()
         },
       }),
     );
-    backend = await createTestBackend({
+    backend = await serveTestBackend({
       log,
       env: {
         OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: receiver.url,
@@ -150,18 +146,14 @@ describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', ()
       { input: { id: 'traced', name: 'Traced', discountYen: 100, budgetYen: 100_000 } },
       asTenantAdmin('traced'),
     );
-    const served = await serveOverHttp(backend);
-    url = served.url;
-    closeServer = () => served.server.close();
   });
   afterAll(async () => {
-    await closeServer();
     await backend.close();
     await receiver.close();
   });
 
   const issue = (member: string, traceparent: string) =>
-    fetch(url, {
+    fetch(backend.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', traceparent, ...asUser('traced', member) },
       body: JSON.stringify({

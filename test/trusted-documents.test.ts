@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../src/http/app.js';
 import { CreateContractDocument as CreateContractMutation, ViewerDocument } from './generated/graphql.js';
-import { asOperator, asUser, createTenant, createTestBackend, type TestBackend } from './support/harness.js';
+import { asOperator, asUser, callAction, createTenant, createTestBackend, type TestBackend } from './support/harness.js';
 
 const MANIFEST = fileURLToPath(new URL('./generated/persisted-documents.json', import.meta.url));
 const SECRET = 'trusted-secret-0123456789abcdef';
@@ -107,17 +107,9 @@ describe('TRUSTED_DOCUMENTS: only the frontend’s own documents run', () => {
   });
 
   it('keeps /actions working: its documents are the server’s own', async () => {
-    const response = await backend.app.fetch(
-      new Request('http://test.local/actions', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-action-secret': SECRET },
-        body: JSON.stringify({
-          action: { name: 'createContract' },
-          input: { input: { title: 'From Hasura' } },
-          session_variables: asUser('trusted'),
-        }),
-      }),
-    );
+    const response = await callAction(backend.app.fetch, 'createContract', { title: 'From Hasura' }, asUser('trusted'), {
+      'x-action-secret': SECRET,
+    });
     expect(response.status).toBe(200);
   });
 

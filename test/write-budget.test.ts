@@ -36,7 +36,9 @@ describe(`the write budget: MEMBER_WRITE_RATE=${RATE}, MEMBER_WRITE_BURST=${BURS
       .rows[0]!.n;
   const secret = { 'x-action-secret': 'write-budget-secret-0123456789' };
 
-  it('lets one member write its burst and its rate, refuses the rest with TRY_AGAIN and Retry-After, and writes nothing for them', async () => {
+  it('lets one member write its burst and its rate, refuses the rest with TRY_AGAIN and Retry-After, and writes nothing for them', async ({
+    annotate,
+  }) => {
     const { url, server } = await serveOverHttp(backend);
     const client = new LoadClient(url, SENT);
     try {
@@ -53,7 +55,7 @@ describe(`the write budget: MEMBER_WRITE_RATE=${RATE}, MEMBER_WRITE_BURST=${BURS
       const outcomes = countBy(replies, codeOf);
       const written = (await documents()) - before;
       const allowed = BURST + Math.floor(RATE * elapsedSeconds);
-      console.log(
+      await annotate(
         `write budget: ${SENT} concurrent createContractDocument of one member in ${elapsedSeconds.toFixed(2)} s: ${JSON.stringify(outcomes)}; ` +
           `${written} documents written; the budget allows ${BURST} + ${RATE}/s x ${elapsedSeconds.toFixed(2)} s = ${allowed}`,
       );

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AppConfig } from '../config.js';
 import { waitForDatabase } from '../db/connect.js';
-import { createDatabase, type Database } from '../db/database.js';
+import { createDatabase, type Database, type DatabaseOptions } from '../db/database.js';
 import type { EmbeddedPostgres } from '../dev/embedded-postgres.js';
 import { assertSchemaCurrent, migrate, MIGRATIONS_DIR } from '../db/migrate.js';
 import { applySessionTimeouts } from '../db/session-defaults.js';
@@ -51,6 +51,20 @@ export interface OpenDatabaseOptions {
   schema: SchemaPolicy;
 }
 
+/** The pools' settings from the configuration (DB_POOL_*, STATEMENT_TIMEOUT_MS, DB_PREPARED_STATEMENTS, DB_HEALTH_CHECK_INTERVAL_MS). */
+export function databaseOptions(config: AppConfig, connectionString: string, applicationName: string): DatabaseOptions {
+  return {
+    connectionString,
+    max: config.database.poolMax,
+    acquireTimeoutMs: config.database.poolAcquireTimeoutMs,
+    connectTimeoutMs: config.database.poolConnectTimeoutMs,
+    statementTimeoutMs: config.database.statementTimeoutMs,
+    applicationName,
+    preparedStatements: config.database.preparedStatements,
+    healthCheckIntervalMs: config.database.healthCheckIntervalMs,
+  };
+}
+
 /**
  * DATABASE_URL (waited for up to DB_CONNECT_TIMEOUT_MS), or the embedded server: the server
  * creates it when missing; the tools only use one that exists (started, or attached to when
@@ -76,17 +90,7 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
   if (config.database.url !== null) await waitForDatabase(config.database.url, config.database.connectTimeoutMs, log);
   const connectionString = config.database.url ?? embedded!.connectionString();
   const database = createDatabase(
-    {
-      connectionString,
-      max: config.database.poolMax,
-      acquireTimeoutMs: config.database.poolAcquireTimeoutMs,
-      connectTimeoutMs: config.database.poolConnectTimeoutMs,
-      statementTimeoutMs: config.database.statementTimeoutMs,
-      applicationName,
-      preparedStatements: config.database.preparedStatements,
-      healthCheckIntervalMs: config.database.healthCheckIntervalMs,
-      logOutages: options.watchDatabase ?? false,
-    },
+    { ...databaseOptions(config, connectionString, applicationName), logOutages: options.watchDatabase ?? false },
     log,
   );
   if (options.watchDatabase) database.health.start();

@@ -1,8 +1,8 @@
 import pg from 'pg';
-import { createDatabase } from '../../src/db/database.js';
 import { migrate } from '../../src/db/migrate.js';
 import { staleObjectives } from '../../src/huddles/service.js';
 import { createLogger } from '../../src/logger.js';
+import { openToolDatabase } from '../support/tool-database.js';
 import { startScratchDatabase } from './target.js';
 
 /**
@@ -19,10 +19,7 @@ const BATCH = 100;
 const RUNS = 5;
 
 const scratch = await startScratchDatabase();
-const database = createDatabase(
-  { connectionString: scratch.databaseUrl, max: 2, acquireTimeoutMs: 5_000, applicationName: 'cleanup-bench', preparedStatements: false },
-  createLogger('warn'),
-);
+const database = openToolDatabase(scratch.databaseUrl, 'cleanup-bench', { max: 2, log: createLogger('warn') });
 const sql = new pg.Client({ connectionString: scratch.databaseUrl });
 try {
   await migrate(database.db);

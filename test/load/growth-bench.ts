@@ -1,9 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { LoadClient } from './client.js';
-import { runLoad } from './run.js';
-import { couponsScenario, headerSessions } from './scenarios/coupons.js';
+import { couponsScenario } from './scenarios/coupons.js';
 import { huddlesScenario } from './scenarios/huddles.js';
+import { startSteadyLoad } from './steady-load.js';
 import { currentCommit, machineDescription, startScratchDatabase, startServerProcess } from './target.js';
 
 /**
@@ -74,24 +73,11 @@ async function main(): Promise<void> {
   const server = await startServerProcess('src/main.ts', { DATABASE_URL: database.databaseUrl, ...args.env });
   const sql = new pg.Pool({ connectionString: database.databaseUrl, max: 2 });
   sql.on('error', () => {});
-  const client = new LoadClient(server.url, 256);
   const runId = Date.now().toString(36);
   const scenario =
     args.scenario === 'coupons' ? couponsScenario(`growth-${runId}`, null) : huddlesScenario(`growth-${runId}`, 200, 5, null);
-  let stopped = false;
-  let markStarted!: () => void;
-  const started = new Promise<void>((resolve) => (markStarted = resolve));
-  const load = runLoad({
-    client,
-    sessions: headerSessions(),
-    scenario: { ...scenario, request: (index, c, s) => (stopped ? null : scenario.request(index, c, s)) },
-    concurrency: 256,
-    rate: args.rate,
-    amount: { durationSeconds: 24 * 3_600 },
-    sql: null,
-    onProgress: () => markStarted(),
-  });
-  await started;
+  const load = startSteadyLoad({ url: server.url, scenario, rate: args.rate, connections: 256 });
+  await load.started;
   // Statistics reach pg_stat_user_tables when a backend reports them: read them fresh.
   await sql.query('select pg_stat_clear_snapshot()');
   const readings = [await read(sql, 0)];
@@ -100,9 +86,7 @@ async function main(): Promise<void> {
     readings.push(await read(sql, minute));
     console.error(`  minute ${minute}: ${TABLES.map((t) => `${t} ${(readings.at(-1)!.bytes[t]! / 1024).toFixed(0)} kB`).join(', ')}`);
   }
-  stopped = true;
-  const result = await load;
-  client.close();
+  const result = await load.stop();
   await sql.end();
   await server.stop();
   await database.stop();

@@ -4,12 +4,11 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
-import { createDatabase } from '../../src/db/database.js';
 import { MIGRATIONS_DIR, migrate } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
-import { LoadClient } from './client.js';
-import { runLoad } from './run.js';
-import { couponsScenario, headerSessions } from './scenarios/coupons.js';
+import { couponsScenario } from './scenarios/coupons.js';
+import { startSteadyLoad } from './steady-load.js';
+import { openToolDatabase } from '../support/tool-database.js';
 import { currentCommit, machineDescription, startScratchDatabase, startServerProcess } from './target.js';
 
 /**
@@ -62,32 +61,16 @@ async function main(): Promise<void> {
   const database = await startScratchDatabase();
   const server = await startServerProcess('src/main.ts', { DATABASE_URL: database.databaseUrl, RUN_WORKERS: 'false' });
   const migrations = await migrationsWithAlter();
-  const client = new LoadClient(server.url, 256);
   const reader = new pg.Client({ connectionString: database.databaseUrl });
   await reader.connect();
   // A report of its own making, not one of the server's statements: the role's STATEMENT_TIMEOUT_MS is not its limit.
   await reader.query('set statement_timeout = 0');
   const log = createLogger('warn');
   // The next version's start-up: its own pool, its own migration run.
-  const next = createDatabase(
-    { connectionString: database.databaseUrl, max: 2, acquireTimeoutMs: 3_000, applicationName: 'next-version', preparedStatements: false },
-    log,
-  );
-  let stopped = false;
+  const next = openToolDatabase(database.databaseUrl, 'next-version', { max: 2, acquireTimeoutMs: 3_000, log });
   const scenario = couponsScenario(`migration-${Date.now().toString(36)}`, null);
-  let markStarted!: () => void;
-  const started = new Promise<void>((resolve) => (markStarted = resolve));
-  const load = runLoad({
-    client,
-    sessions: headerSessions(),
-    scenario: { ...scenario, request: (index, c, s) => (stopped ? null : scenario.request(index, c, s)) },
-    concurrency: 256,
-    rate: args.rate,
-    amount: { durationSeconds: 3_600 },
-    sql: null,
-    onProgress: () => markStarted(),
-  });
-  await started;
+  const load = startSteadyLoad({ url: server.url, scenario, rate: args.rate, connections: 256 });
+  await load.started;
   const origin = performance.now();
   const at = () => ((performance.now() - origin) / 1000).toFixed(2);
   await sleep(args.warmUpSeconds * 1000);
@@ -108,9 +91,7 @@ async function main(): Promise<void> {
   console.error(`  ${at()} s  migration ${migrationOutcome}`);
   await reading;
   await sleep(args.tailSeconds * 1000);
-  stopped = true;
-  const result = await load;
-  client.close();
+  const result = await load.stop();
   await reader.end();
   await next.close();
   await server.stop();

@@ -1,6 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,7 +10,7 @@ import { parseDatabaseUrl } from '../../src/database-url.js';
 import { clientClass, ConnectError, DatabasePath } from '../../src/db/client.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
 import { createLogger } from '../../src/logger.js';
-import { freePort } from '../support/ports.js';
+import { freePort, listenOnLoopback } from '../support/ports.js';
 import { throughProxy } from './delay-proxy.js';
 
 const PROJECT = fileURLToPath(new URL('../..', import.meta.url));
@@ -278,9 +277,6 @@ export async function startSpanSink(): Promise<{ url: string; close(): Promise<v
     req.resume();
     req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
+  const { origin, close } = await listenOnLoopback(server);
+  return { url: `${origin}/v1/traces`, close };
 }

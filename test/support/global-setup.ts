@@ -3,13 +3,12 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { createDatabase } from '../../src/db/database.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
-import { migrate } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { startPgBouncer } from './pgbouncer.js';
 import { freePort } from './ports.js';
 import { databaseUrl } from './database-url.js';
+import { migrateDatabaseAt } from './tool-database.js';
 
 /**
  * One PostgreSQL per test run: the embedded one in a temporary folder, or the server DATABASE_URL
@@ -48,22 +47,7 @@ async function buildTemplate(adminUrl: string) {
   } finally {
     await admin.end();
   }
-  const log = createLogger('silent');
-  const database = createDatabase(
-    {
-      connectionString: databaseUrl(TEMPLATE_DATABASE, adminUrl),
-      max: 1,
-      acquireTimeoutMs: 10_000,
-      applicationName: 'test-template',
-      preparedStatements: false,
-    },
-    log,
-  );
-  try {
-    await migrate(database.db);
-  } finally {
-    await database.close();
-  }
+  await migrateDatabaseAt(databaseUrl(TEMPLATE_DATABASE, adminUrl), { applicationName: 'test-template', acquireTimeoutMs: 10_000 });
 }
 
 export default async function setup(project: TestProject) {
@@ -90,7 +74,7 @@ export default async function setup(project: TestProject) {
   const bouncerBinary = process.env['PGBOUNCER'];
   const bouncer = bouncerBinary ? await startPgBouncer(bouncerBinary, serverOf(adminUrl), await freePort()) : null;
   const appUrl = bouncer ? withPort(adminUrl, bouncer.port) : adminUrl;
-  if (bouncer) console.log(`tests connect through PgBouncer (transaction mode) on port ${bouncer.port}`);
+  if (bouncer) project.vitest.logger.log(`tests connect through PgBouncer (transaction mode) on port ${bouncer.port}`);
   project.provide('adminUrl', adminUrl);
   project.provide('appUrl', appUrl);
   project.provide('templateDatabase', TEMPLATE_DATABASE);

@@ -1,17 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { print } from 'graphql';
-import type { KyselyPlugin } from 'kysely';
+import { sql, type KyselyPlugin } from 'kysely';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { loadConfig, type AppConfig } from '../../src/config.js';
 import type { Clock } from '../../src/clock.js';
 import { createDatabase, type Database } from '../../src/db/database.js';
 import { applySessionTimeouts } from '../../src/db/session-defaults.js';
+import { runInTransaction } from '../../src/db/transaction.js';
 import type { AppServices } from '../../src/graphql/context.js';
 import { createApp, type App } from '../../src/http/app.js';
 import { listen, type RunningServer } from '../../src/http/node-server.js';
 import { createLogger, type Logger } from '../../src/logger.js';
+import { databaseOptions } from '../../src/process/open-database.js';
 import { buildServices, type Algorithms } from '../../src/services.js';
 import { startTracing } from '../../src/tracing.js';
 import { databaseUrl } from './database-url.js';
@@ -90,14 +92,7 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
   const log = options.log ?? createLogger(process.env['TEST_LOG_LEVEL'] ?? 'silent');
   const database = createDatabase(
     {
-      connectionString: url,
-      max: config.database.poolMax,
-      acquireTimeoutMs: config.database.poolAcquireTimeoutMs,
-      connectTimeoutMs: config.database.poolConnectTimeoutMs,
-      statementTimeoutMs: config.database.statementTimeoutMs,
-      healthCheckIntervalMs: config.database.healthCheckIntervalMs,
-      applicationName: 'test-app',
-      preparedStatements: config.database.preparedStatements,
+      ...databaseOptions(config, url, 'test-app'),
       ...(options.onStatement ? { plugins: [statementWatcher(options.onStatement)] } : {}),
     },
     log,
@@ -123,6 +118,27 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
       await stopTracing();
     },
   };
+}
+
+/**
+ * Holds one of the app's pool connections in a transaction of the test's own until `release()`, so
+ * that requests meanwhile find it taken (with DB_POOL_MAX=1, an exhausted pool). `held` resolves
+ * once the connection is held: waiting for it, not for a guessed time, keeps a busy machine from
+ * letting the test's request in first; it rejects when the holder got no connection. `done` ends
+ * with the holder's transaction. The transaction's deadline caps its timeouts, so it is the
+ * longest the connection can be held.
+ */
+export function holdPoolConnection(backend: Pick<TestBackend, 'database' | 'services'>, deadlineMs: number) {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let holding!: () => void;
+  const held = new Promise<void>((resolve) => (holding = resolve));
+  const done = runInTransaction(backend.database.db, backend.services.transactions, { deadline: Date.now() + deadlineMs }, async (trx) => {
+    await sql`select 1`.execute(trx);
+    holding();
+    await released;
+  });
+  return { held: Promise.race([held, done.then(() => undefined)]), release, done };
 }
 
 /** Phrases only PostgreSQL's own messages use: none may reach a client. */
@@ -179,6 +195,23 @@ export async function gqlOk<T, V>(
   return response.body.data;
 }
 
+/** Calls a Hasura action through the full HTTP pipeline, as Hasura does: POST /actions with the action's name, its `input` argument and the session variables. */
+export function callAction(
+  target: Fetcher,
+  name: string,
+  input: Record<string, unknown>,
+  sessionVariables: Record<string, unknown>,
+  headers: Headers = {},
+): Promise<Response> {
+  return target(
+    new Request('http://test.local/actions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ action: { name }, input: { input }, session_variables: sessionVariables }),
+    }),
+  );
+}
+
 export function errorCodes(response: GraphQLResponse<unknown>): unknown[] {
   return (response.body.errors ?? []).map((e) => e.extensions?.['code']);
 }
@@ -187,6 +220,38 @@ export function errorCodes(response: GraphQLResponse<unknown>): unknown[] {
 export async function serveOverHttp(backend: TestBackend): Promise<{ url: string; server: RunningServer }> {
   const server = await listen(backend.app, 0, backend.log, '127.0.0.1', backend.config.server);
   return { url: `http://127.0.0.1:${server.port}/graphql`, server };
+}
+
+/** A test backend of its own, served on a socket of its own. */
+export interface ServedBackend extends TestBackend {
+  /** The GraphQL endpoint: `http://127.0.0.1:<port>/graphql`. */
+  url: string;
+  /** `http://127.0.0.1:<port>`, for the other routes. */
+  origin: string;
+  port: number;
+  server: RunningServer;
+  /** Closes the socket, then the backend. */
+  close(): Promise<void>;
+}
+
+/** createTestBackend, then serveOverHttp: for tests that need a backend only as a client sees it over HTTP. */
+export async function serveTestBackend(options: TestBackendOptions = {}): Promise<ServedBackend> {
+  const backend = await createTestBackend(options);
+  const { url, server } = await serveOverHttp(backend).catch(async (error: unknown) => {
+    await backend.close();
+    throw error;
+  });
+  return {
+    ...backend,
+    url,
+    origin: new URL(url).origin,
+    port: server.port,
+    server,
+    async close() {
+      await server.close();
+      await backend.close();
+    },
+  };
 }
 
 export async function createTenant(backend: TestBackend, id: string, monthlyCapYen = 2000) {
