@@ -3,6 +3,7 @@ import type { CouponRow, DB } from '../db/schema.js';
 import { RollbackAndReturn } from '../db/transaction.js';
 import { notFound } from '../errors.js';
 import type { Coupon } from './issue.js';
+import { toCoupon } from './member-coupons.js';
 
 export type RedeemStatus = 'REDEEMED' | 'ALREADY_REDEEMED' | 'VOIDED';
 
@@ -25,15 +26,6 @@ export interface RedeemRequest {
 export const COUPON_REDEEMED_TOPIC = 'coupon.redeemed';
 
 type RedeemedColumns = Pick<CouponRow, 'id' | 'campaign_id' | 'member_id' | 'month' | 'amount_yen' | 'issued_at' | 'redeemed_at'>;
-
-const toCoupon = (row: RedeemedColumns): Coupon => ({
-  id: row.id,
-  campaignId: row.campaign_id,
-  memberId: row.member_id,
-  month: row.month,
-  amountYen: row.amount_yen,
-  issuedAt: row.issued_at,
-});
 
 /**
  * Redeems the member's coupon once, whatever the concurrency, on READ COMMITTED.
