@@ -223,7 +223,7 @@ async function main() {
   const calibration = holdMs === null ? measured : { ...measured, quietHoldMs: holdMs };
   const errors = replayBench(calibration);
   const worst = Math.max(...errors.map(Math.abs));
-  console.log(`\nworst req/s error against the bench: ${(worst * 100).toFixed(0)} % (target within 20 %)`);
+  console.log(`\nworst req/s error against the bench: ${(worst * 100).toFixed(1)} % (target within 20 %)`);
   answer(calibration, measured, rate, requests);
 }
 
