@@ -125,9 +125,11 @@ export interface SpanSpec {
   leaf?: boolean;
 }
 
-/** Marks a span failed by `error` and ends it. */
+/** Marks a span failed by `error` (its code, a SQLSTATE for a statement, else its name) and ends it. */
 function endFailed(span: Span, error: unknown): void {
-  span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.name : String(error) });
+  const code = (error as { code?: unknown } | null)?.code;
+  const message = typeof code === 'string' ? code : error instanceof Error ? error.name : String(error);
+  span.setStatus({ code: SpanStatusCode.ERROR, message });
   span.end();
 }
 
@@ -145,7 +147,15 @@ export function inSpan<T>(name: string, spec: SpanSpec, work: (span: Span | null
   };
   if (spec.leaf) {
     const span = tracer.startSpan(name, options, parent);
-    return work(span).then(
+    let pending: Promise<T>;
+    try {
+      pending = work(span);
+    } catch (error) {
+      // As from an async function: a throw before the first await is a rejection, the span ended.
+      endFailed(span, error);
+      return Promise.reject(error as Error);
+    }
+    return pending.then(
       (value) => {
         span.end();
         return value;

@@ -35,6 +35,8 @@ interface ExportedSpan {
   attributes: Record<string, unknown>;
   links: { traceId: string; spanId: string }[];
   events: { name: string }[];
+  /** OTLP's status: code 2 is ERROR. */
+  status?: { code?: number; message?: string };
 }
 
 interface OtlpValue {
@@ -238,6 +240,8 @@ describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', ()
       (s) => s.traceId === traceId && s.parentSpanId === sorted[0]!.spanId && s.name.startsWith('coupons.issue.one'),
     );
     expect(waited.length).toBe(1);
+    // A statement that failed ends its span as failed, with the SQLSTATE that ended it.
+    expect(waited[0]!.status).toMatchObject({ code: 2, message: '55P03' });
   });
 
   it('carries the trace through the outbox to the webhook, however late the relay runs', async () => {
