@@ -12,7 +12,9 @@ import { health, readiness } from './routes/health.js';
 import { metricsRoute } from './routes/metrics.js';
 import { getRoute } from './routes/route.js';
 import { createServeFetch } from './serve-fetch.js';
-import { createGraphQLServer, type GraphQLServer } from './yoga.js';
+import { createGraphQLServer, operationAdmission, type GraphQLServer } from './yoga.js';
+import { knownDocuments } from './document-cache.js';
+import { createPlainPost } from './plain-post.js';
 
 export interface App {
   /** The whole HTTP surface as a Fetch handler: what tests call in process. */
@@ -35,8 +37,11 @@ export interface App {
 export function createApp(services: AppServices): App {
   const { config, log } = services;
   const { maxBodyBytes } = config.server;
-  const yoga = createGraphQLServer(services);
+  const known = knownDocuments(config.edge.documentCacheBytes);
+  const gate = operationAdmission(services);
+  const yoga = createGraphQLServer(services, { known, gate });
   const drain = new DrainState();
+  const plainPost = createPlainPost({ yoga, services, known, gate, contract: { hideSuggestions: !config.edge.introspection } });
   const router = createRouter({
     routes: [
       getRoute('/health', health),
@@ -46,6 +51,7 @@ export function createApp(services: AppServices): App {
     ],
     yoga,
     actions: createActionsHandler(yoga, schema, services),
+    plainPost,
     maxBodyBytes,
   });
   const requestLog = createRequestLog(log, services.metrics);
@@ -56,6 +62,14 @@ export function createApp(services: AppServices): App {
     drain,
     fetch: (request) => serveFetch(request, new URL(request.url).pathname, requestIdOf(request.headers.get('x-request-id'))),
     acceptsBody: (req) => !(Number(req.headers['content-length'] ?? 0) > maxBodyBytes),
-    handleNode: createNodeDispatch({ yoga, serveFetch, requestLog, log, maxBodyBytes, trustProxy: config.edge.trustProxy }),
+    handleNode: createNodeDispatch({
+      yoga,
+      serveFetch,
+      requestLog,
+      log,
+      maxBodyBytes,
+      plainPost,
+      trustProxy: config.edge.trustProxy,
+    }),
   };
 }

@@ -65,3 +65,27 @@ export function documentCaches(budgetBytes: number): DocumentCaches | null {
     ),
   };
 }
+
+/**
+ * What the server knows of the documents it was sent: the parse caches, and each parsed
+ * document's validation result (kept by src/http/plugins/validation-cache.ts), shared by Yoga and
+ * the HTTP layer's hot lane. Nothing is known when DOCUMENT_CACHE_BYTES is 0.
+ */
+export interface KnownDocuments {
+  caches: DocumentCaches | null;
+  validations: WeakMap<DocumentNode, readonly unknown[]>;
+}
+
+export function knownDocuments(budgetBytes: number): KnownDocuments {
+  return { caches: documentCaches(budgetBytes), validations: new WeakMap() };
+}
+
+/**
+ * The document of `source` when it was parsed and validated without an error before (by the
+ * rules of the document, which do not change with the request); null when it must be read.
+ */
+export function validDocument(known: KnownDocuments, source: string): DocumentNode | null {
+  const document = known.caches?.documentCache.get(source);
+  if (document === undefined) return null;
+  return known.validations.get(document)?.length === 0 ? document : null;
+}

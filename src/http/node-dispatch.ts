@@ -13,6 +13,7 @@ import {
   toFetchRequest,
   writeFetchResponse,
 } from './node-server.js';
+import { plainMediaType, plainParams, type PlainAnswer, type PlainPost } from './plain-post.js';
 import { internalError, refusalBody } from './refusals.js';
 import { requestIdOf, type RequestLog } from './request-log.js';
 import type { ServeFetch } from './serve-fetch.js';
@@ -24,6 +25,7 @@ export interface NodeDispatchParts {
   requestLog: RequestLog;
   log: Logger;
   maxBodyBytes: number;
+  plainPost: PlainPost;
   /** TRUST_PROXY: the peers whose X-Forwarded-For is believed. */
   trustProxy: string[];
 }
@@ -57,6 +59,7 @@ const headerOf = (req: IncomingMessage) => (name: string) => {
  */
 export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMessage, res: ServerResponse) => void {
   const { yoga, serveFetch, requestLog, log, maxBodyBytes } = parts;
+  const { plainPost } = parts;
   const clientAddressOf = clientAddresses(parts.trustProxy);
 
   /**
@@ -66,6 +69,21 @@ export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMess
   async function answerFromYoga(req: IncomingMessage, res: ServerResponse, body: string | null, requestId: string, report: RequestReport) {
     // Yoga's Fetch implementation reads Node's header object as it is (what its own Node adapter hands it).
     const headers = req.headers as Record<string, string>;
+    const params = body !== null && req.headers.origin === undefined ? plainParams(body) : null;
+    const mediaType = params && plainMediaType(req.headers.accept);
+    if (params && mediaType) {
+      const request = new yoga.fetchAPI.Request(requestUrlOf(req), { method: req.method, headers, signal: clientLeftSignal(res) });
+      let answer: PlainAnswer;
+      try {
+        answer = await plainPost(request, params, mediaType, report);
+      } catch (error) {
+        log.error({ err: error }, 'request failed outside GraphQL');
+        return writeFetchResponse(internalError(requestId), res);
+      }
+      res.writeHead(answer.status, answer.headers);
+      res.end(answer.body);
+      return;
+    }
     const request = new yoga.fetchAPI.Request(requestUrlOf(req), { method: req.method, headers, body, signal: clientLeftSignal(res) });
     let response: Response;
     try {

@@ -1,6 +1,7 @@
 import type { RequestReport } from '../graphql/context.js';
 import type { ActionsHandler } from './actions.js';
 import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
+import { plainMediaType, plainParams, type PlainPost } from './plain-post.js';
 import { refusal } from './refusals.js';
 import type { Route } from './routes/route.js';
 import type { GraphQLServer } from './yoga.js';
@@ -10,6 +11,7 @@ export interface RouterParts {
   routes: Route[];
   yoga: GraphQLServer;
   actions: ActionsHandler;
+  plainPost: PlainPost;
   maxBodyBytes: number;
 }
 
@@ -21,7 +23,25 @@ export type Router = (request: Request, report: RequestReport, actionBody?: stri
 
 const notJson = (path: string) => refusal(path, 'POST bodies must be application/json (or application/graphql-response+json)', 415);
 
-export function createRouter({ routes, yoga, actions, maxBodyBytes }: RouterParts): Router {
+/**
+ * A buffered POST to /graphql: plain parameters (src/http/plain-post.ts) are answered there, as on
+ * the Node path; anything else goes to Yoga whole.
+ */
+async function answerGraphQLPost(buffered: Request, report: RequestReport, { yoga, plainPost }: RouterParts): Promise<Response> {
+  const mediaType = buffered.headers.get('origin') === null ? plainMediaType(buffered.headers.get('accept')) : null;
+  if (mediaType === null) return yoga.fetch(buffered, { report });
+  const body = await buffered.text();
+  const params = plainParams(body);
+  if (params === null) {
+    const again = new Request(buffered.url, { method: buffered.method, headers: buffered.headers, body, signal: buffered.signal });
+    return yoga.fetch(again, { report });
+  }
+  const answer = await plainPost(buffered, params, mediaType, report);
+  return new Response(answer.body, { status: answer.status, headers: answer.headers });
+}
+
+export function createRouter(parts: RouterParts): Router {
+  const { routes, yoga, actions, maxBodyBytes } = parts;
   return async (request, report, actionBody) => {
     const url = new URL(request.url);
     const route = routes.find((candidate) => candidate.matches(request.method, url.pathname, request));
@@ -45,6 +65,7 @@ export function createRouter({ routes, yoga, actions, maxBodyBytes }: RouterPart
     // Media types are case-insensitive; Yoga compares them as written.
     const contentType = buffered.headers.get('content-type');
     if (contentType !== null) buffered.headers.set('content-type', contentType.toLowerCase());
+    if (request.method === 'POST') return answerGraphQLPost(buffered, report, parts);
     return yoga.fetch(buffered, { report });
   };
 }

@@ -7,7 +7,7 @@ import { createDatabaseQueue } from '../graphql/read.js';
 import { schema } from '../graphql/schema.js';
 import { sessionFromVariables, sessionOfRequest } from '../identity/session.js';
 import { currentRequestScope } from '../request-scope.js';
-import { useAdmission, type IdentifiedContext } from './plugins/admission-gate.js';
+import { admissionGate, useAdmission, type AdmissionGate, type IdentifiedContext } from './plugins/admission-gate.js';
 import { corsOptions, useVaryOnOrigin } from './plugins/cors.js';
 import { useDocumentLimits } from './plugins/document-limits.js';
 import { clientErrorCode, maskUnexpected, useErrorContract } from './plugins/error-contract.js';
@@ -15,7 +15,7 @@ import { useIdempotencyKey } from './plugins/idempotency-key.js';
 import { useRequestOutcome } from './plugins/request-outcome.js';
 import { useWellFormedStrings } from './plugins/string-inputs.js';
 import { useWriteBudget } from './plugins/write-budget.js';
-import { documentCaches } from './document-cache.js';
+import type { KnownDocuments } from './document-cache.js';
 import { useOperationSpans } from './plugins/operation-spans.js';
 import { useTrustedDocuments } from './plugins/trusted-documents.js';
 import { useValidationCache } from './plugins/validation-cache.js';
@@ -39,7 +39,7 @@ function identify(services: AppServices) {
  * One GraphQL context per request: the session and deadline admission decided on (see
  * plugins/admission-gate.ts), the client's signal, the runners on the root pool.
  */
-function contextFactory(services: AppServices) {
+export function operationContext(services: AppServices) {
   const { log } = services;
   const database = databaseRunners(services.pool, services.transactions);
   return ({ request, identified, report }: ServerContext & { request: Request }): Context => {
@@ -60,10 +60,20 @@ function contextFactory(services: AppServices) {
   };
 }
 
-/** Yoga's parse caches bounded by bytes; validation results are kept by useValidationCache instead. */
-function cacheOptions(budgetBytes: number) {
-  const caches = documentCaches(budgetBytes);
-  return caches === null ? false : { ...caches, validationCache: false };
+/** The admission of every GraphQL operation: identity from the request (or Hasura's body), then a turn. */
+export function operationAdmission(services: AppServices): AdmissionGate {
+  return admissionGate({
+    admission: services.admission,
+    identify: identify(services),
+    maskError: maskUnexpected(services.log),
+    requestDeadlineMs: services.config.requests.deadlineMs,
+  });
+}
+
+/** What the server is built around besides the services: the documents known to it and the admission gate, which the HTTP layer shares. */
+export interface GraphQLServerParts {
+  known: KnownDocuments;
+  gate: AdmissionGate;
 }
 
 /**
@@ -72,7 +82,7 @@ function cacheOptions(budgetBytes: number) {
  * validated and refused by the edge's checks (limits, strings, the key, the write budget) or
  * executed; the error contract shapes whatever comes out.
  */
-export function createGraphQLServer(services: AppServices): GraphQLServer {
+export function createGraphQLServer(services: AppServices, { known, gate }: GraphQLServerParts): GraphQLServer {
   const { config, log } = services;
   const { edge } = config;
   return createYoga<ServerContext, Context>({
@@ -98,7 +108,8 @@ export function createGraphQLServer(services: AppServices): GraphQLServer {
     // pipe each body through one more stream for nothing.
     maxRequestBodySize: false,
     // Bounded by bytes: 3,000 distinct 95 KB documents must not each stay in memory for an hour.
-    parserAndValidationCache: cacheOptions(edge.documentCacheBytes),
+    // Validation results are kept by useValidationCache instead.
+    parserAndValidationCache: known.caches === null ? false : { ...known.caches, validationCache: false },
     cors: corsOptions(edge.corsOrigins),
     plugins: [
       ...(edge.introspection ? [] : [useDisableIntrospection()]),
@@ -116,16 +127,11 @@ export function createGraphQLServer(services: AppServices): GraphQLServer {
       useWellFormedStrings(),
       useIdempotencyKey(),
       useWriteBudget(services.writeBudget),
-      useAdmission({
-        admission: services.admission,
-        identify: identify(services),
-        maskError: maskUnexpected(log),
-        requestDeadlineMs: config.requests.deadlineMs,
-      }),
+      useAdmission(gate),
       useErrorContract({ hideSuggestions: !edge.introspection }),
       // Nothing is kept when the document caches are off (DOCUMENT_CACHE_BYTES=0).
-      ...(edge.documentCacheBytes > 0 ? [useValidationCache()] : []),
+      ...(known.caches === null ? [] : [useValidationCache(known.validations)]),
     ],
-    context: contextFactory(services),
+    context: operationContext(services),
   });
 }

@@ -1,4 +1,4 @@
-import type { GraphQLError } from 'graphql';
+import type { ExecutionResult, GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { admissionKey, type Admission } from '../../admission.js';
 import type { Context } from '../../graphql/context.js';
@@ -31,39 +31,61 @@ export interface AdmissionPluginOptions {
 const clientAddress = () => currentRequestScope()?.clientAddress ?? 'in-process';
 
 /**
+ * Runs an operation inside its turn: `run` is everything after admission (parse, validation,
+ * costs, execution) and its result is the operation's; a refusal is a result with the error.
+ */
+export type AdmissionGate = <T>(
+  request: Request,
+  serverContext: IdentifiedContext,
+  run: () => T | Promise<T>,
+) => Promise<T | ExecutionResult>;
+
+/**
  * Identity, then a turn, then everything else. Every GraphQL operation (on /graphql and /actions
  * alike) is identified first and takes its turn before its document is parsed, validated, costed
  * or executed, and gives the turn back when its result is ready, whatever the outcome: what a
  * client sends is read only in the share of the server its identity has (docs/design.md §8), so
  * callers without a session cannot make the server parse and validate ahead of its members.
  */
-export function useAdmission(options: AdmissionPluginOptions): Plugin<Context> {
+export function admissionGate(options: AdmissionPluginOptions): AdmissionGate {
   const { admission, identify, maskError, requestDeadlineMs } = options;
+  return async <T>(request: Request, serverContext: IdentifiedContext, run: () => T | Promise<T>): Promise<T | ExecutionResult> => {
+    const deadline = Date.now() + requestDeadlineMs;
+    // Every database call the request makes, through the runners or not, is limited by this (src/db/scope.ts).
+    const scope = currentRequestScope();
+    if (scope) scope.deadline = deadline;
+    let session: Session | null;
+    try {
+      session = await identify(request, serverContext);
+    } catch (error) {
+      return { errors: [maskError(error)] };
+    }
+    serverContext.identified = { session, deadline };
+    const admitted = await admission.admit(admissionKey(session, clientAddress()), request.signal, deadline);
+    if (!admitted.ok) return { errors: [toGraphQLError(admitted.error)] };
+    try {
+      // A caller without a session reads its document only after the I/O already waiting
+      // (other requests' database answers and bodies) has been served.
+      if (session === null) await new Promise((resolve) => setImmediate(resolve));
+      return await run();
+    } finally {
+      admitted.release();
+    }
+  };
+}
+
+/**
+ * The gate on Yoga's parameters: every operation Yoga runs passes it, except one the HTTP layer
+ * has admitted already and hands over from inside its turn (src/http/plain-post.ts), which is
+ * never admitted twice.
+ */
+export function useAdmission(gate: AdmissionGate): Plugin<Context> {
   return {
     onParams({ paramsHandler, setParamsHandler }) {
-      setParamsHandler(async (payload) => {
+      setParamsHandler((payload) => {
         const serverContext = payload.context as IdentifiedContext;
-        const deadline = Date.now() + requestDeadlineMs;
-        // Every database call the request makes, through the runners or not, is limited by this (src/db/scope.ts).
-        const scope = currentRequestScope();
-        if (scope) scope.deadline = deadline;
-        let session: Session | null;
-        try {
-          session = await identify(payload.request, serverContext);
-        } catch (error) {
-          return { errors: [maskError(error)] };
-        }
-        serverContext.identified = { session, deadline };
-        const admitted = await admission.admit(admissionKey(session, clientAddress()), payload.request.signal, deadline);
-        if (!admitted.ok) return { errors: [toGraphQLError(admitted.error)] };
-        try {
-          // A caller without a session reads its document only after the I/O already waiting
-          // (other requests' database answers and bodies) has been served.
-          if (session === null) await new Promise((resolve) => setImmediate(resolve));
-          return await paramsHandler(payload);
-        } finally {
-          admitted.release();
-        }
+        if (serverContext.identified !== undefined) return paramsHandler(payload);
+        return gate(payload.request, serverContext, () => paramsHandler(payload));
       });
     },
   };

@@ -1,0 +1,141 @@
+import type { DocumentNode, ExecutionResult } from 'graphql';
+import { processRegularResult, type FetchAPI, type GraphQLParams } from 'graphql-yoga';
+import type { AppServices, RequestReport } from '../graphql/context.js';
+import { validDocument, type KnownDocuments } from './document-cache.js';
+import { operationOf } from './operation.js';
+import type { AdmissionGate } from './plugins/admission-gate.js';
+import { maskUnexpected, underErrorContract, type ErrorContractOptions } from './plugins/error-contract.js';
+import { currentRequestScope } from '../request-scope.js';
+import { operationContext, type GraphQLServer, type ServerContext } from './yoga.js';
+
+/** A response as the socket writes it: nothing of it is read back. */
+export interface PlainAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** The keys of GraphQL's request parameters (GraphQL over HTTP); Yoga refuses any other that is not null. */
+const PARAMETER_KEYS = new Set(['query', 'variables', 'operationName', 'extensions']);
+
+const isObjectOrAbsent = (value: unknown) => value === undefined || value === null || (typeof value === 'object' && !Array.isArray(value));
+
+/**
+ * The body's GraphQL parameters when they are the plain kind every client sends (a JSON object with
+ * a query string, variables and extensions objects or null, an operation name or null, nothing
+ * else); null for anything Yoga would have to judge or refuse (a batch, a missing query, an
+ * unknown key, text that is not JSON): that takes Yoga's whole path, with its own answers.
+ */
+export function plainParams(body: string): GraphQLParams | null {
+  let params: unknown;
+  try {
+    params = JSON.parse(body);
+  } catch {
+    return null;
+  }
+  if (typeof params !== 'object' || params === null || Array.isArray(params)) return null;
+  const fields = params as Record<string, unknown>;
+  for (const key in fields) if (!PARAMETER_KEYS.has(key) && fields[key] !== undefined && fields[key] !== null) return null;
+  const { query, variables, operationName, extensions } = fields;
+  if (typeof query !== 'string') return null;
+  if (!isObjectOrAbsent(variables) || !isObjectOrAbsent(extensions)) return null;
+  if (operationName !== undefined && operationName !== null && typeof operationName !== 'string') return null;
+  return params as GraphQLParams;
+}
+
+/**
+ * The media type of the answer when the client's Accept leaves no choice to make (none, any, or
+ * exactly one of GraphQL's JSON types), as Yoga would pick it; null when Yoga must negotiate.
+ */
+export function plainMediaType(accept: string | null | undefined): string | null {
+  if (accept === null) return 'application/json';
+  if (accept === undefined || accept === '' || accept === '*/*' || accept === 'application/json') return 'application/json';
+  if (accept === 'application/graphql-response+json') return accept;
+  return null;
+}
+
+/** Takes what Yoga's result processor would hand the Fetch API's Response: the status, headers and body text, as they are. */
+class CapturedResponse {
+  constructor(
+    readonly body: string | null,
+    readonly init: { status: number; headers: Record<string, string> },
+  ) {}
+}
+const CAPTURE = { Response: CapturedResponse } as unknown as FetchAPI;
+
+export interface PlainPostParts {
+  yoga: GraphQLServer;
+  services: AppServices;
+  known: KnownDocuments;
+  gate: AdmissionGate;
+  contract: ErrorContractOptions;
+}
+
+/** Answers a POST of plain parameters for its report, in the media type Accept leaves. */
+export type PlainPost = (request: Request, params: GraphQLParams, mediaType: string, report: RequestReport) => Promise<PlainAnswer>;
+
+/**
+ * A POST of plain parameters, answered the way Yoga answers it but without Yoga's Fetch plumbing
+ * around the operation (its server adapter, request parser, result negotiation and Response).
+ *
+ * The operation is admitted by the same gate as every other (identity, then a turn). Inside its
+ * turn, a document parsed and validated without an error before takes the hot lane: the context
+ * is built and the document executed by Yoga's own executor, with every plugin's execution hooks
+ * (limits on cost and strings, the Idempotency-Key, the write budget, outcomes, spans, masking);
+ * what parsing and validation would do to it again is already known (src/http/document-cache.ts).
+ * Any other document, and every document when trusted documents pick what runs, goes through
+ * Yoga's pipeline for parameters, as /actions does, without a second admission. Either way the
+ * error contract shapes the errors as its plugin does and Yoga's own result processor makes the
+ * status, headers and body. What Yoga's response hooks would add is added here: the replay mark
+ * (src/http/plugins/request-outcome.ts); CORS and Vary concern requests with an Origin, which
+ * never come this way.
+ */
+export function createPlainPost({ yoga, services, known, gate, contract }: PlainPostParts): PlainPost {
+  // Execution's hooks do not depend on the request: one executor for every request.
+  const { execute, schema } = yoga.getEnveloped();
+  const contextOf = operationContext(services);
+  const maskError = maskUnexpected(services.log);
+  // With trusted documents the manifest decides, on Yoga's parameters, what a client may run.
+  const hotLane = services.config.edge.trustedDocumentsPath === null;
+
+  function executeKnown(request: Request, params: GraphQLParams, document: DocumentNode, serverContext: ServerContext) {
+    return execute({
+      schema,
+      document,
+      contextValue: contextOf({ ...serverContext, request }),
+      variableValues: params.variables,
+      operationName: params.operationName,
+    }) as Promise<ExecutionResult>;
+  }
+
+  const operate = (request: Request, params: GraphQLParams, report: RequestReport) => {
+    const serverContext: ServerContext = { report };
+    return gate(request, serverContext, async () => {
+      try {
+        const document = hotLane ? validDocument(known, params.query!) : null;
+        const operation = document && operationOf(document, params.operationName);
+        if (document && operation && operation.operation !== 'subscription')
+          return await executeKnown(request, params, document, serverContext);
+        return await yoga.getResultForParams({ params, request }, serverContext);
+      } catch (error) {
+        // What Yoga makes of an error thrown on its way (a trusted-documents refusal, a crash): masked into the result.
+        return { errors: [maskError(error)] };
+      }
+    });
+  };
+
+  return async (request, params, mediaType, report) => {
+    const result = await operate(request, params, report);
+    if (result === undefined) throw new Error('Yoga gave no result for an operation');
+    // As the contract's plugin: only a request with an id of its own (every one the HTTP layer serves).
+    const requestId = currentRequestScope()?.requestId;
+    const asItIs = requestId === undefined || Array.isArray(result) || Symbol.asyncIterator in result;
+    const single = asItIs ? result : underErrorContract(result, { requestId, report }, contract);
+    const { body, init } = processRegularResult(single, CAPTURE, mediaType) as unknown as CapturedResponse;
+    const text = body ?? '';
+    // The length goes with the headers, as a Fetch Response's does: the compressor judges by it.
+    const headers: Record<string, string> = { ...init.headers, 'content-length': String(Buffer.byteLength(text)) };
+    if (report.replayed) headers['idempotent-replayed'] = 'true';
+    return { status: init.status, headers, body: text };
+  };
+}
