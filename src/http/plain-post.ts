@@ -99,6 +99,7 @@ export function createPlainPost({ yoga, services, known, gate, contract }: Plain
   const hotLane = services.config.edge.trustedDocumentsPath === null;
 
   function executeKnown(request: Request, params: GraphQLParams, document: DocumentNode, serverContext: ServerContext) {
+    services.metrics.knownDocumentOperations.inc();
     return execute({
       schema,
       document,

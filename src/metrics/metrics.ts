@@ -19,6 +19,7 @@ export interface Metrics {
   requests: Histogram<'operation' | 'outcome'>;
   couponOutcomes: Counter<'status'>;
   transactionRetries: Counter<'sqlstate'>;
+  knownDocumentOperations: Counter;
 }
 
 /**
@@ -45,6 +46,11 @@ export function createMetrics(pool: PoolCounts, db: Kysely<DB>, admission: { sta
     name: 'coupon_issue_outcomes_total',
     help: 'issueCoupon answers by status.',
     labelNames: ['status'] as const,
+    registers: [registry],
+  });
+  const knownDocumentOperations = new Counter({
+    name: 'graphql_known_document_operations_total',
+    help: "GraphQL operations executed straight from a document parsed and validated before (POSTs of plain parameters); every other operation ran Yoga's whole pipeline.",
     registers: [registry],
   });
   const transactionRetries = new Counter({
@@ -122,5 +128,5 @@ export function createMetrics(pool: PoolCounts, db: Kysely<DB>, admission: { sta
   });
   // A forked HTTP process of WEB_CONCURRENCY answers for the whole cluster.
   const scrape = cluster.isWorker ? clusterScrape(registry) : () => registry.metrics();
-  return { registry, scrape, requests, couponOutcomes, transactionRetries };
+  return { registry, scrape, requests, couponOutcomes, transactionRetries, knownDocumentOperations };
 }

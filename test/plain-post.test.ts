@@ -1,0 +1,177 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { asOperator, asTenantAdmin, asUser, createTenant, serveTestBackend, type Headers, type ServedBackend } from './support/harness.js';
+
+/**
+ * A POST of plain parameters is answered without Yoga's Fetch plumbing, and a document validated
+ * before is executed straight away (src/http/plain-post.ts). What a client reads must be what
+ * Yoga's whole pipeline answers: the same request with `Accept: application/json; charset=utf-8`
+ * (the same media type, which only Yoga negotiates) is the yardstick, on the socket and in process.
+ */
+
+interface Case {
+  name: string;
+  body: Record<string, unknown>;
+  headers: Headers;
+  /** Identified, parsed and validated without an error: its repeats are executed from the known document. */
+  executes: boolean;
+}
+
+const TENANT = 'plain-post';
+const ILL_FORMED = 'ab\ud800cd';
+
+const CASES: Case[] = [
+  { name: 'a query', body: { query: '{ viewer { role tenantId } }' }, headers: asOperator(), executes: true },
+  {
+    name: 'a mutation',
+    body: { query: 'mutation ($t: String!) { createContract(input: { title: $t }) { contract { title } } }', variables: { t: 'Lease' } },
+    headers: asUser(TENANT),
+    executes: true,
+  },
+  {
+    name: 'a variable of the wrong type',
+    body: { query: 'mutation ($t: String!) { createContract(input: { title: $t }) { contract { title } } }', variables: { t: 5 } },
+    headers: asUser(TENANT),
+    executes: true,
+  },
+  {
+    name: 'an ill-formed string',
+    body: { query: 'mutation ($t: String!) { createContract(input: { title: $t }) { contract { title } } }', variables: { t: ILL_FORMED } },
+    headers: asUser(TENANT),
+    executes: true,
+  },
+  {
+    name: 'a refusal by role',
+    body: { query: 'mutation { createTenant(input: { id: "x-plain", name: "X", monthlyCapYen: 1 }) { tenant { id } } }' },
+    headers: asUser(TENANT),
+    executes: true,
+  },
+  {
+    name: 'a cost over MAX_QUERY_COST',
+    body: { query: 'query ($n: Int) { contracts(first: $n) { id documents(first: $n) { id } } }', variables: { n: 100 } },
+    headers: asTenantAdmin(TENANT),
+    executes: true,
+  },
+  {
+    name: 'a wrong action secret',
+    body: { query: '{ viewer { role } }' },
+    headers: { 'x-action-secret': 'not-the-secret' },
+    executes: false,
+  },
+  { name: 'an unknown field', body: { query: '{ viewer { nope } }' }, headers: asOperator(), executes: false },
+  { name: 'a parse error', body: { query: '{ viewer { role ' }, headers: asOperator(), executes: false },
+  // Each inline fragment is a level, then viewer and role.
+  {
+    name: 'nesting past MAX_QUERY_DEPTH',
+    body: { query: `{ ${'... on Query { '.repeat(9)}viewer { role }${' }'.repeat(9)} }` },
+    headers: asOperator(),
+    executes: false,
+  },
+  {
+    name: 'an unexpected parameter',
+    body: { query: '{ viewer { role } }', unexpected: 1 },
+    headers: asOperator(),
+    executes: false,
+  },
+];
+
+const JSON_HEADERS = { 'content-type': 'application/json' };
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
+
+/** What a client reads of an answer, with the ids that differ between any two requests blanked. */
+async function reading(response: Response) {
+  return {
+    status: response.status,
+    contentType: response.headers.get('content-type'),
+    retryAfter: response.headers.get('retry-after'),
+    replayed: response.headers.get('idempotent-replayed'),
+    body: (await response.text()).replace(UUID, '<id>'),
+  };
+}
+
+type Send = (body: unknown, headers: Headers) => Promise<Response>;
+
+describe('a POST of plain parameters', () => {
+  let backend: ServedBackend;
+  let overSocket: Send;
+  let inProcess: Send;
+  const knownRuns = async () => (await backend.services.metrics.knownDocumentOperations.get()).values[0]?.value ?? 0;
+
+  beforeAll(async () => {
+    backend = await serveTestBackend({ env: { MAX_QUERY_COST: '500' } });
+    await createTenant(backend, TENANT);
+    const init = (body: unknown, headers: Headers) => ({
+      method: 'POST',
+      headers: { ...JSON_HEADERS, ...headers },
+      body: JSON.stringify(body),
+    });
+    overSocket = (body, headers) => fetch(backend.url, init(body, headers));
+    inProcess = (body, headers) => backend.app.fetch(new Request(backend.url, init(body, headers)));
+  });
+  afterAll(() => backend.close());
+
+  for (const [path, send] of [
+    ['on the socket', () => overSocket],
+    ['in process', () => inProcess],
+  ] as const) {
+    for (const { name, body, headers, executes } of CASES) {
+      it(`${path}: ${name} reads as Yoga answers it, repeats included${executes ? ', which run from the known document' : ''}`, async () => {
+        const viaYoga = await reading(await send()(body, { ...headers, accept: 'application/json; charset=utf-8' }));
+        const before = await knownRuns();
+        const plain = [];
+        for (let i = 0; i < 3; i++) plain.push(await reading(await send()(body, { ...headers, accept: 'application/json' })));
+        expect(plain).toEqual([viaYoga, viaYoga, viaYoga]);
+        // Yoga's request above parsed and validated the document: every repeat here is known.
+        expect((await knownRuns()) - before).toBe(executes ? 3 : 0);
+      });
+    }
+  }
+
+  it('answers application/graphql-response+json as Yoga does: a validation error is 400 there', async () => {
+    const body = { query: '{ viewer { nope } }' };
+    const strict = { ...asOperator(), accept: 'application/graphql-response+json' };
+    const viaYoga = await reading(await overSocket(body, { ...strict, accept: 'application/graphql-response+json; charset=utf-8' }));
+    expect(viaYoga.status).toBe(400);
+    expect(await reading(await overSocket(body, strict))).toEqual(viaYoga);
+  });
+
+  it('replays an Idempotency-Key with the replay mark, as Yoga does', async () => {
+    const body = {
+      query: 'mutation ($t: String!) { createContract(input: { title: $t }) { contract { id title } } }',
+      variables: { t: 'Once' },
+    };
+    const answers = async (key: string, accept: string) => {
+      const headers = { ...asUser(TENANT), 'idempotency-key': key, accept };
+      return [await reading(await overSocket(body, headers)), await reading(await overSocket(body, headers))];
+    };
+    const viaYoga = await answers('plain-post-yoga', 'application/json; charset=utf-8');
+    const plain = await answers('plain-post-plain', 'application/json');
+    expect(viaYoga[1]!.replayed).toBe('true');
+    expect(plain).toEqual(viaYoga);
+  });
+
+  it('leaves a request with an Origin to Yoga: its CORS and Vary headers are there', async () => {
+    const response = await overSocket({ query: '{ viewer { role } }' }, { ...asOperator(), origin: 'http://localhost:3000' });
+    expect(response.headers.get('access-control-allow-origin')).not.toBeNull();
+    expect(response.headers.get('vary')).toMatch(/origin/i);
+  });
+});
+
+describe('a POST of plain parameters, with one turn', () => {
+  let backend: ServedBackend;
+  beforeAll(async () => {
+    backend = await serveTestBackend({ env: { MAX_IN_FLIGHT: '1', DB_POOL_ACQUIRE_TIMEOUT_MS: '2000' } });
+  });
+  afterAll(() => backend.close());
+
+  it('takes its turn once, whether its document is new (Yoga reads it inside the turn) or known', async () => {
+    const send = () =>
+      fetch(backend.url, {
+        method: 'POST',
+        headers: { ...JSON_HEADERS, ...asOperator() },
+        body: JSON.stringify({ query: '{ viewer { role } }' }),
+      });
+    // A second admission would wait for the only turn, held by the request itself, and answer TRY_AGAIN.
+    for (let i = 0; i < 2; i++) expect(await (await send()).json()).toEqual({ data: { viewer: { role: 'operator' } } });
+    expect(backend.services.admission.stats()).toEqual({ inFlight: 0, queued: 0 });
+  });
+});
