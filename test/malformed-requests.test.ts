@@ -1,7 +1,9 @@
+import type { IncomingMessage } from 'node:http';
 import { Socket } from 'node:net';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../src/logger.js';
-import { MAX_REQUEST_HEADERS } from '../src/http/node-server.js';
+import { MAX_REQUEST_HEADERS, requestUrlCheck, requestUrlOf } from '../src/http/node-server.js';
 import { createTenant, serveTestBackend, type ServedBackend } from './support/harness.js';
 
 const SECRET = 'malformed-secret-0123456789';
@@ -153,5 +155,31 @@ describe('malformed requests are the client’s error', () => {
       `POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nx-action-secret: ${SECRET}\r\nx-hasura-role: operator\r\n\r\n${body}`,
     );
     expect(small.head).toMatch(/^HTTP\/1\.1 100 Continue/);
+  });
+});
+
+describe('the request URL check', () => {
+  const HOST_CHARACTERS = [...'aZ09:.-_~[]@%/?#\\ '];
+  const TARGET_CHARACTERS = [...'aZ09:./?#%@[]\\ -'];
+  const asRequest = (host: string, url: string) => ({ url, headers: { host } }) as unknown as IncomingMessage;
+
+  it('judges a Host and target as the URL parser does, whatever it remembers of the Host', () => {
+    const check = requestUrlCheck();
+    const host = fc.oneof(
+      fc.constantFrom(...BAD_HOSTS, 'localhost:4000', '127.0.0.1', '[::1]:80'),
+      fc.string({ unit: fc.constantFrom(...HOST_CHARACTERS), maxLength: 12 }),
+    );
+    const target = fc.oneof(
+      fc.constant('/'),
+      fc.string({ unit: fc.constantFrom(...TARGET_CHARACTERS), maxLength: 12 }).map((path) => `/${path}`),
+      fc.constantFrom('*', 'http://x:99999/', 'x'),
+    );
+    fc.assert(
+      fc.property(host, target, target, (host, first, second) => {
+        for (const url of [first, second, first])
+          expect(check(asRequest(host, url))).toBe(URL.canParse(requestUrlOf(asRequest(host, url))));
+      }),
+      { numRuns: 5_000 },
+    );
   });
 });

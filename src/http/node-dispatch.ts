@@ -9,6 +9,7 @@ import {
   clientLeftSignal,
   MAX_REQUEST_HEADERS,
   readDeclaredBody,
+  requestUrlCheck,
   requestUrlOf,
   toFetchRequest,
   writeFetchResponse,
@@ -43,9 +44,6 @@ function clientAddresses(trustProxy: string[]): (req: IncomingMessage) => string
   return (req) => proxyaddr(req, trust);
 }
 
-/** Whether the URL every Node path builds from the request line and Host parses. */
-const requestUrlParses = (req: IncomingMessage) => URL.canParse(requestUrlOf(req));
-
 /** The first value of a Node request's header. */
 const headerOf = (req: IncomingMessage) => (name: string) => {
   const value = req.headers[name];
@@ -61,6 +59,7 @@ export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMess
   const { yoga, serveFetch, requestLog, log, maxBodyBytes } = parts;
   const { plainPost } = parts;
   const clientAddressOf = clientAddresses(parts.trustProxy);
+  const requestUrlParses = requestUrlCheck();
 
   /**
    * The hot path's answer: Yoga on a request of its own Fetch implementation (Node's headers as

@@ -46,6 +46,33 @@ export const MAX_REQUEST_HEADERS = 1_000;
 /** The URL of a Node request, from its target and Host, as every path builds it. */
 export const requestUrlOf = (req: IncomingMessage) => `http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`;
 
+/** Hosts a server remembers the verdict of; the memory is cleared when full, so made-up Hosts cost only their parse. */
+const HOSTS_REMEMBERED = 1_024;
+
+/** A Host that is all authority: no character that would end it (or begin credentials) inside it. */
+const PLAIN_HOST = /^[^/\\?#@]+$/;
+
+/**
+ * Whether the URL every Node path builds from the request line and Host parses, remembered by
+ * Host. The URL parser never fails on a path, query or fragment, so for an origin-form target
+ * (`/…`, every request but a proxy's) after a plain Host the verdict is the Host's alone. Other
+ * targets, and Hosts that are empty or hold a `/`, `\`, `?`, `#` or `@`, are parsed every time.
+ */
+export function requestUrlCheck(): (req: IncomingMessage) => boolean {
+  const verdicts = new Map<string, boolean>();
+  return (req) => {
+    const host = req.headers.host ?? 'localhost';
+    if (req.url?.startsWith('/') !== true || !PLAIN_HOST.test(host)) return URL.canParse(requestUrlOf(req));
+    let parses = verdicts.get(host);
+    if (parses === undefined) {
+      parses = URL.canParse(`http://${host}/`);
+      if (verdicts.size >= HOSTS_REMEMBERED) verdicts.clear();
+      verdicts.set(host, parses);
+    }
+    return parses;
+  };
+}
+
 /**
  * A signal that aborts when the client leaves before its response has gone out. Nothing is built
  * for the requests that are answered (an aborted signal makes a DOMException with a stack).
