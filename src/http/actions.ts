@@ -7,7 +7,7 @@ import { underErrorContract } from './plugins/error-contract.js';
 import { currentRequestScope } from '../request-scope.js';
 import { isDevMode } from '../config.js';
 import { actionSecretMatches } from '../identity/session.js';
-import type { GraphQLServer } from './yoga.js';
+import type { RunOperation } from './run-operation.js';
 
 function actionError(status: number, code: string, message: string): Response {
   const requestId = currentRequestScope()?.requestId;
@@ -47,15 +47,16 @@ function parseActionBody(raw: string): ActionBody | string {
 /**
  * Hasura Actions at POST /actions: `{action: {name}, input, session_variables, request_query?}`.
  * The action name is a mutation of this schema and `input` its arguments. The operation runs in
- * process through Yoga's own pipeline for parameters (the same plugins, parse and validation
- * caches, context, error masking), with no second HTTP request and response to build and read.
+ * process as a POST of plain parameters does (src/http/run-operation.ts: the same admission,
+ * plugins, caches, context and error masking), with no second HTTP request and response to build
+ * and read.
  * It answers the payload object itself with 200, or an error as a 4xx `{message, extensions:
  * {code}}` (Hasura drops the message of a 5xx).
  */
 /** `body`: the request's body when the caller has already read it (the request then has none). */
 export type ActionsHandler = (request: Request, report: RequestReport, body?: string) => Promise<Response>;
 
-export function createActionsHandler(yoga: GraphQLServer, schema: GraphQLSchema, services: AppServices): ActionsHandler {
+export function createActionsHandler(run: RunOperation, schema: GraphQLSchema, services: AppServices): ActionsHandler {
   const documents = actionDocuments(schema);
 
   return async (request, report, body) => {
@@ -76,8 +77,9 @@ export function createActionsHandler(yoga: GraphQLServer, schema: GraphQLSchema,
     if (query === undefined) return actionError(404, ErrorCode.notFound, `Unknown action "${parsed.name}"`);
 
     // The action's request stands in for Yoga's: the context reads Idempotency-Key from its headers.
-    const result = await yoga.getResultForParams(
-      { params: { query, variables: parsed.input, operationName: parsed.name }, request },
+    const result = await run(
+      request,
+      { query, variables: parsed.input, operationName: parsed.name },
       { actionSessionVariables: parsed.sessionVariables, report },
     );
     const requestId = currentRequestScope()?.requestId;

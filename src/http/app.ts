@@ -15,6 +15,7 @@ import { createServeFetch } from './serve-fetch.js';
 import { createGraphQLServer, operationAdmission, type GraphQLServer } from './yoga.js';
 import { knownDocuments } from './document-cache.js';
 import { createPlainPost } from './plain-post.js';
+import { createOperationRunner } from './run-operation.js';
 
 export interface App {
   /** The whole HTTP surface as a Fetch handler: what tests call in process. */
@@ -41,7 +42,8 @@ export function createApp(services: AppServices): App {
   const gate = operationAdmission(services);
   const yoga = createGraphQLServer(services, { known, gate });
   const drain = new DrainState();
-  const plainPost = createPlainPost({ yoga, services, known, gate, contract: { hideSuggestions: !config.edge.introspection } });
+  const run = createOperationRunner({ yoga, services, known, gate });
+  const plainPost = createPlainPost({ run, contract: { hideSuggestions: !config.edge.introspection } });
   const router = createRouter({
     routes: [
       getRoute('/health', health),
@@ -50,7 +52,7 @@ export function createApp(services: AppServices): App {
       ...graphiqlRoutes(config),
     ],
     yoga,
-    actions: createActionsHandler(yoga, schema, services),
+    actions: createActionsHandler(run, schema, services),
     plainPost,
     maxBodyBytes,
   });

@@ -69,7 +69,8 @@ export function documentCaches(budgetBytes: number): DocumentCaches | null {
 /**
  * What the server knows of the documents it was sent: the parse caches, and each parsed
  * document's validation result (kept by src/http/plugins/validation-cache.ts), shared by Yoga and
- * the HTTP layer's hot lane. Nothing is known when DOCUMENT_CACHE_BYTES is 0.
+ * the operations the HTTP layer runs in process (src/http/run-operation.ts). Nothing is known when
+ * DOCUMENT_CACHE_BYTES is 0.
  */
 export interface KnownDocuments {
   caches: DocumentCaches | null;

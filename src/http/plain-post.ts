@@ -1,12 +1,8 @@
-import type { DocumentNode, ExecutionResult } from 'graphql';
 import { processRegularResult, type FetchAPI, type GraphQLParams } from 'graphql-yoga';
-import type { AppServices, RequestReport } from '../graphql/context.js';
-import { validDocument, type KnownDocuments } from './document-cache.js';
-import { operationOf } from './operation.js';
-import type { AdmissionGate } from './plugins/admission-gate.js';
-import { maskUnexpected, underErrorContract, type ErrorContractOptions } from './plugins/error-contract.js';
+import type { RequestReport } from '../graphql/context.js';
 import { currentRequestScope } from '../request-scope.js';
-import { operationContext, type GraphQLServer, type ServerContext } from './yoga.js';
+import { underErrorContract, type ErrorContractOptions } from './plugins/error-contract.js';
+import type { RunOperation } from './run-operation.js';
 
 /** A response as the socket writes it: nothing of it is read back. */
 export interface PlainAnswer {
@@ -64,10 +60,7 @@ class CapturedResponse {
 const CAPTURE = { Response: CapturedResponse } as unknown as FetchAPI;
 
 export interface PlainPostParts {
-  yoga: GraphQLServer;
-  services: AppServices;
-  known: KnownDocuments;
-  gate: AdmissionGate;
+  run: RunOperation;
   contract: ErrorContractOptions;
 }
 
@@ -76,57 +69,16 @@ export type PlainPost = (request: Request, params: GraphQLParams, mediaType: str
 
 /**
  * A POST of plain parameters, answered the way Yoga answers it but without Yoga's Fetch plumbing
- * around the operation (its server adapter, request parser, result negotiation and Response).
- *
- * The operation is admitted by the same gate as every other (identity, then a turn). Inside its
- * turn, a document parsed and validated without an error before takes the hot lane: the context
- * is built and the document executed by Yoga's own executor, with every plugin's execution hooks
- * (limits on cost and strings, the Idempotency-Key, the write budget, outcomes, spans, masking);
- * what parsing and validation would do to it again is already known (src/http/document-cache.ts).
- * Any other document, and every document when trusted documents pick what runs, goes through
- * Yoga's pipeline for parameters, as /actions does, without a second admission. Either way the
- * error contract shapes the errors as its plugin does and Yoga's own result processor makes the
- * status, headers and body. What Yoga's response hooks would add is added here: the replay mark
+ * around the operation (its server adapter, request parser, result negotiation and Response): the
+ * operation runs in process (src/http/run-operation.ts), the error contract shapes its errors as
+ * its plugin does, and Yoga's own result processor makes the status, headers and body. What
+ * Yoga's response hooks would add is added here: the replay mark
  * (src/http/plugins/request-outcome.ts); CORS and Vary concern requests with an Origin, which
  * never come this way.
  */
-export function createPlainPost({ yoga, services, known, gate, contract }: PlainPostParts): PlainPost {
-  // Execution's hooks do not depend on the request: one executor for every request.
-  const { execute, schema } = yoga.getEnveloped();
-  const contextOf = operationContext(services);
-  const maskError = maskUnexpected(services.log);
-  // With trusted documents the manifest decides, on Yoga's parameters, what a client may run.
-  const hotLane = services.config.edge.trustedDocumentsPath === null;
-
-  function executeKnown(request: Request, params: GraphQLParams, document: DocumentNode, serverContext: ServerContext) {
-    services.metrics.knownDocumentOperations.inc();
-    return execute({
-      schema,
-      document,
-      contextValue: contextOf({ ...serverContext, request }),
-      variableValues: params.variables,
-      operationName: params.operationName,
-    }) as Promise<ExecutionResult>;
-  }
-
-  const operate = (request: Request, params: GraphQLParams, report: RequestReport) => {
-    const serverContext: ServerContext = { report };
-    return gate(request, serverContext, async () => {
-      try {
-        const document = hotLane ? validDocument(known, params.query!) : null;
-        const operation = document && operationOf(document, params.operationName);
-        if (document && operation && operation.operation !== 'subscription')
-          return await executeKnown(request, params, document, serverContext);
-        return await yoga.getResultForParams({ params, request }, serverContext);
-      } catch (error) {
-        // What Yoga makes of an error thrown on its way (a trusted-documents refusal, a crash): masked into the result.
-        return { errors: [maskError(error)] };
-      }
-    });
-  };
-
+export function createPlainPost({ run, contract }: PlainPostParts): PlainPost {
   return async (request, params, mediaType, report) => {
-    const result = await operate(request, params, report);
+    const result = await run(request, params, { report });
     if (result === undefined) throw new Error('Yoga gave no result for an operation');
     // As the contract's plugin: only a request with an id of its own (every one the HTTP layer serves).
     const requestId = currentRequestScope()?.requestId;

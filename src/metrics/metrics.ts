@@ -50,7 +50,7 @@ export function createMetrics(pool: PoolCounts, db: Kysely<DB>, admission: { sta
   });
   const knownDocumentOperations = new Counter({
     name: 'graphql_known_document_operations_total',
-    help: "GraphQL operations executed straight from a document parsed and validated before (POSTs of plain parameters); every other operation ran Yoga's whole pipeline.",
+    help: "GraphQL operations executed straight from a document parsed and validated before (POSTs of plain parameters, Hasura actions); every other operation ran Yoga's whole pipeline.",
     registers: [registry],
   });
   const transactionRetries = new Counter({

@@ -76,7 +76,7 @@ export function admissionGate(options: AdmissionPluginOptions): AdmissionGate {
 
 /**
  * The gate on Yoga's parameters: every operation Yoga runs passes it, except one the HTTP layer
- * has admitted already and hands over from inside its turn (src/http/plain-post.ts), which is
+ * has admitted already and hands over from inside its turn (src/http/run-operation.ts), which is
  * never admitted twice.
  */
 export function useAdmission(gate: AdmissionGate): Plugin<Context> {
