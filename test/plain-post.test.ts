@@ -76,6 +76,25 @@ const CASES: Case[] = [
     executes: false,
   },
   {
+    name: 'two operations and no operationName',
+    body: { query: 'query A { viewer { role } } query B { viewer { tenantId } }' },
+    headers: asOperator(),
+    executes: false,
+  },
+  {
+    name: 'an operationName the document lacks',
+    body: { query: '{ viewer { role } }', operationName: 'Missing' },
+    headers: asOperator(),
+    executes: false,
+  },
+  { name: 'an empty operationName', body: { query: '{ viewer { role } }', operationName: '' }, headers: asOperator(), executes: false },
+  {
+    name: 'a body typed application/graphql-response+json, which Yoga does not read',
+    body: { query: '{ viewer { role } }' },
+    headers: { ...asOperator(), 'content-type': 'application/graphql-response+json' },
+    executes: false,
+  },
+  {
     name: 'an unexpected parameter',
     body: { query: '{ viewer { role } }', unexpected: 1 },
     headers: asOperator(),

@@ -101,6 +101,15 @@ describe('TRUSTED_DOCUMENTS: only the frontend’s own documents run', () => {
     expect(unknown.body.errors?.[0]?.extensions?.['code']).toBe('NOT_FOUND');
   });
 
+  it('refuses an ad-hoc document before it judges the caller, whatever Accept asks for', async () => {
+    const adHoc = { query: '{ viewer { role } }' };
+    for (const accept of ['application/json', 'application/json; charset=utf-8']) {
+      // A wrong secret would be UNAUTHENTICATED; the manifest's refusal comes first, as in Yoga's order of hooks.
+      const refused = await send(adHoc, { ...asUser('trusted'), 'x-action-secret': 'not-the-secret', accept });
+      expect([refused.status, refused.body.errors?.[0]?.extensions?.['code']]).toEqual([403, 'FORBIDDEN']);
+    }
+  });
+
   it('lets the platform operator run any document', async () => {
     const operator = await send({ query: '{ viewer { role tenantId } }' }, asOperator());
     expect(operator.body).toEqual({ data: { viewer: { role: 'operator', tenantId: null } } });

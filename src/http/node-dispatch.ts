@@ -14,7 +14,7 @@ import {
   toFetchRequest,
   writeFetchResponse,
 } from './node-server.js';
-import { plainMediaType, plainParams, type PlainAnswer, type PlainPost } from './plain-post.js';
+import { isPlainContentType, plainMediaType, plainParams, type PlainAnswer, type PlainPost } from './plain-post.js';
 import { internalError, refusalBody } from './refusals.js';
 import { requestIdOf, type RequestLog } from './request-log.js';
 import type { ServeFetch } from './serve-fetch.js';
@@ -68,7 +68,8 @@ export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMess
   async function answerFromYoga(req: IncomingMessage, res: ServerResponse, body: string | null, requestId: string, report: RequestReport) {
     // Yoga's Fetch implementation reads Node's header object as it is (what its own Node adapter hands it).
     const headers = req.headers as Record<string, string>;
-    const params = body !== null && req.headers.origin === undefined ? plainParams(body) : null;
+    const plain = body !== null && req.headers.origin === undefined && isPlainContentType(req.headers['content-type']);
+    const params = plain ? plainParams(body) : null;
     const mediaType = params && plainMediaType(req.headers.accept);
     if (params && mediaType) {
       const request = new yoga.fetchAPI.Request(requestUrlOf(req), { method: req.method, headers, signal: clientLeftSignal(res) });

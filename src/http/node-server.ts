@@ -49,8 +49,11 @@ export const requestUrlOf = (req: IncomingMessage) => `http://${req.headers.host
 /** Hosts a server remembers the verdict of; the memory is cleared when full, so made-up Hosts cost only their parse. */
 const HOSTS_REMEMBERED = 1_024;
 
-/** A Host that is all authority: no character that would end it (or begin credentials) inside it. */
-const PLAIN_HOST = /^[^/\\?#@]+$/;
+/**
+ * A Host that is all authority (no character that would end it, or begin credentials, inside it)
+ * and no longer than a DNS name with a port: only such Hosts are remembered.
+ */
+const PLAIN_HOST = /^[^/\\?#@]{1,260}$/;
 
 /**
  * Whether the URL every Node path builds from the request line and Host parses, remembered by

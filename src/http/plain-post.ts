@@ -40,6 +40,14 @@ export function plainParams(body: string): GraphQLParams | null {
 }
 
 /**
+ * Whether Yoga reads the body as JSON: its media type (lower case, as the HTTP layer hands it on)
+ * is application/json, alone or with parameters. Anything else is Yoga's to answer (a 415).
+ */
+export function isPlainContentType(contentType: string | null | undefined): boolean {
+  return contentType === 'application/json' || contentType?.startsWith('application/json;') === true;
+}
+
+/**
  * The media type of the answer when the client's Accept leaves no choice to make (none, any, or
  * exactly one of GraphQL's JSON types), as Yoga would pick it; null when Yoga must negotiate.
  */

@@ -1,7 +1,7 @@
 import type { RequestReport } from '../graphql/context.js';
 import type { ActionsHandler } from './actions.js';
 import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
-import { plainMediaType, plainParams, type PlainPost } from './plain-post.js';
+import { isPlainContentType, plainMediaType, plainParams, type PlainPost } from './plain-post.js';
 import { refusal } from './refusals.js';
 import type { Route } from './routes/route.js';
 import type { GraphQLServer } from './yoga.js';
@@ -28,7 +28,9 @@ const notJson = (path: string) => refusal(path, 'POST bodies must be application
  * the Node path; anything else goes to Yoga whole.
  */
 async function answerGraphQLPost(buffered: Request, report: RequestReport, { yoga, plainPost }: RouterParts): Promise<Response> {
-  const mediaType = buffered.headers.get('origin') === null ? plainMediaType(buffered.headers.get('accept')) : null;
+  const { headers } = buffered;
+  const plain = headers.get('origin') === null && isPlainContentType(headers.get('content-type'));
+  const mediaType = plain ? plainMediaType(headers.get('accept')) : null;
   if (mediaType === null) return yoga.fetch(buffered, { report });
   const body = await buffered.text();
   const params = plainParams(body);

@@ -1,8 +1,7 @@
-import type { DocumentNode, ExecutionResult } from 'graphql';
+import { getOperationAST, type DocumentNode, type ExecutionResult } from 'graphql';
 import type { GraphQLParams } from 'graphql-yoga';
 import type { AppServices } from '../graphql/context.js';
 import { validDocument, type KnownDocuments } from './document-cache.js';
-import { operationOf } from './operation.js';
 import type { AdmissionGate } from './plugins/admission-gate.js';
 import { maskUnexpected } from './plugins/error-contract.js';
 import { operationContext, type GraphQLServer, type ServerContext } from './yoga.js';
@@ -24,7 +23,8 @@ export type RunOperation = (
 /**
  * Runs an operation the HTTP layer has the parameters of (a POST of plain parameters, a Hasura
  * action). It is admitted by the same gate as every other (identity, then a turn). Inside its
- * turn, a document parsed and validated without an error before is executed straight away: the
+ * turn, a document parsed and validated without an error before, whose operation the request's
+ * operationName picks, is executed straight away: the
  * context is built and the document run by Yoga's own executor, with every plugin's execution
  * hooks (limits on cost and strings, the Idempotency-Key, the write budget, outcomes, spans,
  * masking); what parsing and validating it again would find is already known
@@ -50,18 +50,30 @@ export function createOperationRunner({ yoga, services, known, gate }: RunOperat
     }) as Promise<ExecutionResult>;
   }
 
-  return (request, params, serverContext) =>
-    gate(request, serverContext, async () => {
-      try {
-        const document = knownRun && params.query !== undefined ? validDocument(known, params.query) : null;
-        const operation = document && operationOf(document, params.operationName);
-        if (document && operation && operation.operation !== 'subscription') {
-          return await executeKnown(request, params, document, serverContext);
-        }
-        return await yoga.getResultForParams({ params, request }, serverContext);
-      } catch (error) {
-        // What Yoga makes of an error thrown on its way (a trusted-documents refusal, a crash): masked into the result.
-        return { errors: [maskError(error)] };
+  /** What Yoga makes of an error thrown on its way (a trusted-documents refusal, a crash): masked into the result. */
+  async function orMasked<T>(work: () => T | Promise<T>): Promise<T | ExecutionResult> {
+    try {
+      return await work();
+    } catch (error) {
+      return { errors: [maskError(error)] };
+    }
+  }
+
+  const throughYoga = (request: Request, params: GraphQLParams, serverContext: ServerContext) =>
+    orMasked(() => yoga.getResultForParams({ params, request }, serverContext));
+
+  return (request, params, serverContext) => {
+    // With trusted documents the manifest refuses before identity and admission, in the order of Yoga's hooks.
+    if (!knownRun) return throughYoga(request, params, serverContext);
+    return gate(request, serverContext, () => {
+      const document = params.query === undefined ? null : validDocument(known, params.query);
+      // Which operation runs depends on the request's operationName: when none resolves (two
+      // operations and no name, a name the document lacks), Yoga's parse hook answers for it.
+      const operation = document && getOperationAST(document, params.operationName);
+      if (document && operation && operation.operation !== 'subscription') {
+        return orMasked(() => executeKnown(request, params, document, serverContext));
       }
+      return throughYoga(request, params, serverContext);
     });
+  };
 }
