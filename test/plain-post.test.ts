@@ -178,13 +178,19 @@ describe('a POST of plain parameters', () => {
     expect(plain).toEqual(viaYoga);
   });
 
-  it('runs a Hasura action again from its known document, answering as the first time', async () => {
-    const action = async () => reading(await callAction(backend.app.fetch, 'createContract', { title: 'Via Hasura' }, asUser(TENANT)));
-    const first = await action();
-    const before = await knownRuns();
-    expect(await action()).toEqual(first);
-    expect(first.status).toBe(200);
-    expect((await knownRuns()) - before).toBe(1);
+  it('answers a Hasura action on the socket as on the Fetch path, repeats from its known document', async () => {
+    const onSocket = async (request: Request) =>
+      fetch(`${backend.origin}/actions`, { method: 'POST', headers: request.headers, body: await request.text() });
+    for (const [name, input, session] of [
+      ['createContract', { title: 'Via Hasura' }, asUser(TENANT)],
+      ['createTenant', { id: 'x-action', name: 'X', monthlyCapYen: 1 }, asUser(TENANT)],
+    ] as const) {
+      const action = async (target: typeof onSocket) => reading(await callAction(target, name, input, session));
+      const inProcess = await action(backend.app.fetch);
+      const before = await knownRuns();
+      expect([await action(onSocket), await action(onSocket)]).toEqual([inProcess, inProcess]);
+      expect((await knownRuns()) - before).toBe(2);
+    }
   });
 
   it('leaves a request with an Origin to Yoga: its CORS and Vary headers are there', async () => {

@@ -8,10 +8,11 @@ import { currentRequestScope } from '../request-scope.js';
 import { isDevMode } from '../config.js';
 import { actionSecretMatches } from '../identity/session.js';
 import type { RunOperation } from './run-operation.js';
+import { jsonAnswer, type Answer } from './answer.js';
 
-function actionError(status: number, code: string, message: string): Response {
+function actionError(status: number, code: string, message: string): Answer {
   const requestId = currentRequestScope()?.requestId;
-  return Response.json({ message, extensions: { code, ...(requestId ? { requestId } : {}) } }, { status });
+  return jsonAnswer(status, { message, extensions: { code, ...(requestId ? { requestId } : {}) } });
 }
 
 interface ActionBody {
@@ -54,7 +55,7 @@ function parseActionBody(raw: string): ActionBody | string {
  * {code}}` (Hasura drops the message of a 5xx).
  */
 /** `body`: the request's body when the caller has already read it (the request then has none). */
-export type ActionsHandler = (request: Request, report: RequestReport, body?: string) => Promise<Response>;
+export type ActionsHandler = (request: Request, report: RequestReport, body?: string) => Promise<Answer>;
 
 export function createActionsHandler(run: RunOperation, schema: GraphQLSchema, services: AppServices): ActionsHandler {
   const documents = actionDocuments(schema);
@@ -92,13 +93,13 @@ export function createActionsHandler(run: RunOperation, schema: GraphQLSchema, s
       // Leave out what Yoga's serializer leaves out: `http` and `unexpected` are the server's own notes.
       const { http: _http, unexpected: _unexpected, ...extensions } = first.extensions;
       const code = isErrorCode(extensions['code']) ? extensions['code'] : ErrorCode.internal;
-      const answer = Response.json({ message: first.message, extensions }, { status: actionStatusOf[code] });
+      const answer = jsonAnswer(actionStatusOf[code], { message: first.message, extensions });
       const retryAfter = retryAfterHeader(extensions);
-      if (retryAfter !== null) answer.headers.set('retry-after', retryAfter);
+      if (retryAfter !== null) answer.headers['retry-after'] = retryAfter;
       return answer;
     }
-    const answer = Response.json(data?.[parsed.name] ?? null);
-    if (report.replayed) answer.headers.set('idempotent-replayed', 'true');
+    const answer = jsonAnswer(200, data?.[parsed.name] ?? null);
+    if (report.replayed) answer.headers['idempotent-replayed'] = 'true';
     return answer;
   };
 }

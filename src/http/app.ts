@@ -43,6 +43,7 @@ export function createApp(services: AppServices): App {
   const yoga = createGraphQLServer(services, { known, gate });
   const drain = new DrainState();
   const run = createOperationRunner({ yoga, services, known, gate });
+  const actions = createActionsHandler(run, schema, services);
   const plainPost = createPlainPost({ run, contract: { hideSuggestions: !config.edge.introspection } });
   const router = createRouter({
     routes: [
@@ -52,7 +53,7 @@ export function createApp(services: AppServices): App {
       ...graphiqlRoutes(config),
     ],
     yoga,
-    actions: createActionsHandler(run, schema, services),
+    actions,
     plainPost,
     maxBodyBytes,
   });
@@ -71,6 +72,7 @@ export function createApp(services: AppServices): App {
       log,
       maxBodyBytes,
       plainPost,
+      actions,
       trustProxy: config.edge.trustProxy,
     }),
   };

@@ -14,9 +14,11 @@ import {
   toFetchRequest,
   writeFetchResponse,
 } from './node-server.js';
-import { isPlainContentType, plainMediaType, plainParams, type PlainAnswer, type PlainPost } from './plain-post.js';
+import { isPlainContentType, plainMediaType, plainParams, type PlainPost } from './plain-post.js';
+import type { ActionsHandler } from './actions.js';
+import { writeAnswer, type Answer } from './answer.js';
 import { internalError, refusalBody } from './refusals.js';
-import { requestIdOf, type RequestLog } from './request-log.js';
+import { requestIdOf, type RequestLine, type RequestLog } from './request-log.js';
 import type { ServeFetch } from './serve-fetch.js';
 import type { GraphQLServer } from './yoga.js';
 
@@ -27,6 +29,7 @@ export interface NodeDispatchParts {
   log: Logger;
   maxBodyBytes: number;
   plainPost: PlainPost;
+  actions: ActionsHandler;
   /** TRUST_PROXY: the peers whose X-Forwarded-For is believed. */
   trustProxy: string[];
 }
@@ -57,42 +60,71 @@ const headerOf = (req: IncomingMessage) => (name: string) => {
  */
 export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMessage, res: ServerResponse) => void {
   const { yoga, serveFetch, requestLog, log, maxBodyBytes } = parts;
-  const { plainPost } = parts;
+  const { plainPost, actions } = parts;
   const clientAddressOf = clientAddresses(parts.trustProxy);
   const requestUrlParses = requestUrlCheck();
 
+  /** A request of Yoga's own Fetch implementation: Node's headers as they are (what its own Node adapter hands it), a signal for the client leaving. */
+  const fetchRequestOf = (req: IncomingMessage, res: ServerResponse, body: string | null = null) =>
+    new yoga.fetchAPI.Request(requestUrlOf(req), {
+      method: req.method,
+      headers: req.headers as Record<string, string>,
+      body,
+      signal: clientLeftSignal(res),
+    });
+
+  /** An answer made in process, written in one go; a crash outside GraphQL is a 500 of its own. */
+  async function writeAnswered(res: ServerResponse, requestId: string, answered: () => Promise<Answer>) {
+    let answer: Answer;
+    try {
+      answer = await answered();
+    } catch (error) {
+      log.error({ err: error }, 'request failed outside GraphQL');
+      return writeFetchResponse(internalError(requestId), res);
+    }
+    writeAnswer(res, answer);
+  }
+
   /**
-   * The hot path's answer: Yoga on a request of its own Fetch implementation (Node's headers as
-   * they are, the body as text, a signal for the client leaving), the response in one write.
+   * The hot path's answer: a POST of plain parameters answered in process (src/http/plain-post.ts),
+   * anything else Yoga's on a request of its own Fetch implementation, the response in one write.
    */
-  async function answerFromYoga(req: IncomingMessage, res: ServerResponse, body: string | null, requestId: string, report: RequestReport) {
-    // Yoga's Fetch implementation reads Node's header object as it is (what its own Node adapter hands it).
-    const headers = req.headers as Record<string, string>;
+  async function answerGraphQL(req: IncomingMessage, res: ServerResponse, body: string | null, requestId: string, report: RequestReport) {
     const plain = body !== null && req.headers.origin === undefined && isPlainContentType(req.headers['content-type']);
     const params = plain ? plainParams(body) : null;
     const mediaType = params && plainMediaType(req.headers.accept);
-    if (params && mediaType) {
-      const request = new yoga.fetchAPI.Request(requestUrlOf(req), { method: req.method, headers, signal: clientLeftSignal(res) });
-      let answer: PlainAnswer;
-      try {
-        answer = await plainPost(request, params, mediaType, report);
-      } catch (error) {
-        log.error({ err: error }, 'request failed outside GraphQL');
-        return writeFetchResponse(internalError(requestId), res);
-      }
-      res.writeHead(answer.status, answer.headers);
-      res.end(answer.body);
-      return;
-    }
-    const request = new yoga.fetchAPI.Request(requestUrlOf(req), { method: req.method, headers, body, signal: clientLeftSignal(res) });
+    if (params && mediaType) return writeAnswered(res, requestId, () => plainPost(fetchRequestOf(req, res), params, mediaType, report));
     let response: Response;
     try {
-      response = await yoga.handleRequest(request, { report });
+      response = await yoga.handleRequest(fetchRequestOf(req, res, body), { report });
     } catch (error) {
       log.error({ err: error }, 'request failed outside GraphQL');
       response = internalError(requestId);
     }
     await writeFetchResponse(response, res);
+  }
+
+  /**
+   * Served on the socket, with its request log line, its id (and traceparent) on the response, and
+   * its body (null: none) read straight off the socket.
+   */
+  function serveOnSocket(
+    res: ServerResponse,
+    line: RequestLine,
+    readBody: () => Promise<string | null>,
+    answer: (body: string | null, report: RequestReport) => Promise<void>,
+  ) {
+    requestLog.begin(line, (finish, traceparent, report) => {
+      res.setHeader('x-request-id', line.requestId);
+      if (traceparent) res.setHeader('traceparent', traceparent);
+      res.once('finish', () => finish(res.statusCode));
+      readBody()
+        .then(
+          (body) => answer(body, report),
+          () => undefined, // the client left before its body arrived: nobody to answer
+        )
+        .catch(writeFailed(res));
+    });
   }
 
   const writeFailed = (res: ServerResponse) => (error: unknown) => {
@@ -137,28 +169,21 @@ export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMess
     if (path === '/graphql' && !pageRequest && (method === 'GET' || isJsonPost)) {
       // Media types are case-insensitive; Yoga compares them as written.
       if (isJsonPost) req.headers['content-type'] = req.headers['content-type']!.toLowerCase();
-      requestLog.begin(line, (finish, traceparent, report) => {
-        res.setHeader('x-request-id', requestId);
-        if (traceparent) res.setHeader('traceparent', traceparent);
-        res.once('finish', () => finish(res.statusCode));
-        (isJsonPost ? readDeclaredBody(req) : Promise.resolve(null))
-          .then(
-            (body) => answerFromYoga(req, res, body, requestId, report),
-            () => undefined, // the client left before its body arrived: nobody to answer
-          )
-          .catch(writeFailed(res));
-      });
-      return;
+      const readBody = isJsonPost ? () => readDeclaredBody(req) : () => Promise.resolve(null);
+      return serveOnSocket(res, line, readBody, (body, report) => answerGraphQL(req, res, body, requestId, report));
     }
-    // Hasura's action calls: a declared, acceptable length is read straight off the socket, so
-    // the body is not piped through a web stream and buffered a second time.
-    const served =
-      path === '/actions' && isJsonPost
-        ? readDeclaredBody(req).then(
-            (body) => serveFetch(toFetchRequest(req, res, false), path, requestId, clientAddress, body),
-            () => null, // the client left before its body arrived: nobody to answer
-          )
-        : serveFetch(toFetchRequest(req, res), path, requestId, clientAddress);
-    served.then((response) => response && writeFetchResponse(response, res)).catch(writeFailed(res));
+    // Hasura's action calls, the same way: nothing of them is piped through a web stream or
+    // buffered a second time, and no Fetch request or response is built for them.
+    if (path === '/actions' && isJsonPost) {
+      return serveOnSocket(
+        res,
+        line,
+        () => readDeclaredBody(req),
+        (body, report) => writeAnswered(res, requestId, () => actions(fetchRequestOf(req, res), report, body ?? '')),
+      );
+    }
+    serveFetch(toFetchRequest(req, res), path, requestId, clientAddress)
+      .then((response) => writeFetchResponse(response, res))
+      .catch(writeFailed(res));
   };
 }

@@ -88,17 +88,14 @@ export function clientLeftSignal(res: ServerResponse): AbortSignal {
   return clientLeft.signal;
 }
 
-/**
- * A Node request as a Fetch Request (the body streams through, unless `withBody` is false because
- * the caller reads it itself); its signal aborts when the client leaves.
- */
-export function toFetchRequest(req: IncomingMessage, res: ServerResponse, withBody = true): Request {
+/** A Node request as a Fetch Request, its body streaming through; its signal aborts when the client leaves. */
+export function toFetchRequest(req: IncomingMessage, res: ServerResponse): Request {
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined) continue;
     for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
   }
-  const hasBody = withBody && req.method !== 'GET' && req.method !== 'HEAD';
+  const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
   return new Request(requestUrlOf(req), {
     method: req.method ?? 'GET',
     headers,

@@ -1,15 +1,9 @@
 import { processRegularResult, type FetchAPI, type GraphQLParams } from 'graphql-yoga';
 import type { RequestReport } from '../graphql/context.js';
+import { answerOf, type Answer } from './answer.js';
 import { currentRequestScope } from '../request-scope.js';
 import { underErrorContract, type ErrorContractOptions } from './plugins/error-contract.js';
 import type { RunOperation } from './run-operation.js';
-
-/** A response as the socket writes it: nothing of it is read back. */
-export interface PlainAnswer {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
 
 /** The keys of GraphQL's request parameters (GraphQL over HTTP); Yoga refuses any other that is not null. */
 const PARAMETER_KEYS = new Set(['query', 'variables', 'operationName', 'extensions']);
@@ -73,7 +67,7 @@ export interface PlainPostParts {
 }
 
 /** Answers a POST of plain parameters for its report, in the media type Accept leaves. */
-export type PlainPost = (request: Request, params: GraphQLParams, mediaType: string, report: RequestReport) => Promise<PlainAnswer>;
+export type PlainPost = (request: Request, params: GraphQLParams, mediaType: string, report: RequestReport) => Promise<Answer>;
 
 /**
  * A POST of plain parameters, answered the way Yoga answers it but without Yoga's Fetch plumbing
@@ -93,10 +87,7 @@ export function createPlainPost({ run, contract }: PlainPostParts): PlainPost {
     const asItIs = requestId === undefined || Array.isArray(result) || Symbol.asyncIterator in result;
     const single = asItIs ? result : underErrorContract(result, { requestId, report }, contract);
     const { body, init } = processRegularResult(single, CAPTURE, mediaType) as unknown as CapturedResponse;
-    const text = body ?? '';
-    // The length goes with the headers, as a Fetch Response's does: the compressor judges by it.
-    const headers: Record<string, string> = { ...init.headers, 'content-length': String(Buffer.byteLength(text)) };
-    if (report.replayed) headers['idempotent-replayed'] = 'true';
-    return { status: init.status, headers, body: text };
+    const headers = report.replayed ? { ...init.headers, 'idempotent-replayed': 'true' } : init.headers;
+    return answerOf(init.status, headers, body ?? '');
   };
 }

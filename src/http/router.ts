@@ -1,5 +1,6 @@
 import type { RequestReport } from '../graphql/context.js';
 import type { ActionsHandler } from './actions.js';
+import { responseOf } from './answer.js';
 import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
 import { isPlainContentType, plainMediaType, plainParams, type PlainPost } from './plain-post.js';
 import { refusal } from './refusals.js';
@@ -15,11 +16,8 @@ export interface RouterParts {
   maxBodyBytes: number;
 }
 
-/**
- * The Fetch path: `report` is the request log's, handed to Yoga; `actionBody` the body of an
- * /actions request that the Node path has already read.
- */
-export type Router = (request: Request, report: RequestReport, actionBody?: string) => Promise<Response>;
+/** The Fetch path: `report` is the request log's, handed to Yoga. */
+export type Router = (request: Request, report: RequestReport) => Promise<Response>;
 
 const notJson = (path: string) => refusal(path, 'POST bodies must be application/json (or application/graphql-response+json)', 415);
 
@@ -38,13 +36,12 @@ async function answerGraphQLPost(buffered: Request, report: RequestReport, { yog
     const again = new Request(buffered.url, { method: buffered.method, headers: buffered.headers, body, signal: buffered.signal });
     return yoga.fetch(again, { report });
   }
-  const answer = await plainPost(buffered, params, mediaType, report);
-  return new Response(answer.body, { status: answer.status, headers: answer.headers });
+  return responseOf(await plainPost(buffered, params, mediaType, report));
 }
 
 export function createRouter(parts: RouterParts): Router {
   const { routes, yoga, actions, maxBodyBytes } = parts;
-  return async (request, report, actionBody) => {
+  return async (request, report) => {
     const url = new URL(request.url);
     const route = routes.find((candidate) => candidate.matches(request.method, url.pathname, request));
     if (route) return route.serve(request);
@@ -54,7 +51,6 @@ export function createRouter(parts: RouterParts): Router {
     // A form or a text/plain body is what a page of another origin can post without a preflight:
     // refusing them before anything runs keeps mutations out of reach of cross-site forms.
     if (request.method === 'POST' && !isGraphQLContentType(request.headers.get('content-type'))) return notJson(url.pathname);
-    if (actionBody !== undefined && url.pathname === '/actions') return actions(request, report, actionBody);
     let buffered: Request;
     try {
       buffered = await readLimitedBody(request, maxBodyBytes);
@@ -63,7 +59,7 @@ export function createRouter(parts: RouterParts): Router {
       // The rest of the body was never read: the connection cannot carry another request.
       return refusal(url.pathname, error.message, 413, { connection: 'close' }, 'MAX_BODY_BYTES');
     }
-    if (url.pathname === '/actions') return actions(buffered, report);
+    if (url.pathname === '/actions') return responseOf(await actions(buffered, report));
     // Media types are case-insensitive; Yoga compares them as written.
     const contentType = buffered.headers.get('content-type');
     if (contentType !== null) buffered.headers.set('content-type', contentType.toLowerCase());

@@ -3,27 +3,18 @@ import { CLIENT_CLOSED_REQUEST, internalError, isClientGone } from './refusals.j
 import type { RequestLog } from './request-log.js';
 import type { Router } from './router.js';
 
-/**
- * One request on the Fetch path, for its id and (from a socket) its client's address:
- * `actionBody` is the body of an /actions request the Node path has already read.
- */
-export type ServeFetch = (
-  request: Request,
-  path: string,
-  requestId: string,
-  clientAddress?: string,
-  actionBody?: string,
-) => Promise<Response>;
+/** One request on the Fetch path, for its id and (from a socket) its client's address. */
+export type ServeFetch = (request: Request, path: string, requestId: string, clientAddress?: string) => Promise<Response>;
 
 /** The Fetch path's lifecycle: the request log around the router, a 500 for a crash outside GraphQL, the request id on the response. */
 export function createServeFetch(router: Router, requestLog: RequestLog, log: Logger): ServeFetch {
-  return (request, path, requestId, clientAddress, actionBody) => {
+  return (request, path, requestId, clientAddress) => {
     const header = (name: string) => request.headers.get(name) ?? undefined;
     const line = { method: request.method, path, requestId, header, ...(clientAddress === undefined ? {} : { clientAddress }) };
     return requestLog.begin(line, async (finish, traceparent, report) => {
       let response: Response;
       try {
-        response = await router(request, report, actionBody);
+        response = await router(request, report);
       } catch (error) {
         if (request.signal.aborted || isClientGone(error)) {
           // Nobody is left to answer: a client that hung up mid-body, or one timed out by Node.
