@@ -155,6 +155,17 @@ describe('a POST of plain parameters', () => {
     }
   }
 
+  it('takes a request without Accept (in process) or accepting anything (on the socket) as application/json, from the known document', async () => {
+    const body = { query: '{ viewer { role tenantId } }' };
+    const viaYoga = await reading(await overSocket(body, { ...asOperator(), accept: 'application/json; charset=utf-8' }));
+    const before = await knownRuns();
+    expect([
+      await reading(await inProcess(body, asOperator())),
+      await reading(await overSocket(body, { ...asOperator(), accept: '*/*' })),
+    ]).toEqual([viaYoga, viaYoga]);
+    expect((await knownRuns()) - before).toBe(2);
+  });
+
   it('answers application/graphql-response+json as Yoga does: a validation error is 400 there', async () => {
     const body = { query: '{ viewer { nope } }' };
     const strict = { ...asOperator(), accept: 'application/graphql-response+json' };

@@ -46,8 +46,8 @@ export function isPlainContentType(contentType: string | null | undefined): bool
  * exactly one of GraphQL's JSON types), as Yoga would pick it; null when Yoga must negotiate.
  */
 export function plainMediaType(accept: string | null | undefined): string | null {
-  if (accept === null) return 'application/json';
-  if (accept === undefined || accept === '' || accept === '*/*' || accept === 'application/json') return 'application/json';
+  if (accept === null || accept === undefined || accept === '' || accept === '*/*' || accept === 'application/json')
+    return 'application/json';
   if (accept === 'application/graphql-response+json') return accept;
   return null;
 }
