@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
+import { useDisableIntrospection } from '@envelop/disable-introspection';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { databaseRunners, type AppServices, type Context, type ReportingServerContext } from '../graphql/context.js';
 import type { Session } from '../identity/session.js';
@@ -111,6 +111,10 @@ export function createGraphQLServer(services: AppServices, { known, gate }: Grap
     // Validation results are kept by useValidationCache instead.
     parserAndValidationCache: known.caches === null ? false : { ...known.caches, validationCache: false },
     cors: corsOptions(edge.corsOrigins),
+    // POSTs of plain parameters and Hasura's actions run only the operation's hooks (onParams
+    // onwards, src/http/run-operation.ts): a rule for every request belongs there, never in a
+    // Yoga request hook (onRequest, onRequestParse), which they skip. Introspection is refused by
+    // a validation rule for that reason (envelop's plugin; Yoga's marks the request in onRequestParse).
     plugins: [
       ...(edge.introspection ? [] : [useDisableIntrospection()]),
       ...(edge.trustedDocumentsPath ? [useTrustedDocuments(config, schema)] : []),
