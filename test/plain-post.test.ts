@@ -1,4 +1,7 @@
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ACCEPT } from '../src/client/mutate.js';
+import { plainMediaType } from '../src/http/plain-post.js';
 import {
   asOperator,
   asTenantAdmin,
@@ -13,9 +16,13 @@ import {
 /**
  * A POST of plain parameters is answered without Yoga's Fetch plumbing, and a document validated
  * before is executed straight away (src/http/plain-post.ts). What a client reads must be what
- * Yoga's whole pipeline answers: the same request with `Accept: application/json; charset=utf-8`
- * (the same media type, which only Yoga negotiates) is the yardstick, on the socket and in process.
+ * Yoga's whole pipeline answers: the same request with `text/event-stream` added to its Accept
+ * (which only Yoga negotiates, and which changes nothing for a single result: Yoga's JSON processor
+ * comes after the stream's and keeps the choice) is the yardstick, on the socket and in process.
  */
+
+/** The same Accept (an empty one reads as any type) with an event stream named too: Yoga's whole pipeline answers it, in the same media type. */
+const viaYogaOf = (accept: string) => `${accept || '*/*'}, text/event-stream`;
 
 interface Case {
   name: string;
@@ -144,7 +151,7 @@ describe('a POST of plain parameters', () => {
   ] as const) {
     for (const { name, body, headers, executes } of CASES) {
       it(`${path}: ${name} reads as Yoga answers it, repeats included${executes ? ', which run from the known document' : ''}`, async () => {
-        const viaYoga = await reading(await send()(body, { ...headers, accept: 'application/json; charset=utf-8' }));
+        const viaYoga = await reading(await send()(body, { ...headers, accept: viaYogaOf('application/json') }));
         const before = await knownRuns();
         const plain = [];
         for (let i = 0; i < 3; i++) plain.push(await reading(await send()(body, { ...headers, accept: 'application/json' })));
@@ -157,7 +164,7 @@ describe('a POST of plain parameters', () => {
 
   it('takes a request without Accept (in process) or accepting anything (on the socket) as application/json, from the known document', async () => {
     const body = { query: '{ viewer { role tenantId } }' };
-    const viaYoga = await reading(await overSocket(body, { ...asOperator(), accept: 'application/json; charset=utf-8' }));
+    const viaYoga = await reading(await overSocket(body, { ...asOperator(), accept: viaYogaOf('application/json') }));
     const before = await knownRuns();
     expect([
       await reading(await inProcess(body, asOperator())),
@@ -169,24 +176,69 @@ describe('a POST of plain parameters', () => {
   it('answers application/graphql-response+json as Yoga does: a validation error is 400 there', async () => {
     const body = { query: '{ viewer { nope } }' };
     const strict = { ...asOperator(), accept: 'application/graphql-response+json' };
-    const viaYoga = await reading(await overSocket(body, { ...strict, accept: 'application/graphql-response+json; charset=utf-8' }));
+    const viaYoga = await reading(await overSocket(body, { ...strict, accept: viaYogaOf(strict.accept) }));
     expect(viaYoga.status).toBe(400);
     expect(await reading(await overSocket(body, strict))).toEqual(viaYoga);
   });
 
-  it('replays an Idempotency-Key with the replay mark, as Yoga does', async () => {
-    const body = {
-      query: 'mutation ($t: String!) { createContract(input: { title: $t }) { contract { id title } } }',
-      variables: { t: 'Once' },
-    };
-    const answers = async (key: string, accept: string) => {
-      const headers = { ...asUser(TENANT), 'idempotency-key': key, accept };
-      return [await reading(await overSocket(body, headers)), await reading(await overSocket(body, headers))];
-    };
-    const viaYoga = await answers('plain-post-yoga', 'application/json; charset=utf-8');
-    const plain = await answers('plain-post-plain', 'application/json');
-    expect(viaYoga[1]!.replayed).toBe('true');
-    expect(plain).toEqual(viaYoga);
+  // The project's typed client asks for both JSON types: its keyed mutations are answered here too.
+  for (const accept of ['application/json', ACCEPT]) {
+    it(`replays an Idempotency-Key with the replay mark, as Yoga does, from the known document (Accept: ${accept})`, async () => {
+      const body = {
+        query: 'mutation ($t: String!) { createContract(input: { title: $t }) { contract { id title } } }',
+        variables: { t: 'Once' },
+      };
+      const answers = async (key: string, accept: string) => {
+        const headers = { ...asUser(TENANT), 'idempotency-key': key, accept };
+        return [await reading(await overSocket(body, headers)), await reading(await overSocket(body, headers))];
+      };
+      const viaYoga = await answers(`plain-post-yoga ${accept}`, viaYogaOf(accept));
+      const before = await knownRuns();
+      const plain = await answers(`plain-post-plain ${accept}`, accept);
+      expect(viaYoga[1]!.replayed).toBe('true');
+      expect(plain).toEqual(viaYoga);
+      expect((await knownRuns()) - before).toBe(2);
+    });
+  }
+
+  it('answers in the media type Yoga negotiates for any Accept of JSON types, and leaves every other Accept to Yoga', async () => {
+    const body = { query: '{ viewer { role } }' };
+    await inProcess(body, asOperator());
+    const entry = fc
+      .tuple(
+        fc.constantFrom(
+          'application/json',
+          'application/graphql-response+json',
+          '*/*',
+          'application/*',
+          'APPLICATION/JSON',
+          'text/event-stream',
+          'multipart/mixed',
+          'text/html',
+          '',
+        ),
+        fc.constantFrom('', ';charset=utf-8', '; charset=UTF-8', ';charset=iso-8859-1', ';q=0.5'),
+        fc.constantFrom('', ' '),
+      )
+      .map(([type, params, space]) => `${space}${type}${params}`);
+    const accept = fc.array(entry, { minLength: 1, maxLength: 4 }).map((entries) => entries.join(','));
+    let plainAnswers = 0;
+    await fc.assert(
+      fc.asyncProperty(accept, async (accept) => {
+        // HTTP drops the blanks around a header's value: the server reads it trimmed.
+        const read = accept.trim();
+        const mediaType = plainMediaType(read);
+        const before = await knownRuns();
+        const answer = await reading(await inProcess(body, { ...asOperator(), accept }));
+        expect((await knownRuns()) - before).toBe(mediaType === null ? 0 : 1);
+        if (mediaType === null) return;
+        plainAnswers++;
+        expect(answer.contentType).toBe(`${mediaType}; charset=utf-8`);
+        expect(answer).toEqual(await reading(await inProcess(body, { ...asOperator(), accept: viaYogaOf(read) })));
+      }),
+      { numRuns: 300 },
+    );
+    expect(plainAnswers).toBeGreaterThan(50);
   });
 
   it('answers a Hasura action on the socket as on the Fetch path, repeats from its known document', async () => {

@@ -63,6 +63,9 @@ export class MutationError extends Error {
   }
 }
 
+/** GraphQL over HTTP's media type first (errors keep their 4xx status), plain JSON for servers that lack it. */
+export const ACCEPT = 'application/graphql-response+json, application/json';
+
 const DEFAULTS = { deadlineMs: 30_000, baseDelayMs: 100, maxDelayMs: 5_000 };
 
 const fetchTransport: Transport = async (url, init) => {
@@ -131,7 +134,7 @@ export async function mutate<TData, TVariables>(
   const giveUpAt = Date.now() + deadlineMs;
   const headers = {
     'content-type': 'application/json',
-    accept: 'application/graphql-response+json, application/json',
+    accept: ACCEPT,
     ...options.headers,
     'idempotency-key': idempotencyKey,
   };

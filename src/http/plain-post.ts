@@ -41,15 +41,46 @@ export function isPlainContentType(contentType: string | null | undefined): bool
   return contentType === 'application/json' || contentType?.startsWith('application/json;') === true;
 }
 
+/** GraphQL's two JSON media types, in the order Yoga's result processor for single results offers them. */
+const SINGLE_RESULT_TYPES = ['application/graphql-response+json', 'application/json'] as const;
+
+/** Accept's media types as Yoga reads them: whitespace dropped, lower case, those for a charset other than utf-8 left out, the last listed first. */
+function acceptedInYogaOrder(accept: string): string[] {
+  const types: string[] = [];
+  for (const entry of accept.replace(/\s/g, '').toLowerCase().split(',')) {
+    const [type, ...params] = entry.split(';');
+    const charset = params.find((param) => param.includes('charset=')) ?? 'charset=utf-8';
+    if (charset === 'charset=utf-8') types.push(type!);
+  }
+  return types.reverse();
+}
+
+/** Whether a media type asked for (`*` for any part) covers one offered. */
+function covers(asked: string, offered: string): boolean {
+  const [kind, subtype] = asked.split('/');
+  const [offeredKind, offeredSubtype] = offered.split('/');
+  return (kind === '*' || kind === offeredKind) && (subtype === '*' || subtype === offeredSubtype);
+}
+
 /**
- * The media type of the answer when the client's Accept leaves no choice to make (none, any, or
- * exactly one of GraphQL's JSON types), as Yoga would pick it; null when Yoga must negotiate.
+ * The media type of the answer, chosen as Yoga's negotiation chooses it, when every type the
+ * client's Accept asks for is one of GraphQL's JSON types (or a wildcard covering one), the
+ * answer of Yoga's processor for single results. The project's typed client asks for both
+ * (application/graphql-response+json first). Null when Accept names anything else (an event
+ * stream, multipart, a type no processor serves) or nothing Yoga would serve: Yoga negotiates.
  */
 export function plainMediaType(accept: string | null | undefined): string | null {
+  // Yoga reads an absent or empty Accept as */*, which its JSON processor answers as application/json.
   if (accept === null || accept === undefined || accept === '' || accept === '*/*' || accept === 'application/json')
     return 'application/json';
   if (accept === 'application/graphql-response+json') return accept;
-  return null;
+  let chosen: string | null = null;
+  for (const asked of acceptedInYogaOrder(accept)) {
+    if (!SINGLE_RESULT_TYPES.some((offered) => covers(asked, offered))) return null;
+    // Yoga keeps the last match, over the asked types in its order and the offered ones in theirs.
+    for (const offered of SINGLE_RESULT_TYPES) if (covers(asked, offered)) chosen = offered;
+  }
+  return chosen;
 }
 
 /** Takes what Yoga's result processor would hand the Fetch API's Response: the status, headers and body text, as they are. */
