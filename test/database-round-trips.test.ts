@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parse, print } from 'graphql';
 import { DefaultQueryCompiler, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
@@ -12,6 +14,7 @@ import {
   type TestBackend,
 } from './support/harness.js';
 import { startWireTap, type WireTap } from './support/pg-wire.js';
+import { requestFingerprint } from '../src/http/plugins/idempotency-key.js';
 
 const TENANT = 'wire';
 /** The application_name of the app's pool (test/support/harness.ts): the tap reads only its connections. */
@@ -132,8 +135,39 @@ describe('issueCoupon on the wire', () => {
     expect(await issue('single', 'eve')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['coupons.issue.one'] });
     expect(await issue('single', 'eve', 'k-eve')).toMatchObject({ status: 'BUDGET_EXCEEDED', trips: ['coupons.issue.one+key'] });
     expect(await keys()).toBe(0);
+    // The refused key runs afresh once the campaign has room again, in one round trip.
+    await backend.sql.query(
+      "update campaign_budget_slots set budget_yen = budget_yen + 1000 where tenant_id = $1 and campaign_id = 'single'",
+      [TENANT],
+    );
+    expect(await issue('single', 'eve', 'k-eve')).toMatchObject({ status: 'ISSUED', trips: ['coupons.issue.one+key'] });
     // The member who holds the coupon still hears ALREADY_ISSUED from a sold-out campaign.
     expect((await issue('single', 'dan')).status).toBe('ALREADY_ISSUED');
+  });
+
+  it('a refusal whose key another request holds waits for it, then replays its answer: two, and nothing is written', async () => {
+    // At the month's cap, this issue is MONTHLY_CAP on its own.
+    await issue('open', 'ida');
+    await issue('other', 'ida');
+    const variables = { input: { campaignId: 'third' } };
+    const fingerprint = requestFingerprint(parse(print(IssueCouponDocument)), undefined, variables);
+    const stored = {
+      status: 'ISSUED',
+      coupon: {
+        id: randomUUID(),
+        campaignId: 'third',
+        memberId: 'ida',
+        month: '2026-12',
+        amountYen: 1_000,
+        issuedAt: '2026-12-01T00:00:00.000Z',
+      },
+    };
+    const holdTheKey = `insert into idempotency_keys (tenant_id, user_id, role, key, fingerprint, operation, expires_at, response)
+      values ($1, 'ida', 'user', 'k-ida-held', '${fingerprint}', 'issueCoupon', now() + interval '1 hour', '${JSON.stringify(stored)}')`;
+    expect(await whileHeld(holdTheKey, 'commit', () => issue('third', 'ida', 'k-ida-held'))).toMatchObject({
+      status: 'ISSUED',
+      trips: ['coupons.issue.one+key', expect.stringMatching(/^sql: select .* from "idempotency_keys"/)],
+    });
   });
 
   it('BUDGET_EXCEEDED when the last room goes while the issue waits for the budget row: one, its CHECK rolls it back', async () => {

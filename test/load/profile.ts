@@ -19,7 +19,7 @@ import {
   startSpanSink,
 } from './target.js';
 
-const USAGE = `usage: npm run profile [-- --server endpoint|bare] [--members 600] [--concurrency 32] [--top 10] [--keep FILE] [--project DIR] [--traced]
+const USAGE = `usage: npm run profile [-- --server endpoint|bare] [--members 600] [--concurrency 32] [--top 10] [--keep FILE] [--project DIR] [--traced] [--keyed]
 
 Profiles one server process with node --cpu-prof under the bench's coupon load: the project's
 server as the bench runs it (NODE_ENV=production, workers off), or the bench's bare node:http
@@ -31,7 +31,8 @@ one's share of the busy time, then the same by package.
 --keep FILE   also keep the profile of the measured load (open it in Chrome DevTools or speedscope)
 --project DIR profile the endpoint of another checkout (its own npm ci done), as the bench's --baseline
 --traced      the endpoint with tracing on as the bench's traced row runs it: every request sampled,
-              every span exported to a collector that keeps nothing`;
+              every span exported to a collector that keeps nothing
+--keyed       every request with an Idempotency-Key of its own, as the bench's keyed row sends them`;
 
 const ENTRIES = { endpoint: 'test/load/bench-server.ts', bare: 'test/load/bare-server.ts' } as const;
 const WARM_UP_MEMBERS = 150;
@@ -44,6 +45,7 @@ function parseArgs(argv: string[]) {
   let keep: string | null = null;
   let project: string | null = null;
   let traced = false;
+  let keyed = false;
   const whole = (raw: string | undefined) => (raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : NaN);
   for (let i = 0; i < argv.length; i++) {
     const option = argv[i];
@@ -54,6 +56,7 @@ function parseArgs(argv: string[]) {
     else if (option === '--keep') keep = argv[++i] ?? null;
     else if (option === '--project') project = argv[++i] ?? null;
     else if (option === '--traced') traced = true;
+    else if (option === '--keyed') keyed = true;
     else if (option === '--help') {
       console.log(USAGE);
       process.exit(0);
@@ -67,14 +70,14 @@ function parseArgs(argv: string[]) {
     !(members >= 3) ||
     !(concurrency >= 1) ||
     !(top >= 1) ||
-    ((project !== null || traced) && server !== 'endpoint')
+    ((project !== null || traced || keyed) && server !== 'endpoint')
   ) {
     console.error(
-      `--server is endpoint or bare (--project and --traced only with endpoint); --members (from 3), --concurrency and --top take whole numbers\n\n${USAGE}`,
+      `--server is endpoint or bare (--project, --traced and --keyed only with endpoint); --members (from 3), --concurrency and --top take whole numbers\n\n${USAGE}`,
     );
     process.exit(2);
   }
-  return { server, members, concurrency, top, keep, project, traced };
+  return { server, members, concurrency, top, keep, project, traced, keyed };
 }
 
 /** The parts of V8's .cpuprofile read here. */
@@ -164,7 +167,7 @@ function table(entries: Entry[], busyMs: number, requests: number, header: strin
 }
 
 async function main() {
-  const { server, members, concurrency, top, keep, project: other, traced } = parseArgs(process.argv.slice(2));
+  const { server, members, concurrency, top, keep, project: other, traced, keyed } = parseArgs(process.argv.slice(2));
   const project = other ? path.resolve(other) : path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
   const database = await startScratchDatabase();
   const profiles = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-profile-'));
@@ -199,7 +202,7 @@ async function main() {
         client,
         sessions: headerSessions({ 'x-action-secret': BENCH_ACTION_SECRET }),
         scenario: {
-          ...couponLoad(scenario, scaled * 6),
+          ...couponLoad(scenario, scaled * 6, { idempotencyKeys: keyed }),
           setup: async () => {
             await insertCouponScenario(opened.database.db, settings, scenario);
             ready();
@@ -232,7 +235,7 @@ async function main() {
       .join(', ');
     console.log(
       `${server === 'endpoint' ? "the project's server (NODE_ENV=production, workers off)" : 'the bare node:http server around the same unit'}` +
-        `${traced ? ' with tracing on (every request sampled and exported)' : ''}, ` +
+        `${traced ? ' with tracing on (every request sampled and exported)' : ''}${keyed ? ', every request with an Idempotency-Key' : ''}, ` +
         `${result.requests} issueCoupon requests at ${concurrency} clients (${outcomes}): ${result.requestsPerSecond.toFixed(0)} req/s, ` +
         `server CPU ${((used.parts['server']! * 1000) / result.requests).toFixed(2)} ms per request, ` +
         `profiled busy ${(times.busyMs / result.requests).toFixed(2)} ms per request; ${machineDescription()}, ` +
