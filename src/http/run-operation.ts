@@ -41,10 +41,13 @@ export function createOperationRunner({ yoga, services, known, gate }: RunOperat
 
   function executeKnown(request: Request, params: GraphQLParams, document: DocumentNode, serverContext: ServerContext) {
     services.metrics.knownDocumentOperations.inc();
+    // The context Yoga's pipeline builds: the server context itself, given the request and its
+    // parameters, then extended with the project's (envelop assigns each extension onto it).
+    const yogaContext = Object.assign(serverContext, { request, params });
     return execute({
       schema,
       document,
-      contextValue: contextOf({ ...serverContext, request }),
+      contextValue: Object.assign(yogaContext, contextOf(yogaContext)),
       variableValues: params.variables,
       operationName: params.operationName,
     }) as Promise<ExecutionResult>;
