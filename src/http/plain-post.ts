@@ -71,6 +71,8 @@ function covers(asked: string, offered: string): boolean {
  */
 export function plainMediaType(accept: string | null | undefined): string | null {
   // Yoga reads an absent or empty Accept as */*, which its JSON processor answers as application/json.
+  // The headers almost every client sends are answered here without being parsed; the loop below
+  // would choose the same for them.
   if (accept === null || accept === undefined || accept === '' || accept === '*/*' || accept === 'application/json')
     return 'application/json';
   if (accept === 'application/graphql-response+json') return accept;
