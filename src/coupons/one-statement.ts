@@ -65,7 +65,7 @@ interface OneStatementRow {
  *
  * It first reads, in its snapshot, what it can answer without writing: a missing campaign, the
  * member's coupon (ALREADY_ISSUED), a month already at the cap, a campaign with no room. A refusal
- * read there writes nothing (with a key it raises, to give the claim back). Otherwise it issues:
+ * read there writes nothing (with a key, only its claim, committed expired). Otherwise it issues:
  * each write is made from the previous one's RETURNING, so a write that finds no room stops the
  * chain, and whatever the chain wrote is rolled back by an error: the budget UPDATE adds the
  * discount unconditionally, so a slot that filled up while this statement waited for it breaks its
@@ -122,12 +122,14 @@ function oneStatement(keyed: boolean, leasing: BudgetLeasing) {
         ? sql`${claimCte(p, {
             from: sql`facts f`,
             when: sql`f.ok`,
-            // The answer this statement gives when it commits: every other ending raises and rolls back.
+            // The answer this statement keeps when it commits. A refusal it read commits its claim
+            // expired; every other ending raises and rolls back.
             response: sql`case f.outcome
               when 'ISSUE' then jsonb_build_object('status', 'ISSUED', 'coupon', jsonb_build_object('id', ${p.couponId}::text,
                 'campaignId', ${p.campaignId}::text, 'memberId', ${p.memberId}::text, 'month', ${p.month}::text,
                 'amountYen', f.discount_yen, 'issuedAt', ${p.issuedAt}::text))
               when 'ALREADY_ISSUED' then (select ${couponJson('ALREADY_ISSUED', 'k')} from seen k) end`,
+            kept: sql`f.outcome in ('ISSUE', 'ALREADY_ISSUED')`,
           })}, `
         : sql``
     }decision as (
@@ -198,10 +200,17 @@ function oneStatement(keyed: boolean, leasing: BudgetLeasing) {
     select d.outcome, k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at, d.budget_lease_coupons,
            (select own_lease_left from taken) as own_lease_left,
            case
-             ${keyed ? sql`when d.outcome in ('NOT_FOUND', 'MONTHLY_CAP', 'BUDGET_EXCEEDED') then coupon_issue_refused(d.outcome)` : sql``}
              when d.outcome = 'ISSUE' and not exists (select 1 from inserted) then coupon_issue_refused('AS_TRANSACTION')
              when exists (select 1 from inserted) and not exists (select 1 from usage) then coupon_issue_refused('MONTHLY_CAP')
-           end as refused
+           end as refused${
+             keyed
+               ? // A refusal's expired claim changes no answer if a crash or a failover loses it (the key
+                 // runs afresh either way), so its commit does not wait for the WAL flush or a standby.
+                 sql`,
+           case when d.outcome in ('NOT_FOUND', 'MONTHLY_CAP', 'BUDGET_EXCEEDED')
+                then set_config('synchronous_commit', 'off', true) end as commit_unflushed`
+               : sql``
+           }
       from decision d left join coupon k on true`;
   });
 }
@@ -228,7 +237,7 @@ const refusal = (status: 'MONTHLY_CAP' | 'BUDGET_EXCEEDED') => new RollbackAndRe
 /**
  * issueCoupon as one statement (see oneStatement): ISSUED, ALREADY_ISSUED and every refusal in one
  * round trip, keyed or not. AS_TRANSACTION when the transaction must decide (runInOneStatement).
- * Every refusal has written nothing: it is a RollbackAndReturn, as in the transaction.
+ * Every refusal has written nothing (keyed: its claim, committed expired): it is a RollbackAndReturn, as in the transaction.
  */
 export async function issueCouponInOneStatement(
   db: Kysely<DB>,

@@ -81,16 +81,20 @@ export const claimValues = (scope: KeyScope, request: IdempotentRequest, ttlHour
  * `claimed`: a statement that writes its whole change (the one-statement coupon issue) claims
  * only when `when` holds, over the rows of `from`, and stores its `response` with the claim: a
  * statement cannot update a row it inserts, and the claim is its first write. The response then
- * commits with the change or rolls back with it.
+ * commits with the change or rolls back with it. Where `kept` is false the claim commits already
+ * expired: the answer (a refusal) is not kept, the next request with the key runs afresh, and one
+ * that waited for this claim takes the key when it commits.
  */
 export function claimCte(
   p: Slots<ClaimValues>,
-  claimed?: { when: RawBuilder<unknown>; from: RawBuilder<unknown>; response: RawBuilder<unknown> },
+  claimed?: { when: RawBuilder<unknown>; from: RawBuilder<unknown>; response: RawBuilder<unknown>; kept?: RawBuilder<unknown> },
 ) {
+  const expiresAt = sql`now() + make_interval(hours => ${p.ttlHours})`;
   return sql`claim as (
     insert into idempotency_keys (tenant_id, user_id, role, key, fingerprint, operation, expires_at, response)
     select ${p.keyTenantId}, ${p.keyUserId}, ${p.keyRole}, ${p.key}, ${p.fingerprint}, ${p.operation},
-           now() + make_interval(hours => ${p.ttlHours}), ${claimed?.response ?? sql`null::jsonb`}
+           ${claimed?.kept ? sql`case when ${claimed.kept} then ${expiresAt} else '-infinity'::timestamptz end` : expiresAt},
+           ${claimed?.response ?? sql`null::jsonb`}
       ${claimed ? sql`from ${claimed.from} where ${claimed.when}` : sql``}
     on conflict (tenant_id, user_id, role, key) do update
       set fingerprint = excluded.fingerprint, operation = excluded.operation, response = excluded.response,
