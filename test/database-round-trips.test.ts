@@ -177,6 +177,19 @@ describe('issueCoupon on the wire', () => {
     });
   });
 
+  it('a key whose holder was refused and committed its claim expired: the waiting request takes it and issues, in one', async () => {
+    const refusedClaim = `insert into idempotency_keys (tenant_id, user_id, role, key, fingerprint, operation, expires_at)
+      values ($1, 'jay', 'user', 'k-jay-refused', 'another request', 'issueCoupon', '-infinity')`;
+    expect(await whileHeld(refusedClaim, 'commit', () => issue('open', 'jay', 'k-jay-refused'))).toMatchObject({
+      status: 'ISSUED',
+      trips: ['coupons.issue.one+key'],
+    });
+    const stored = await backend.sql.query(
+      "select response->>'status' as status, expires_at > now() as live from idempotency_keys where key = 'k-jay-refused'",
+    );
+    expect(stored.rows).toEqual([{ status: 'ISSUED', live: true }]);
+  });
+
   it('BUDGET_EXCEEDED when the last room goes while the issue waits for the budget row: one, its CHECK rolls it back', async () => {
     await campaign('last', 1_000);
     const takeTheLastRoom = "update campaign_budget_slots set issued_yen = budget_yen where tenant_id = $1 and campaign_id = 'last'";

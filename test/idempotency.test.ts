@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { parse, print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requestFingerprint } from '../src/http/plugins/idempotency-key.js';
-import { deleteExpiredKeys } from '../src/idempotency/service.js';
+import { TryAgainError } from '../src/errors.js';
+import { claimValues, deleteExpiredKeys, heldKey } from '../src/idempotency/service.js';
 import { CreateCampaignDocument, CreateContractDocumentDocument, IssueCouponDocument } from './generated/graphql.js';
 import {
   asTenantAdmin,
@@ -132,6 +133,53 @@ describe('Idempotency-Key', () => {
     const again = await createDocument('expiring');
     expect(again.headers.get('idempotent-replayed')).toBeNull();
     expect(again.body.data!.createContractDocument.document.docNumber).toBe(first.body.data!.createContractDocument.document.docNumber + 1);
+  });
+
+  it('skips an expired key another transaction holds, waiting for nobody, and deletes it once it is free', async () => {
+    const expired = (key: string) =>
+      backend.sql.query(
+        `insert into idempotency_keys (tenant_id, user_id, role, key, fingerprint, operation, expires_at)
+         values ($1, 'm-expiry', 'user', $2, 'f', 'issueCoupon', '-infinity')`,
+        [TENANT, key],
+      );
+    await expired('expiry-held');
+    await expired('expiry-free');
+    const holder = await backend.sql.connect();
+    try {
+      await holder.query('begin');
+      await holder.query("select 1 from idempotency_keys where key = 'expiry-held' for update");
+      // Waiting for the held row would end in the role's lock_timeout (55P03) instead.
+      expect(await deleteExpiredKeys(backend.database.db, 1_000)).toBeGreaterThanOrEqual(1);
+      expect(await count('idempotency_keys', "key like 'expiry-%'")).toBe(1);
+    } finally {
+      await holder.query('rollback');
+      holder.release();
+    }
+    expect(await deleteExpiredKeys(backend.database.db, 1_000)).toBeGreaterThanOrEqual(1);
+    expect(await count('idempotency_keys', "key like 'expiry-%'")).toBe(0);
+  });
+
+  it('answers TRY_AGAIN for a key freed between its claim and the read of its answer, and replays a stored JSON null', async () => {
+    const claim = claimValues(
+      { tenantId: TENANT, userId: 'm-freed', role: 'user' },
+      { key: 'freed', fingerprint: 'f-freed', operation: 'createContractDocument' },
+      24,
+    );
+    const released = { constructor: TryAgainError, reason: 'key released' };
+    // Deleted by the expiry pass.
+    await expect(heldKey(backend.database.db, claim)).rejects.toMatchObject(released);
+    // Taken by a refused request, which commits its claim expired and without an answer.
+    await backend.sql.query(
+      `insert into idempotency_keys (tenant_id, user_id, role, key, fingerprint, operation, expires_at)
+       values ($1, 'm-freed', 'user', 'freed', 'f-freed', 'createContractDocument', '-infinity')`,
+      [TENANT],
+    );
+    await expect(heldKey(backend.database.db, claim)).rejects.toMatchObject(released);
+    await backend.sql.query(
+      "update idempotency_keys set response = 'null'::jsonb, expires_at = now() + interval '1 hour' where key = 'freed'",
+    );
+    expect(await heldKey(backend.database.db, claim)).toEqual({ kind: 'replay', response: null });
+    expect(await heldKey(backend.database.db, { ...claim, fingerprint: 'f-other' })).toEqual({ kind: 'reused' });
   });
 
   it('scopes keys to (tenant, user): another member with the same key executes on their own', async () => {

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
 import { prepare, type Slots } from '../db/prepared.js';
 import type { DB } from '../db/schema.js';
+import { tryAgain } from '../errors.js';
 
 /** The caller a key belongs to; '' stands for "none" (the operator has no tenant). */
 export interface KeyScope {
@@ -110,16 +111,28 @@ export async function claimKey(trx: Transaction<DB>, claim: ClaimValues): Promis
   return (await claimAlone.execute(trx, claim)).rows.length === 1;
 }
 
-/** What a key that another request claimed answers: its stored response for the same request, else a refusal. */
+/**
+ * What a key that another request claimed answers: its stored response for the same request, else a
+ * refusal. TRY_AGAIN when the key was freed between the claim and this read (it expired and the
+ * expiry pass deleted it, or a refused request took it and committed it expired with no response):
+ * nothing is left to replay, and the resend claims the key afresh.
+ */
 export async function heldKey(trx: Kysely<DB>, claim: ClaimValues): Promise<Claim> {
   const existing = await trx
     .selectFrom('idempotency_keys')
-    .select(['fingerprint', 'response'])
+    // SQL null, unlike a stored JSON null (a mutation may answer null), is a claim that kept no answer.
+    .select(['fingerprint', 'response', sql<boolean>`response is null`.as('unanswered')])
     .where('tenant_id', '=', claim.keyTenantId)
     .where('user_id', '=', claim.keyUserId)
     .where('role', '=', claim.keyRole)
     .where('key', '=', claim.key)
-    .executeTakeFirstOrThrow();
+    .executeTakeFirst();
+  if (!existing || existing.unanswered) {
+    throw tryAgain('The Idempotency-Key was freed while its answer was read; resend the request', {
+      reason: 'key released',
+      retryAfterMs: 0,
+    });
+  }
   return existing.fingerprint === claim.fingerprint ? { kind: 'replay', response: existing.response } : { kind: 'reused' };
 }
 
@@ -143,10 +156,14 @@ export function storedResponseCte(p: Slots<ResponseValues>, when: RawBuilder<unk
     returning key)`;
 }
 
-/** Deletes up to `limit` expired keys; returns how many. */
+/**
+ * Deletes up to `limit` expired keys; returns how many. A key another transaction holds is skipped,
+ * not waited for: a keyed refusal's claim expires at once, so the pass meets keys that requests are
+ * claiming again, and neither should wait for the other.
+ */
 export async function deleteExpiredKeys(db: Kysely<DB> | Transaction<DB>, limit: number): Promise<number> {
   const result = await sql`
     delete from idempotency_keys
-     where ctid in (select ctid from idempotency_keys where expires_at <= now() limit ${limit})`.execute(db);
+     where ctid in (select ctid from idempotency_keys where expires_at <= now() limit ${limit} for update skip locked)`.execute(db);
   return Number(result.numAffectedRows ?? 0);
 }
