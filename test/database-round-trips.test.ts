@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { parse, print } from 'graphql';
 import { DefaultQueryCompiler, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -11,27 +10,14 @@ import {
   createTenant,
   createTestBackend,
   gql,
+  TEST_APP,
   type TestBackend,
 } from './support/harness.js';
 import { startWireTap, type WireTap } from './support/pg-wire.js';
+import { waitForLockWaiter } from './support/wait.js';
 import { requestFingerprint } from '../src/http/plugins/idempotency-key.js';
 
 const TENANT = 'wire';
-/** The application_name of the app's pool (test/support/harness.ts): the tap reads only its connections. */
-const APP = 'test-app';
-
-/** Resolves once some session of the app waits for a row lock. */
-async function waitForLockWaiter(backend: TestBackend) {
-  for (let tries = 0; tries < 200; tries++) {
-    const waiting = await backend.sql.query("select 1 from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'", [
-      APP,
-    ]);
-    if (waiting.rowCount) return;
-    await sleep(25);
-  }
-  throw new Error('no session of the app ever waited for a lock');
-}
-
 /**
  * What issueCoupon costs on the wire, read from the PostgreSQL protocol the app sends (one pool
  * connection, so the round trips are the request's, in order). The table of round trips in docs/design.md §5
@@ -83,7 +69,7 @@ describe('issueCoupon on the wire', () => {
     );
 
   beforeAll(async () => {
-    const opened = await startWireTap(await createDirectTestDatabaseUrl(), APP);
+    const opened = await startWireTap(await createDirectTestDatabaseUrl(), TEST_APP);
     tap = opened.tap;
     closeTap = opened.close;
     backend = await createTestBackend({ databaseUrl: opened.url, env: { DB_POOL_MAX: '1', DB_PREPARED_STATEMENTS: 'true' } });
@@ -307,7 +293,7 @@ describe('issueCoupon as a transaction, on the wire', () => {
   };
 
   beforeAll(async () => {
-    const opened = await startWireTap(await createDirectTestDatabaseUrl(), APP);
+    const opened = await startWireTap(await createDirectTestDatabaseUrl(), TEST_APP);
     tap = opened.tap;
     closeTap = opened.close;
     // A deadline shorter than the statement timeout: the one statement could outlive it, so the transaction runs, its timeouts capped.
@@ -378,7 +364,7 @@ describe('DB_PREPARED_STATEMENTS=false (a pooler in transaction mode that cannot
   let tap: WireTap;
   let closeTap: () => Promise<void>;
   beforeAll(async () => {
-    const opened = await startWireTap(await createDirectTestDatabaseUrl(), APP);
+    const opened = await startWireTap(await createDirectTestDatabaseUrl(), TEST_APP);
     tap = opened.tap;
     closeTap = opened.close;
     backend = await createTestBackend({ databaseUrl: opened.url, env: { DB_POOL_MAX: '1', DB_PREPARED_STATEMENTS: 'false' } });

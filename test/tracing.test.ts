@@ -13,6 +13,7 @@ import { webhookSink } from '../src/outbox/sinks.js';
 import { relayDeps } from '../src/worker/index.js';
 import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
 import { freePort, listenOnLoopback } from './support/ports.js';
+import { waitFor } from './support/wait.js';
 import { captureOutput, spawnScript, stopScript } from './support/scripts.js';
 import {
   asTenantAdmin,
@@ -107,14 +108,6 @@ async function startWebhook() {
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CALLER_SPAN = '00f067aa0ba902b7';
 const CALLER = `00-${TRACE_ID}-${CALLER_SPAN}-01`;
-
-async function waitFor<T>(find: () => T | undefined, what: string, ms = 10_000): Promise<T> {
-  for (const deadline = Date.now() + ms; Date.now() < deadline; await sleep(50)) {
-    const found = find();
-    if (found !== undefined) return found;
-  }
-  throw new Error(`no ${what} within ${ms} ms`);
-}
 
 describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', () => {
   let receiver: Awaited<ReturnType<typeof startReceiver>>;

@@ -17,7 +17,7 @@ import {
 import { isPlainContentType, plainMediaType, plainParams, type PlainPost } from './plain-post.js';
 import type { ActionsHandler } from './actions.js';
 import { writeAnswer, type Answer } from './answer.js';
-import { internalError, refusalBody } from './refusals.js';
+import { CLIENT_CLOSED_REQUEST, internalError, refusalBody } from './refusals.js';
 import { requestIdOf, type RequestLine, type RequestLog } from './request-log.js';
 import type { ServeFetch } from './serve-fetch.js';
 import type { GraphQLServer } from './yoga.js';
@@ -106,7 +106,9 @@ export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMess
 
   /**
    * Served on the socket, with its request log line, its id (and traceparent) on the response, and
-   * its body (null: none) read straight off the socket.
+   * its body (null: none) read straight off the socket. The line is written once the response has
+   * gone out, or, when the client hung up first, once the work is done (CLIENT_CLOSED_REQUEST, with
+   * what the work came to): a mutation whose client left still ran, and its line says how it ended.
    */
   function serveOnSocket(
     res: ServerResponse,
@@ -117,13 +119,30 @@ export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMess
     requestLog.begin(line, (finish, traceparent, report) => {
       res.setHeader('x-request-id', line.requestId);
       if (traceparent) res.setHeader('traceparent', traceparent);
-      res.once('finish', () => finish(res.statusCode));
+      let logged = false;
+      let worked = false;
+      let closed = false;
+      const once = (status: number) => {
+        if (logged) return;
+        logged = true;
+        finish(status);
+      };
+      // Node emits 'close' after 'finish' when the response went out, and alone when the socket went first.
+      res.once('finish', () => once(res.statusCode));
+      res.once('close', () => {
+        closed = true;
+        if (worked) once(CLIENT_CLOSED_REQUEST);
+      });
       readBody()
         .then(
           (body) => answer(body, report),
           () => undefined, // the client left before its body arrived: nobody to answer
         )
-        .catch(writeFailed(res));
+        .catch(writeFailed(res))
+        .finally(() => {
+          worked = true;
+          if (closed) once(CLIENT_CLOSED_REQUEST);
+        });
     });
   }
 

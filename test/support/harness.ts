@@ -18,6 +18,9 @@ import { buildServices, type Algorithms } from '../../src/services.js';
 import { startTracing } from '../../src/tracing.js';
 import { databaseUrl } from './database-url.js';
 
+/** The application_name of a test backend's pool: a test reads its sessions in pg_stat_activity or on the wire by it. */
+export const TEST_APP = 'test-app';
+
 /** A fresh database cloned from the migrated template, as the app reaches it (through PgBouncer when the run uses one); each test file gets its own. */
 export async function createTestDatabaseUrl(): Promise<string> {
   return databaseUrl(await createDatabaseFrom(inject('templateDatabase')), inject('appUrl'));
@@ -92,7 +95,7 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
   const log = options.log ?? createLogger(process.env['TEST_LOG_LEVEL'] ?? 'silent');
   const database = createDatabase(
     {
-      ...databaseOptions(config, url, 'test-app'),
+      ...databaseOptions(config, url, TEST_APP),
       ...(options.onStatement ? { plugins: [statementWatcher(options.onStatement)] } : {}),
     },
     log,
