@@ -4,6 +4,7 @@ import { print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CreateContractDocumentDocument } from './generated/graphql.js';
 import { asUser, createContractRow, createTenant, createTestBackend, serveTestBackend, type TestBackend } from './support/harness.js';
+import { waitForLockWaiter } from './support/wait.js';
 
 const TENANT = 'drain';
 
@@ -81,14 +82,7 @@ describe('draining the HTTP server', () => {
       await holder.query('select * from document_sequences where tenant_id = $1 for update', [TENANT]);
       const inFlight = request(url, false, { method: 'POST', body: documentRequest(), headers: asUser(TENANT) });
       inFlight.catch(() => undefined);
-      const waiting = async () =>
-        (
-          await backend.sql.query(
-            "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and application_name = 'test-app'",
-          )
-        ).rows[0].n;
-      for (const deadline = Date.now() + 20_000; (await waiting()) === 0 && Date.now() < deadline;) await sleep(20);
-      expect(await waiting()).toBe(1);
+      await waitForLockWaiter(backend, 20_000);
 
       const graceMs = 3_000;
       const began = Date.now();

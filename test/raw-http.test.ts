@@ -101,8 +101,7 @@ describe('what a socket can do that fetch cannot', () => {
     const head =
       'POST /graphql HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nx-request-id: gone-1\r\n\r\n';
     await raw(`${head}10\r\n{"query":"{ view\r\n`, { hangUp: true });
-    await sleep(300);
-    const logged = lines.filter((line) => line['requestId'] === 'gone-1');
+    const logged = await linesOf('gone-1');
     expect(logged.filter((line) => line['level'] !== 'info')).toEqual([]);
     expect(logged.find((line) => line['msg'] === 'request completed')).toMatchObject({ status: 499 });
   });

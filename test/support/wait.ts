@@ -10,13 +10,14 @@ export async function waitFor<T>(find: () => T | undefined | Promise<T | undefin
   throw new Error(`no ${what} within ${ms} ms`);
 }
 
-/** Resolves once some session of the backend's pool waits for a lock. */
+/** Resolves once some session of the backend's pool, in its own database (files run side by side), waits for a lock. */
 export function waitForLockWaiter(backend: TestBackend, ms = 10_000): Promise<true> {
   return waitFor(
     async () => {
-      const waiting = await backend.sql.query("select 1 from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'", [
-        TEST_APP,
-      ]);
+      const waiting = await backend.sql.query(
+        "select 1 from pg_stat_activity where application_name = $1 and datname = current_database() and wait_event_type = 'Lock'",
+        [TEST_APP],
+      );
       return waiting.rowCount ? true : undefined;
     },
     'session of the app waiting for a lock',
