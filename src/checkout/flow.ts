@@ -64,7 +64,11 @@ export const RECORD_MARGIN_MS = 1_000;
 const SHORTEST_CALL_MS = 200;
 
 /** A pending order and its payment, as committed: what a resend of the checkout continues from. */
-async function pendingPayment(trx: Transaction<DB>, tenantId: string, orderId: string): Promise<{ order: Order; payment: ChargeRequest | null }> {
+async function pendingPayment(
+  trx: Transaction<DB>,
+  tenantId: string,
+  orderId: string,
+): Promise<{ order: Order; payment: ChargeRequest | null }> {
   const row = await trx
     .selectFrom('orders as o')
     .leftJoin('payment_intents as p', (join) => join.onRef('p.tenant_id', '=', 'o.tenant_id').onRef('p.order_id', '=', 'o.id'))
@@ -114,7 +118,10 @@ export async function settleCheckout(reservation: Reservation, replayed: boolean
   const log = deps.log.child({ orderId: order.id });
   const callMs = Math.min(deps.timeoutMs, deps.deadline - Date.now() - RECORD_MARGIN_MS);
   if (callMs < SHORTEST_CALL_MS) {
-    log.warn({ leftMs: deps.deadline - Date.now() }, 'checkout: too little of the deadline left to ask the payment provider; the reconciler will');
+    log.warn(
+      { leftMs: deps.deadline - Date.now() },
+      'checkout: too little of the deadline left to ask the payment provider; the reconciler will',
+    );
     return resultOf(order);
   }
   const request = payment;

@@ -69,6 +69,11 @@ export async function listOrders(db: Kysely<DB>, reader: OrderReader, limit: num
 
 /** The order as the last committed outcome left it: what a transaction that lost the race to record one answers. */
 export async function currentOrder(trx: Transaction<DB>, tenantId: string, orderId: string): Promise<Order> {
-  const row = await trx.selectFrom('orders').selectAll().where('tenant_id', '=', tenantId).where('id', '=', orderId).executeTakeFirstOrThrow();
+  const row = await trx
+    .selectFrom('orders')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', orderId)
+    .executeTakeFirstOrThrow();
   return toOrder(row);
 }

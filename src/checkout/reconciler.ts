@@ -5,6 +5,7 @@ import { runInTransaction, type TransactionSettings } from '../db/transaction.js
 import type { Logger } from '../logger.js';
 import { shortReason, type ChargeOutcome, type ChargeRequest, type PaymentProvider } from '../payments/provider.js';
 import { recordDeclined, recordPaid } from './record.js';
+import { paymentStats } from './stats.js';
 
 export interface ReconcileOptions {
   /** PAYMENTS_TIMEOUT_MS: one call's limit. */
@@ -84,14 +85,6 @@ async function claimDue(deps: ReconcileDeps): Promise<DuePayment[]> {
   return value;
 }
 
-/** Pending payments past PAYMENTS_RECONCILE_FOR: nobody resends them any more. */
-export async function countUnsettled(db: Kysely<DB>, reconcileForMs: number): Promise<number> {
-  const { rows } = await sql<{ n: number }>`
-    select count(*)::int as n from payment_intents
-     where status = 'pending' and created_at <= now() - make_interval(secs => ${reconcileForMs / 1000})`.execute(db);
-  return rows[0]!.n;
-}
-
 const toRequest = (due: DuePayment): ChargeRequest => ({
   idempotencyKey: due.idempotency_key,
   tenantId: due.tenant_id,
@@ -149,7 +142,7 @@ export async function reconcileOnce(deps: ReconcileDeps): Promise<ReconcilePass>
       deps.log.info({ ...fields, outcome: outcome.kind }, 'reconciler: payment settled');
     }
   }
-  pass.unsettled = await countUnsettled(deps.db, deps.options.reconcileForMs);
+  pass.unsettled = (await paymentStats(deps.db, deps.options.reconcileForMs)).unsettled;
   reportUnsettled(deps, pass.unsettled);
   return pass;
 }

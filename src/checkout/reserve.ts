@@ -27,9 +27,7 @@ export interface CheckoutRequest {
  * the same Idempotency-Key finds the same order.
  */
 export type Reservation =
-  | { status: 'RESERVED'; order: Order; payment: ChargeRequest }
-  | { status: 'PAID'; order: Order }
-  | { status: 'COUPON_UNAVAILABLE' };
+  { status: 'RESERVED'; order: Order; payment: ChargeRequest } | { status: 'PAID'; order: Order } | { status: 'COUPON_UNAVAILABLE' };
 
 /** The key every call about the order sends: Stripe's scope is the account, and the order's id is unique in it. */
 export const paymentKeyOf = (orderId: string) => `checkout-${orderId}`;

@@ -5,6 +5,7 @@ import type { PoolCounts } from '../db/pool.js';
 import type { DB } from '../db/schema.js';
 import { outboxStats, type OutboxStats } from '../outbox/housekeeping.js';
 import type { AdmissionStats } from '../admission.js';
+import { paymentStats, type PaymentStats } from '../checkout/stats.js';
 import { clusterScrape } from './cluster.js';
 
 /** Latency buckets in seconds: fine below 100 ms, where the targets are. */
@@ -18,6 +19,7 @@ export interface Metrics {
   scrape(): Promise<string>;
   requests: Histogram<'operation' | 'outcome'>;
   couponOutcomes: Counter<'status'>;
+  checkoutOutcomes: Counter<'status'>;
   transactionRetries: Counter<'sqlstate'>;
   knownDocumentOperations: Counter;
 }
@@ -31,7 +33,18 @@ export interface Metrics {
  * labelled with its `pid`; the outbox gauges read the shared database, so the same value from
  * every process is reported once.
  */
-export function createMetrics(pool: PoolCounts, db: Kysely<DB>, admission: { stats(): AdmissionStats }): Metrics {
+/** What the payment gauges read: the checkouts waiting on the provider now, and how long the reconciler resends. */
+export interface PaymentGaugeSources {
+  waiting(): number;
+  reconcileForMs: number;
+}
+
+export function createMetrics(
+  pool: PoolCounts,
+  db: Kysely<DB>,
+  admission: { stats(): AdmissionStats },
+  payments: PaymentGaugeSources,
+): Metrics {
   const registry = new Registry();
   const thisProcess = { pid: String(process.pid) };
   collectDefaultMetrics({ register: registry, labels: thisProcess });
@@ -47,6 +60,21 @@ export function createMetrics(pool: PoolCounts, db: Kysely<DB>, admission: { sta
     help: 'issueCoupon answers by status.',
     labelNames: ['status'] as const,
     registers: [registry],
+  });
+  const checkoutOutcomes = new Counter({
+    name: 'checkout_outcomes_total',
+    help: 'checkout answers by status (PAID, DECLINED, PENDING, COUPON_UNAVAILABLE).',
+    labelNames: ['status'] as const,
+    registers: [registry],
+  });
+  new Gauge({
+    name: 'payments_waiting',
+    help: 'Checkouts waiting on the payment provider now, holding no turn and no connection (at most PAYMENTS_MAX_WAITING), per process.',
+    labelNames: ['pid'] as const,
+    registers: [registry],
+    collect() {
+      this.set(thisProcess, payments.waiting());
+    },
   });
   const knownDocumentOperations = new Counter({
     name: 'graphql_known_document_operations_total',
@@ -126,7 +154,40 @@ export function createMetrics(pool: PoolCounts, db: Kysely<DB>, admission: { sta
       else this.reset();
     },
   });
+  let latestPayments: { at: number; stats: Promise<PaymentStats | null> } | null = null;
+  const currentPaymentStats = () => {
+    if (!latestPayments || Date.now() - latestPayments.at > OUTBOX_STATS_REUSE_MS) {
+      const stats = Promise.race([
+        paymentStats(db, payments.reconcileForMs),
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), OUTBOX_SCRAPE_TIMEOUT_MS).unref()),
+      ]).catch(() => null);
+      latestPayments = { at: Date.now(), stats };
+    }
+    return latestPayments.stats;
+  };
+  new Gauge({
+    name: 'payments_pending',
+    help: 'Payments whose outcome is not known yet (their orders PENDING_PAYMENT).',
+    registers: [registry],
+    aggregator: 'max',
+    async collect() {
+      const stats = await currentPaymentStats();
+      if (stats) this.set(stats.pending);
+      else this.reset();
+    },
+  });
+  new Gauge({
+    name: 'payments_unsettled',
+    help: 'Payments still not known after PAYMENTS_RECONCILE_FOR: no longer resent, waiting for an operator (npm run reconcile lists them).',
+    registers: [registry],
+    aggregator: 'max',
+    async collect() {
+      const stats = await currentPaymentStats();
+      if (stats) this.set(stats.unsettled);
+      else this.reset();
+    },
+  });
   // A forked HTTP process of WEB_CONCURRENCY answers for the whole cluster.
   const scrape = cluster.isWorker ? clusterScrape(registry) : () => registry.metrics();
-  return { registry, scrape, requests, couponOutcomes, transactionRetries, knownDocumentOperations };
+  return { registry, scrape, requests, couponOutcomes, checkoutOutcomes, transactionRetries, knownDocumentOperations };
 }

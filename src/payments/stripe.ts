@@ -77,7 +77,11 @@ function outcomeOfIntent(intent: Stripe.PaymentIntent): ChargeOutcome {
  */
 function outcomeOfError(error: unknown): ChargeOutcome {
   if (error instanceof Stripe.errors.StripeCardError) {
-    return { kind: 'declined', intentId: error.payment_intent?.id ?? null, declineCode: error.decline_code ?? error.code ?? 'card_declined' };
+    return {
+      kind: 'declined',
+      intentId: error.payment_intent?.id ?? null,
+      declineCode: error.decline_code ?? error.code ?? 'card_declined',
+    };
   }
   if (error instanceof Stripe.errors.StripeConnectionError) {
     return { kind: 'unknown', reason: /timeout/i.test(error.message) ? 'timed out' : 'connection lost before an answer' };
