@@ -1,0 +1,223 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { reconcileDeps } from '../src/worker/index.js';
+import {
+  CheckoutDocument,
+  MyCouponsDocument,
+  OrderDocument,
+  OrdersDocument,
+  RedeemCouponDocument,
+  type CheckoutInput,
+} from './generated/graphql.js';
+import { checkoutViolations, issueCoupons, readCheckoutTables, stubPayments } from './support/checkout-run.js';
+import {
+  asTenantAdmin,
+  asUser,
+  callAction,
+  createTenant,
+  createTestBackend,
+  errorCodes,
+  gql,
+  gqlOk,
+  type TestBackend,
+} from './support/harness.js';
+import { startStripeStub, type StripeStub } from './support/stripe-stub.js';
+
+// Checkout one request at a time, against a stub that speaks Stripe's API: what each answer
+// wrote, counted with SQL, and what the provider was sent, read from the stub's own ledger.
+
+const TENANT = 'checkout';
+
+describe('checkout, one request at a time', () => {
+  let stub: StripeStub;
+  let backend: TestBackend;
+  const fetch = (request: Request) => backend.app.fetch(request);
+  const checkout = (input: CheckoutInput, member = 'alice', headers: Record<string, string> = {}) =>
+    gql(fetch, CheckoutDocument, { input }, { ...asUser(TENANT, member), ...headers });
+  /** A 500-yen coupon of the member's own: every test uses members of its own, in any order. */
+  const couponOf = async (member: string) => (await issueCoupons(backend, TENANT, `coupon-of-${member}`, 500, [member]))[0]!;
+
+  beforeAll(async () => {
+    stub = await startStripeStub({ secretKey: 'sk_test_checkout_0123456789' });
+    backend = await createTestBackend({ env: stubPayments(stub) });
+    await createTenant(backend, TENANT, 1_000_000);
+    await createTenant(backend, 'other-shop', 1_000_000);
+  });
+  afterAll(async () => {
+    await backend.close();
+    await stub.close();
+  });
+
+  it('PAID: one charge of amount less the coupon, sent as Stripe expects; the coupon redeemed, one event of each', async () => {
+    const coupon = await couponOf('alice');
+    const response = await checkout({ amountYen: 1_800, couponId: coupon, paymentMethod: 'pm_card_visa' });
+    const answer = response.body.data!.checkout;
+    expect(answer.status).toBe('PAID');
+    const order = answer.order!;
+    expect(order).toMatchObject({ memberId: 'alice', status: 'PAID', amountYen: 1_800, discountYen: 500, chargedYen: 1_300 });
+    expect(order.couponId).toBe(coupon);
+    const charge = stub.charges.find((c) => c.orderId === order.id)!;
+    expect(charge).toMatchObject({ amountYen: 1_300, currency: 'jpy', paymentMethod: 'pm_card_visa', tenantId: TENANT });
+    expect(order.paymentIntentId).toBe(charge.intentId);
+    expect(charge.idempotencyKey).toBe(`checkout-${order.id}`);
+    expect(stub.lastBody(charge.idempotencyKey)).toMatchObject({
+      confirm: 'true',
+      'automatic_payment_methods[enabled]': 'true',
+      'automatic_payment_methods[allow_redirects]': 'never',
+      'metadata[order_id]': order.id,
+    });
+    const tables = await readCheckoutTables(backend.sql, TENANT);
+    expect(tables.events.get(order.id)).toEqual(
+      new Map([
+        ['order.created', 1],
+        ['order.paid', 1],
+      ]),
+    );
+    expect(tables.couponRedeemed.get(coupon)).toBe(1);
+    const mine = await gqlOk(fetch, MyCouponsDocument, {}, asUser(TENANT, 'alice'));
+    expect(mine.myCoupons.find((c) => c.id === coupon)!.status).toBe('REDEEMED');
+    const audit = await backend.sql.query("select entity_ids from audit_log where tenant_id = $1 and operation = 'checkout'", [TENANT]);
+    expect(audit.rows.map((row) => row.entity_ids)).toContainEqual([order.id, coupon]);
+  });
+
+  it('DECLINED: the order CANCELED, its coupon given back, no charge, one order.canceled event', async () => {
+    const coupon = await couponOf('bob');
+    const before = stub.charges.length;
+    const answer = (await checkout({ amountYen: 900, couponId: coupon, paymentMethod: 'pm_card_chargeDeclined' }, 'bob')).body.data!
+      .checkout;
+    expect(answer.status).toBe('DECLINED');
+    expect(answer.order).toMatchObject({ status: 'CANCELED', chargedYen: 400 });
+    expect(stub.charges.length).toBe(before);
+    const tables = await readCheckoutTables(backend.sql, TENANT);
+    expect(tables.events.get(answer.order!.id)!.get('order.canceled')).toBe(1);
+    const mine = await gqlOk(fetch, MyCouponsDocument, {}, asUser(TENANT, 'bob'));
+    expect(mine.myCoupons.find((c) => c.id === coupon)!.status).toBe('AVAILABLE');
+    // The coupon given back pays a later order.
+    expect((await checkout({ amountYen: 900, couponId: coupon, paymentMethod: 'pm_card_visa' }, 'bob')).body.data!.checkout.status).toBe(
+      'PAID',
+    );
+  });
+
+  it('COUPON_UNAVAILABLE for a coupon held, redeemed, voided or not yours: nothing written, nobody called', async () => {
+    const [carol, dave, erin, redeemed] = [
+      await couponOf('carol'),
+      await couponOf('dave'),
+      await couponOf('erin'),
+      await couponOf('heidi'),
+    ];
+    await gqlOk(fetch, RedeemCouponDocument, { input: { couponId: redeemed } }, asUser(TENANT, 'heidi'));
+    const held = stub.hold();
+    const pending = checkout({ amountYen: 2_000, couponId: carol, paymentMethod: 'pm_card_visa' }, 'carol');
+    await held.arrived;
+    const countRows = async () =>
+      (
+        await backend.sql.query(
+          `select (select count(*) from orders where tenant_id = $1)::int as orders, (select count(*) from outbox_events where tenant_id = $1)::int as events,
+                  (select count(*) from audit_log where tenant_id = $1)::int as audit, (select count(*) from idempotency_keys where tenant_id = $1)::int as keys`,
+          [TENANT],
+        )
+      ).rows[0];
+    const before = { rows: await countRows(), requests: stub.requests.length };
+    await backend.sql.query('update coupons set voided_at = now() where tenant_id = $1 and id = $2', [TENANT, dave]);
+    const refusals = [
+      await checkout({ amountYen: 2_000, couponId: carol, paymentMethod: 'pm_card_visa' }, 'carol', { 'idempotency-key': 'held-1' }),
+      await checkout({ amountYen: 2_000, couponId: redeemed, paymentMethod: 'pm_card_visa' }, 'heidi'),
+      await checkout({ amountYen: 2_000, couponId: dave, paymentMethod: 'pm_card_visa' }, 'dave'),
+      await checkout({ amountYen: 2_000, couponId: erin, paymentMethod: 'pm_card_visa' }, 'frank'),
+      await checkout({ amountYen: 2_000, couponId: '00000000-0000-4000-8000-000000000000', paymentMethod: 'pm_card_visa' }, 'frank'),
+    ];
+    for (const refusal of refusals) expect(refusal.body.data!.checkout).toEqual({ status: 'COUPON_UNAVAILABLE', order: null });
+    expect({ rows: await countRows(), requests: stub.requests.length }).toEqual(before);
+    // A held coupon is not redeemed either; the pending order then pays and redeems it.
+    const redeem = await gqlOk(fetch, RedeemCouponDocument, { input: { couponId: carol } }, asUser(TENANT, 'carol'));
+    expect(redeem.redeemCoupon).toMatchObject({ status: 'HELD', redeemedAt: null, coupon: { status: 'HELD' } });
+    held.proceed();
+    expect((await pending).body.data!.checkout.status).toBe('PAID');
+  });
+
+  it('nothing to charge when the coupon covers the price: PAID at once, nobody called', async () => {
+    const coupon = await couponOf('grace');
+    const requests = stub.requests.length;
+    const answer = (await checkout({ amountYen: 300, couponId: coupon, paymentMethod: 'pm_card_visa' }, 'grace')).body.data!.checkout;
+    expect(answer).toMatchObject({ status: 'PAID', order: { amountYen: 300, discountYen: 500, chargedYen: 0, paymentIntentId: null } });
+    expect(stub.requests.length).toBe(requests);
+    const tables = await readCheckoutTables(backend.sql, TENANT);
+    expect(tables.events.get(answer.order!.id)!.get('order.paid')).toBe(1);
+    expect(tables.couponRedeemed.get(coupon)).toBe(1);
+  });
+
+  it('a resend with the same Idempotency-Key is the same order and the same charge; another request under the key is refused', async () => {
+    const input = { amountYen: 1_200, paymentMethod: 'pm_card_visa' };
+    const first = await checkout(input, 'keyed', { 'idempotency-key': 'keyed-1' });
+    const again = await checkout(input, 'keyed', { 'idempotency-key': 'keyed-1' });
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body.data!.checkout).toEqual(first.body.data!.checkout);
+    const orderId = first.body.data!.checkout.order!.id;
+    expect(stub.charges.filter((c) => c.orderId === orderId)).toHaveLength(1);
+    expect(errorCodes(await checkout({ ...input, amountYen: 1_300 }, 'keyed', { 'idempotency-key': 'keyed-1' }))).toEqual([
+      'IDEMPOTENCY_KEY_REUSED',
+    ]);
+  });
+
+  it('order and orders: a member sees its own, the tenant’s admin every order of the tenant, another tenant none', async () => {
+    for (const [member, amountYen] of [
+      ['ivan', 100],
+      ['ivan', 200],
+      ['judy', 300],
+      ['mallory', 400],
+    ] as const) {
+      expect((await checkout({ amountYen, paymentMethod: 'pm_card_visa' }, member)).body.data!.checkout.status).toBe('PAID');
+    }
+    const mine = await gqlOk(fetch, OrdersDocument, {}, asUser(TENANT, 'ivan'));
+    expect(mine.orders.map((o) => o.amountYen)).toEqual([200, 100]);
+    expect(new Set(mine.orders.map((o) => o.memberId))).toEqual(new Set(['ivan']));
+    const times = mine.orders.map((o) => o.createdAt);
+    expect([...times].sort().reverse()).toEqual(times);
+    const all = await gqlOk(fetch, OrdersDocument, { first: 500 }, asTenantAdmin(TENANT));
+    expect(new Set(all.orders.map((o) => o.memberId)).size).toBeGreaterThan(2);
+    const someone = all.orders.find((o) => o.memberId === 'judy')!;
+    expect((await gqlOk(fetch, OrderDocument, { id: someone.id }, asUser(TENANT, 'judy'))).order).toEqual(someone);
+    expect((await gqlOk(fetch, OrderDocument, { id: someone.id }, asUser(TENANT, 'ivan'))).order).toBeNull();
+    expect((await gqlOk(fetch, OrderDocument, { id: someone.id }, asTenantAdmin('other-shop'))).order).toBeNull();
+    expect(errorCodes(await gql(fetch, OrdersDocument, { first: 501 }, asUser(TENANT, 'ivan')))).toEqual(['BAD_USER_INPUT']);
+  });
+
+  it('refuses bad input before anything is written, and anyone but a member', async () => {
+    for (const input of [
+      { amountYen: 0, paymentMethod: 'pm_card_visa' },
+      { amountYen: 100_000_000, paymentMethod: 'pm_card_visa' },
+      { amountYen: 100, paymentMethod: '' },
+      { amountYen: 100, paymentMethod: 'pm card visa' },
+    ]) {
+      expect(errorCodes(await checkout(input))).toEqual(['BAD_USER_INPUT']);
+    }
+    expect(
+      errorCodes(await gql(fetch, CheckoutDocument, { input: { amountYen: 100, paymentMethod: 'pm_card_visa' } }, asTenantAdmin(TENANT))),
+    ).toEqual(['FORBIDDEN']);
+  });
+
+  it('is a Hasura action like the others', async () => {
+    const response = await callAction(
+      fetch,
+      'checkout',
+      { amountYen: 700, paymentMethod: 'pm_card_visa' },
+      { 'x-hasura-role': 'user', 'x-hasura-tenant-id': TENANT, 'x-hasura-user-id': 'oscar' },
+    );
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { status: string; order: { chargedYen: number } };
+    expect(body).toMatchObject({ status: 'PAID', order: { chargedYen: 700 } });
+  });
+
+  it('a lost answer is PENDING, not an error; the reconciler resends the same request and settles it to the one charge', async () => {
+    const answer = (await checkout({ amountYen: 1_000, paymentMethod: 'pm_card_visa__lost502' }, 'peggy')).body.data!.checkout;
+    expect(answer).toMatchObject({ status: 'PENDING', order: { status: 'PENDING_PAYMENT', paymentIntentId: null } });
+    const orderId = answer.order!.id;
+    expect(stub.charges.filter((c) => c.orderId === orderId)).toHaveLength(1);
+    await backend.sql.query('update payment_intents set next_attempt_at = now() where tenant_id = $1 and order_id = $2', [TENANT, orderId]);
+    const pass = await backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+    expect(pass).toMatchObject({ resent: 1, paid: 1 });
+    const settled = await gqlOk(fetch, OrderDocument, { id: orderId }, asUser(TENANT, 'peggy'));
+    expect(settled.order).toMatchObject({ status: 'PAID', paymentIntentId: stub.charges.find((c) => c.orderId === orderId)!.intentId });
+    expect(stub.charges.filter((c) => c.orderId === orderId)).toHaveLength(1);
+    expect(checkoutViolations(await readCheckoutTables(backend.sql, TENANT), stub, TENANT, false)).toEqual([]);
+  });
+});
