@@ -66,7 +66,9 @@ describe('redeemCoupon, one request at a time', () => {
     now = new Date('2026-10-12T02:00:00Z');
     const again = await redeem(coupon.id);
     expect(again.body).toEqual({
-      data: { redeemCoupon: { status: 'ALREADY_REDEEMED', redeemedAt: redeemedAt.toISOString(), coupon: { ...coupon, status: 'REDEEMED' } } },
+      data: {
+        redeemCoupon: { status: 'ALREADY_REDEEMED', redeemedAt: redeemedAt.toISOString(), coupon: { ...coupon, status: 'REDEEMED' } },
+      },
     });
     const stored = await written(coupon.id);
     expect(stored.redeemedAt).toEqual(redeemedAt);
@@ -107,7 +109,9 @@ describe('redeemCoupon, one request at a time', () => {
     const coupon = await issue('autumn');
     await backend.sql.query('update coupons set voided_at = now() where tenant_id = $1 and id = $2', [TENANT, coupon.id]);
     const refused = await redeem(coupon.id, 'alice', { 'idempotency-key': 'voided-1' });
-    expect(refused.body).toEqual({ data: { redeemCoupon: { status: 'VOIDED', redeemedAt: null, coupon: { ...coupon, status: 'VOIDED' } } } });
+    expect(refused.body).toEqual({
+      data: { redeemCoupon: { status: 'VOIDED', redeemedAt: null, coupon: { ...coupon, status: 'VOIDED' } } },
+    });
     expect(await written(coupon.id)).toEqual({ redeemedAt: null, events: [], audit: [] });
     expect(await storedKeys('voided-1')).toBe(0);
   });

@@ -1,6 +1,9 @@
+import { print } from 'graphql';
 import type pg from 'pg';
-import { CreateCampaignDocument, IssueCouponDocument } from '../generated/graphql.js';
+import { CheckoutDocument, CreateCampaignDocument, IssueCouponDocument } from '../generated/graphql.js';
+import { LoadClient, runReleasedTogether } from '../load/client.js';
 import { asTenantAdmin, asUser, gqlOk, type TestBackend } from './harness.js';
+import { waitFor } from './wait.js';
 import type { StripeStub } from './stripe-stub.js';
 
 /** The key tests give the server and its Stripe stub. */
@@ -97,7 +100,8 @@ export function checkoutViolations(tables: CheckoutTables, stub: StripeStub, ten
     const topics = tables.events.get(order.id) ?? new Map<string, number>();
     if (order.status === 'PAID') {
       const expected = order.charged_yen > 0 ? [order.charged_yen] : [];
-      if (JSON.stringify(made) !== JSON.stringify(expected)) violations.push(`PAID order ${order.id} has charges [${made}], not [${expected}]`);
+      if (JSON.stringify(made) !== JSON.stringify(expected))
+        violations.push(`PAID order ${order.id} has charges [${made}], not [${expected}]`);
       if (topics.get('order.paid') !== 1 || topics.has('order.canceled'))
         violations.push(`PAID order ${order.id} has events ${JSON.stringify([...topics])}`);
       if (order.coupon_id !== null && (!tables.redeemedCoupons.has(order.coupon_id) || tables.couponRedeemed.get(order.coupon_id) !== 1))
@@ -112,7 +116,8 @@ export function checkoutViolations(tables: CheckoutTables, stub: StripeStub, ten
     }
   }
   for (const charge of charges) {
-    if (orders.get(charge.orderId)?.status !== 'PAID' && settled) violations.push(`charge ${charge.intentId} has no PAID order (${charge.orderId})`);
+    if (orders.get(charge.orderId)?.status !== 'PAID' && settled)
+      violations.push(`charge ${charge.intentId} has no PAID order (${charge.orderId})`);
     if (!orders.has(charge.orderId)) violations.push(`charge ${charge.intentId} is for an order that does not exist (${charge.orderId})`);
   }
   const perCoupon = new Map<string, number>();
@@ -125,4 +130,134 @@ export function checkoutViolations(tables: CheckoutTables, stub: StripeStub, ten
     if (orders.get(held.held_by_order_id)?.status !== 'PENDING_PAYMENT') violations.push(`coupon ${held.id} is held by a settled order`);
   }
   return violations;
+}
+
+/** One call's limit, and a slow request's execution past it; the machine's other work stays well within the limit. */
+export const FAULT_SETTINGS = { PAYMENTS_TIMEOUT_MS: '2000', PAYMENTS_RECONCILE_AFTER_MS: '100' };
+export const STUB_SLOW_MS = 3_000;
+
+/** The payment methods of the fault scenario: each with the outcome it ends in, once everything is settled. */
+export const FAULT_METHODS = [
+  'pm_card_visa',
+  'pm_card_chargeDeclined',
+  // Executes past PAYMENTS_TIMEOUT_MS: the charge is made after the request gave up.
+  'pm_card_visa__slow',
+  'pm_card_visa__lost502',
+  'pm_card_visa__reset',
+  'pm_card_chargeDeclined__lost502',
+  // A 5xx before anything executed, for the first two requests: the request's and the first resend's.
+  'pm_card_visa__error500_2',
+] as const;
+
+export interface FaultScenarioResult {
+  requests: number;
+  /** Answer statuses (or error codes) by count. */
+  answers: Record<string, number>;
+  /** The same, by kind of request. */
+  byLabel: Record<string, number>;
+  /** Answers that contradict the order as finally committed (a PAID answer for an order not PAID, …). */
+  contradictions: string[];
+  /** The slowest answer, against the request's deadline. */
+  slowestMs: number;
+  /** What the tables and the stub's ledger showed once every request was answered, and after the reconciler. */
+  violationsAnswered: string[];
+  violationsSettled: string[];
+  /** Reconciler passes it took until nothing was pending (or the limit). */
+  passes: number;
+}
+
+/**
+ * Members each with a coupon send checkouts released together over real HTTP, every fault of
+ * FAULT_METHODS among them, plus two checkouts per member racing for the member's one coupon, and
+ * keyed pairs sent twice with one key while the first still waits on the provider (the second meets
+ * a 409 in flight). Once all are answered the tables and the stub are counted; then the
+ * reconciler runs, pass after pass, until nothing is pending, and they are counted again.
+ */
+export async function runFaultScenario(
+  backend: TestBackend & { url: string },
+  stub: StripeStub,
+  options: { tenantId: string; members: number; reconcile: () => Promise<unknown>; maxPasses?: number },
+): Promise<FaultScenarioResult> {
+  const { tenantId } = options;
+  const members = Array.from({ length: options.members }, (_, i) => `buyer-${i}`);
+  const coupons = await issueCoupons(backend, tenantId, 'faults', 300, members);
+  type Send = { label: string; member: string; variables: Record<string, unknown>; key?: string };
+  const sends: Send[] = [];
+  members.forEach((member, i) => {
+    const method = FAULT_METHODS[i % FAULT_METHODS.length]!;
+    sends.push({ label: method, member, variables: { input: { amountYen: 1_000 + i, couponId: coupons[i], paymentMethod: method } } });
+    // The same coupon in a second order at the same moment: at most one of them may have it.
+    sends.push({
+      label: 'pm_card_visa (same coupon)',
+      member,
+      variables: { input: { amountYen: 2_000 + i, couponId: coupons[i], paymentMethod: 'pm_card_visa' } },
+    });
+    if (i % 4 === 0) {
+      // One purchase sent twice with one key, slow at the provider: the second waits for the first's
+      // transaction 1, then meets its call in flight (409).
+      const variables = { input: { amountYen: 3_000 + i, paymentMethod: 'pm_card_visa__slow' } };
+      for (const copy of [1, 2]) sends.push({ label: `keyed slow #${copy}`, member, variables, key: `${tenantId}-${member}-twice` });
+    }
+  });
+  const client = new LoadClient(backend.url, sends.length, { requestTimeoutMs: 60_000 });
+  const query = print(CheckoutDocument);
+  try {
+    await client.open();
+    const replies = await runReleasedTogether(
+      sends.map((send) => async () => {
+        const headers = { ...asUser(tenantId, send.member), ...(send.key ? { 'idempotency-key': send.key } : {}) };
+        return { send, reply: await client.graphql(query, send.variables, headers) };
+      }),
+      sends.length,
+    );
+    const answers: Record<string, number> = {};
+    const byLabel: Record<string, number> = {};
+    let slowestMs = 0;
+    const answered: { send: Send; status: string; orderId: string | null }[] = [];
+    for (const { send, reply } of replies) {
+      slowestMs = Math.max(slowestMs, reply.latencyMs);
+      const answer = reply.body.data?.['checkout'] as { status: string; order: { id: string } | null } | undefined;
+      const status = answer?.status ?? String(reply.body.errors?.[0]?.extensions?.['code'] ?? `HTTP ${reply.status}`);
+      answers[status] = (answers[status] ?? 0) + 1;
+      byLabel[`${send.label} ${status}`] = (byLabel[`${send.label} ${status}`] ?? 0) + 1;
+      answered.push({ send, status, orderId: answer?.order?.id ?? null });
+    }
+    const violationsAnswered = checkoutViolations(await readCheckoutTables(backend.sql, tenantId), stub, tenantId, false);
+    let passes = 0;
+    for (; passes < (options.maxPasses ?? 20); passes++) {
+      const pending = await backend.sql.query("select 1 from orders where tenant_id = $1 and status = 'PENDING_PAYMENT'", [tenantId]);
+      if (pending.rowCount === 0) break;
+      // As time passes for a reconciler: what the provider was still executing has finished (a resend
+      // meanwhile would meet its 409 again), and every payment is due now, without waiting out
+      // PAYMENTS_RECONCILE_AFTER_MS and the resends' doubling.
+      await waitFor(() => (stub.inFlight === 0 ? true : undefined), 'the stub to finish what it executes', 30_000);
+      await backend.sql.query("update payment_intents set next_attempt_at = now() where tenant_id = $1 and status = 'pending'", [tenantId]);
+      await options.reconcile();
+    }
+    const tables = await readCheckoutTables(backend.sql, tenantId);
+    const statusOf = new Map(tables.orders.map((order) => [order.id, order.status]));
+    const contradictions = answered.flatMap(({ send, status, orderId }) => {
+      const final = orderId === null ? null : statusOf.get(orderId);
+      const expected: Record<string, string> = { PAID: 'PAID', DECLINED: 'CANCELED' };
+      if (expected[status] && final !== expected[status]) return [`${send.label}: answered ${status}, the order is ${final}`];
+      if (status === 'COUPON_UNAVAILABLE' && orderId !== null) return [`${send.label}: COUPON_UNAVAILABLE with an order`];
+      return [];
+    });
+    // Each keyed pair is one order.
+    const pairs = new Map<string, Set<string | null>>();
+    for (const { send, orderId } of answered) if (send.key) pairs.set(send.key, (pairs.get(send.key) ?? new Set()).add(orderId));
+    for (const [key, orders] of pairs) if (orders.size !== 1) contradictions.push(`key ${key} answered ${orders.size} different orders`);
+    return {
+      requests: sends.length,
+      answers,
+      byLabel,
+      contradictions,
+      slowestMs,
+      violationsAnswered,
+      violationsSettled: checkoutViolations(tables, stub, tenantId, true),
+      passes,
+    };
+  } finally {
+    client.close();
+  }
 }

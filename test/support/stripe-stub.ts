@@ -81,7 +81,7 @@ export interface StripeStub {
   lastBody(key: string): Record<string, string> | undefined;
   /** Holds the next request that arrives before it executes. */
   hold(): Held;
-  /** Requests executing or held right now. */
+  /** Requests executing or held right now (a request its client gave up on still executes). */
   readonly inFlight: number;
   close(): Promise<void>;
 }
@@ -139,7 +139,12 @@ export async function startStripeStub(options: StripeStubOptions): Promise<Strip
     const amount = Number(fields['amount']);
     const orderId = fields['metadata[order_id]'] ?? '';
     if (!Number.isInteger(amount) || amount < 1 || fields['currency'] !== 'jpy') {
-      return stripeError(400, { type: 'invalid_request_error', code: 'parameter_invalid_integer', param: 'amount', message: 'Invalid amount' });
+      return stripeError(400, {
+        type: 'invalid_request_error',
+        code: 'parameter_invalid_integer',
+        param: 'amount',
+        message: 'Invalid amount',
+      });
     }
     const decline = DECLINES[method];
     if (decline !== undefined || !PAYS.has(method)) {
@@ -189,10 +194,19 @@ export async function startStripeStub(options: StripeStubOptions): Promise<Strip
     const faulty = fault !== null && earlier < times;
     if (entry) {
       if (entry.params !== body) {
-        return send(response, stripeError(400, { type: 'idempotency_error', message: 'Keys for idempotent requests can only be used with the same parameters' }));
+        return send(
+          response,
+          stripeError(400, {
+            type: 'idempotency_error',
+            message: 'Keys for idempotent requests can only be used with the same parameters',
+          }),
+        );
       }
       if (entry.answer === null) {
-        return send(response, stripeError(409, { type: 'idempotency_error', code: 'idempotency_key_in_use', message: 'A request with this key is in flight' }));
+        return send(
+          response,
+          stripeError(409, { type: 'idempotency_error', code: 'idempotency_key_in_use', message: 'A request with this key is in flight' }),
+        );
       }
       if (faulty && fault !== 'slow' && fault !== 'error500') return lose(response, fault, request);
       return send(response, entry.answer);
@@ -217,9 +231,11 @@ export async function startStripeStub(options: StripeStubOptions): Promise<Strip
   }
 
   const server = http.createServer((request, response) => {
+    // Counted until the handler is done, not until the client hangs up: a slow request executes on.
     inFlight++;
-    response.on('close', () => inFlight--);
-    handle(request, response).catch(() => response.destroy());
+    handle(request, response)
+      .catch(() => response.destroy())
+      .finally(() => inFlight--);
   });
   const listening: LoopbackServer = await listenOnLoopback(server);
   return {

@@ -1,0 +1,45 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CheckoutAlgorithm } from '../src/checkout/flow.js';
+import { reconcileDeps } from '../src/worker/index.js';
+import { chargeInsideTransaction, lostAnswerIsDecline, noReconciler } from './naive/checkout.js';
+import { FAULT_SETTINGS, runFaultScenario, STUB_SLOW_MS, stubPayments, TEST_STRIPE_KEY } from './support/checkout-run.js';
+import { createTenant, serveTestBackend, type ServedBackend } from './support/harness.js';
+import { startStripeStub, type StripeStub } from './support/stripe-stub.js';
+
+// The scenario of checkout.faults.test.ts with each naive twin of test/naive/checkout.ts standing
+// in for the split checkout: the same checks must catch every one of them.
+
+describe.each([
+  [
+    'the charge inside transaction 1',
+    chargeInsideTransaction,
+    'a charge whose order was rolled back',
+    /is for an order that does not exist/,
+  ],
+  ['a lost answer taken for a decline', lostAnswerIsDecline, 'a CANCELED order that was charged', /CANCELED order .* was charged/],
+  ['no reconciler', noReconciler, 'orders left PENDING_PAYMENT, coupons left HELD', /still PENDING_PAYMENT|still HELD/],
+] as [string, CheckoutAlgorithm, string, RegExp][])('the fault scenario against %s', (label, checkout, failure, violation) => {
+  let stub: StripeStub;
+  let backend: ServedBackend;
+  beforeAll(async () => {
+    stub = await startStripeStub({ secretKey: TEST_STRIPE_KEY, slowMs: STUB_SLOW_MS });
+    backend = await serveTestBackend({ env: stubPayments(stub, FAULT_SETTINGS), algorithms: { checkout } });
+  });
+  afterAll(async () => {
+    await backend.close();
+    await stub.close();
+  });
+
+  it(`fails: ${failure}`, async ({ annotate }) => {
+    const tenantId = `naive-${checkout.name.replace(/\W+/g, '-')}`;
+    await createTenant(backend, tenantId, 10_000_000);
+    const result = await runFaultScenario(backend, stub, {
+      tenantId,
+      members: 28,
+      reconcile: () => backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!),
+      maxPasses: 5,
+    });
+    await annotate(`${label} under faults: ${JSON.stringify({ ...result, violationsSettled: result.violationsSettled.slice(0, 5) })}`);
+    expect(result.violationsSettled.filter((found) => violation.test(found)).length).toBeGreaterThan(0);
+  });
+});
