@@ -3,7 +3,8 @@ import type { CheckoutAlgorithm } from '../src/checkout/flow.js';
 import { reconcileDeps } from '../src/worker/index.js';
 import { chargeInsideTransaction, lostAnswerIsDecline, noReconciler } from './naive/checkout.js';
 import { FAULT_SETTINGS, runFaultScenario, STUB_SLOW_MS, stubPayments, TEST_STRIPE_KEY } from './support/checkout-run.js';
-import { createTenant, serveTestBackend, type ServedBackend } from './support/harness.js';
+import { duringHeldCall, ONE_TURN } from './support/checkout-turns.js';
+import { createTenant, createTestBackend, serveTestBackend, type ServedBackend, type TestBackend } from './support/harness.js';
 import { startStripeStub, type StripeStub } from './support/stripe-stub.js';
 
 // The scenario of checkout.faults.test.ts with each naive twin of test/naive/checkout.ts standing
@@ -41,5 +42,26 @@ describe.each([
     });
     await annotate(`${label} under faults: ${JSON.stringify({ ...result, violationsSettled: result.violationsSettled.slice(0, 5) })}`);
     expect(result.violationsSettled.filter((found) => violation.test(found)).length).toBeGreaterThan(0);
+  });
+});
+
+describe('checkout with the charge inside transaction 1, while the provider answers', () => {
+  let stub: StripeStub;
+  let backend: TestBackend;
+  beforeAll(async () => {
+    stub = await startStripeStub({ secretKey: TEST_STRIPE_KEY });
+    backend = await createTestBackend({ env: stubPayments(stub, ONE_TURN), algorithms: { checkout: chargeInsideTransaction } });
+  });
+  afterAll(async () => {
+    await backend.close();
+    await stub.close();
+  });
+
+  it('fails: it holds the one turn and the one connection, so the other member is turned away', async ({ annotate }) => {
+    const result = await duringHeldCall(backend, stub, 'turns-naive');
+    await annotate(`charge inside transaction 1, a call held: ${JSON.stringify(result)}`);
+    expect(result.otherRead).toEqual(['TRY_AGAIN']);
+    expect(result.otherCheckout).toBe('TRY_AGAIN');
+    expect(result.inTransaction).toBe(1);
   });
 });
