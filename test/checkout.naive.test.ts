@@ -3,6 +3,7 @@ import type { CheckoutAlgorithm } from '../src/checkout/flow.js';
 import { reconcileDeps } from '../src/worker/index.js';
 import { chargeInsideTransaction, lostAnswerIsDecline, noReconciler } from './naive/checkout.js';
 import { FAULT_SETTINGS, runFaultScenario, STUB_SLOW_MS, stubPayments, TEST_STRIPE_KEY } from './support/checkout-run.js';
+import { killDuringCheckout } from './support/checkout-kill.js';
 import { duringHeldCall, ONE_TURN } from './support/checkout-turns.js';
 import { createTenant, createTestBackend, serveTestBackend, type ServedBackend, type TestBackend } from './support/harness.js';
 import { startStripeStub, type StripeStub } from './support/stripe-stub.js';
@@ -63,5 +64,44 @@ describe('checkout with the charge inside transaction 1, while the provider answ
     expect(result.otherRead).toEqual(['TRY_AGAIN']);
     expect(result.otherCheckout).toBe('TRY_AGAIN');
     expect(result.inTransaction).toBe(1);
+  });
+});
+
+// Slow: each run starts a server process of the twin and kills it (test/checkout.kill.test.ts).
+describe('checkout killed between its steps, with the naive twins', () => {
+  let stub: StripeStub;
+  let backend: TestBackend;
+  beforeAll(async () => {
+    stub = await startStripeStub({ secretKey: TEST_STRIPE_KEY });
+    backend = await createTestBackend({ env: { STRIPE_SECRET_KEY: TEST_STRIPE_KEY, STRIPE_API_URL: stub.url } });
+  });
+  afterAll(async () => {
+    await backend.close();
+    await stub.close();
+  });
+
+  it('no reconciler fails: killed before the call, the order stays PENDING_PAYMENT with its coupon held', async ({ annotate }) => {
+    const result = await killDuringCheckout(backend, stub, {
+      tenantId: 'kill-naive-reconciler',
+      point: 'before-call',
+      algorithm: 'no-reconciler',
+    });
+    await annotate(`no reconciler, killed before the call: ${JSON.stringify(result)}`);
+    expect(result.afterReconcile).toBe('order PENDING_PAYMENT, coupon held');
+    expect(result.violations.filter((found) => /still PENDING_PAYMENT|still HELD/.test(found)).length).toBeGreaterThan(0);
+  });
+
+  it('the charge inside transaction 1 fails: killed during the call, the charge stands and its order was rolled back', async ({
+    annotate,
+  }) => {
+    const result = await killDuringCheckout(backend, stub, {
+      tenantId: 'kill-naive-inside',
+      point: 'during-call',
+      algorithm: 'charge-inside',
+    });
+    await annotate(`charge inside transaction 1, killed during the call: ${JSON.stringify(result)}`);
+    expect(result.afterKill).toBe('no order, coupon available');
+    expect(result.charges).toBe(1);
+    expect(result.violations.filter((found) => /is for an order that does not exist/.test(found)).length).toBeGreaterThan(0);
   });
 });
