@@ -20,6 +20,7 @@ import {
   gqlOk,
   type TestBackend,
 } from './support/harness.js';
+import { captureLog } from './support/log-capture.js';
 import { startStripeStub, type StripeStub } from './support/stripe-stub.js';
 
 // Checkout one request at a time, against a stub that speaks Stripe's API: what each answer
@@ -219,5 +220,86 @@ describe('checkout, one request at a time', () => {
     expect(settled.order).toMatchObject({ status: 'PAID', paymentIntentId: stub.charges.find((c) => c.orderId === orderId)!.intentId });
     expect(stub.charges.filter((c) => c.orderId === orderId)).toHaveLength(1);
     expect(checkoutViolations(await readCheckoutTables(backend.sql, TENANT), stub, TENANT, false)).toEqual([]);
+  });
+});
+
+describe('checkout with a key the provider refuses', () => {
+  it('lets nothing of the answer reach a client or a log as a secret or a stack: PENDING, and the reason by type and status only', async () => {
+    const stub = await startStripeStub({ secretKey: 'sk_test_the_right_one' });
+    const wrongKey = 'sk_test_a_wrong_key_that_must_not_leak';
+    const { lines, logger } = captureLog('debug');
+    const backend = await createTestBackend({ env: { STRIPE_SECRET_KEY: wrongKey, STRIPE_API_URL: stub.url }, log: logger });
+    try {
+      await createTenant(backend, 'refused-key', 1_000_000);
+      const response = await gql(
+        (request: Request) => backend.app.fetch(request),
+        CheckoutDocument,
+        { input: { amountYen: 1_000, paymentMethod: 'pm_card_visa' } },
+        asUser('refused-key', 'alice'),
+      );
+      expect(response.body.data!.checkout.status).toBe('PENDING');
+      await backend.sql.query("update payment_intents set next_attempt_at = now() where tenant_id = 'refused-key'");
+      expect(await backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!)).toMatchObject({
+        resent: 1,
+        unknown: 1,
+      });
+      const logged = JSON.stringify(lines);
+      const stored = JSON.stringify(
+        (await backend.sql.query("select last_error from payment_intents where tenant_id = 'refused-key'")).rows,
+      );
+      for (const text of [response.text, logged, stored]) {
+        expect(text).not.toContain(wrongKey);
+        expect(text).not.toMatch(/auth\.rb|\n\s+at /);
+      }
+      expect(logged).toContain('HTTP 401');
+      expect(stored).toContain('HTTP 401');
+    } finally {
+      await backend.close();
+      await stub.close();
+    }
+  });
+});
+
+describe('checkout without STRIPE_SECRET_KEY', () => {
+  it('in development: the simulated provider pays pm_card_visa and declines pm_card_chargeDeclined', async () => {
+    const backend = await createTestBackend();
+    try {
+      await createTenant(backend, 'simulated', 1_000_000);
+      const pay = (paymentMethod: string) =>
+        gqlOk(
+          (request: Request) => backend.app.fetch(request),
+          CheckoutDocument,
+          { input: { amountYen: 1_000, paymentMethod } },
+          asUser('simulated'),
+        );
+      const paid = (await pay('pm_card_visa')).checkout;
+      expect(paid).toMatchObject({ status: 'PAID', order: { status: 'PAID', paymentIntentId: expect.stringMatching(/^pi_sim_/) } });
+      expect((await pay('pm_card_chargeDeclined')).checkout).toMatchObject({ status: 'DECLINED', order: { status: 'CANCELED' } });
+    } finally {
+      await backend.close();
+    }
+  });
+
+  it('in production: PAYMENTS_UNAVAILABLE (422 on /actions), with nothing written', async () => {
+    const secret = 'checkout-test-secret-0123456789';
+    const backend = await createTestBackend({ env: { NODE_ENV: 'production', ACTION_SECRET: secret } });
+    try {
+      await createTenant(backend, 'no-key', 1_000_000);
+      const headers = { ...asUser('no-key'), 'x-action-secret': secret };
+      const fetch = (request: Request) => backend.app.fetch(request);
+      const refused = await gql(fetch, CheckoutDocument, { input: { amountYen: 1_000, paymentMethod: 'pm_card_visa' } }, headers);
+      expect(errorCodes(refused)).toEqual(['PAYMENTS_UNAVAILABLE']);
+      expect(refused.body.errors![0]!.message).toMatch(/no payment provider configured \(STRIPE_SECRET_KEY\)/);
+      const action = await callAction(fetch, 'checkout', { amountYen: 1_000, paymentMethod: 'pm_card_visa' }, asUser('no-key'), {
+        'x-action-secret': secret,
+      });
+      expect(action.status).toBe(422);
+      const written = await backend.sql.query(
+        "select (select count(*) from orders where tenant_id = 'no-key')::int + (select count(*) from audit_log where tenant_id = 'no-key')::int as n",
+      );
+      expect(written.rows[0].n).toBe(0);
+    } finally {
+      await backend.close();
+    }
   });
 });

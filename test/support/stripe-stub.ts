@@ -178,7 +178,15 @@ export async function startStripeStub(options: StripeStubOptions): Promise<Strip
       return send(response, stripeError(404, { type: 'invalid_request_error', message: `Unrecognized request URL (${request.url})` }));
     }
     if (request.headers.authorization !== `Bearer ${options.secretKey}`) {
-      return send(response, stripeError(401, { type: 'invalid_request_error', message: 'Invalid API Key provided' }));
+      // Hostile on purpose: the key as presented, and a stack, in the message.
+      const presented = String(request.headers.authorization ?? '').replace(/^Bearer /, '');
+      return send(
+        response,
+        stripeError(401, {
+          type: 'invalid_request_error',
+          message: `Invalid API Key provided: ${presented}\n    at authenticate (/srv/api/auth.rb:12:in 'check')`,
+        }),
+      );
     }
     if (key === undefined) return send(response, stripeError(400, { type: 'invalid_request_error', message: 'checkout sends keys' }));
     const hold = holds.shift();
