@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEMO_HEADERS, graphiqlOptions } from '../src/http/graphiql.js';
 import { reconcileDeps } from '../src/worker/index.js';
 import {
   CheckoutDocument,
@@ -194,6 +195,27 @@ describe('checkout, one request at a time', () => {
     expect(
       errorCodes(await gql(fetch, CheckoutDocument, { input: { amountYen: 100, paymentMethod: 'pm_card_visa' } }, asTenantAdmin(TENANT))),
     ).toEqual(['FORBIDDEN']);
+  });
+
+  it("GraphiQL's walkthrough runs Checkout and MyOrders as they stand, for the demo member", async () => {
+    await createTenant(backend, 'acme', 1_000_000);
+    const page = graphiqlOptions(backend.config);
+    const run = async (operationName: string) => {
+      const response = await fetch(
+        new Request('http://test.local/graphql', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...DEMO_HEADERS },
+          body: JSON.stringify({ query: page ? page.defaultQuery : '', operationName }),
+        }),
+      );
+      return (await response.json()) as { data?: Record<string, { status?: string } & unknown[]>; errors?: unknown[] };
+    };
+    const bought = await run('Checkout');
+    expect(bought.errors).toBeUndefined();
+    expect(bought.data!['checkout']!.status).toBe('PAID');
+    const listed = await run('MyOrders');
+    expect(listed.errors).toBeUndefined();
+    expect(listed.data!['orders']!.length).toBeGreaterThan(0);
   });
 
   it('is a Hasura action like the others', async () => {
