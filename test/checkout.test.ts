@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mutate, type Transport } from '../src/client/mutate.js';
 import { DEMO_HEADERS, graphiqlOptions } from '../src/http/graphiql.js';
 import { reconcileDeps } from '../src/worker/index.js';
 import {
@@ -216,6 +217,27 @@ describe('checkout, one request at a time', () => {
     const listed = await run('MyOrders');
     expect(listed.errors).toBeUndefined();
     expect(listed.data!['orders']!.length).toBeGreaterThan(0);
+  });
+
+  it('through the typed client: a PENDING answer resent with its key, once settled, answers PAID for the same order and charge', async () => {
+    const transport: Transport = async (url, init) => {
+      const response = await backend.app.fetch(new Request(url, { method: 'POST', headers: init.headers, body: init.body }));
+      return { status: response.status, headers: response.headers, body: await response.json() };
+    };
+    const send = () =>
+      mutate(
+        CheckoutDocument,
+        { input: { amountYen: 2_500, paymentMethod: 'pm_card_visa__reset' } },
+        { url: 'http://test.local/graphql', headers: asUser(TENANT, 'typed'), idempotencyKey: 'typed-1', transport },
+      );
+    const first = await send();
+    expect(first.data.checkout.status).toBe('PENDING');
+    const orderId = first.data.checkout.order!.id;
+    await backend.sql.query('update payment_intents set next_attempt_at = now() where tenant_id = $1 and order_id = $2', [TENANT, orderId]);
+    await backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+    const again = await send();
+    expect(again).toMatchObject({ replayed: true, data: { checkout: { status: 'PAID', order: { id: orderId, status: 'PAID' } } } });
+    expect(stub.charges.filter((charge) => charge.orderId === orderId)).toHaveLength(1);
   });
 
   it('is a Hasura action like the others', async () => {
