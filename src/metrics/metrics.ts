@@ -3,15 +3,15 @@ import type { Kysely } from 'kysely';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { PoolCounts } from '../db/pool.js';
 import type { DB } from '../db/schema.js';
-import { outboxStats, type OutboxStats } from '../outbox/housekeeping.js';
+import { outboxStats } from '../outbox/housekeeping.js';
 import type { AdmissionStats } from '../admission.js';
-import { paymentStats, type PaymentStats } from '../checkout/stats.js';
+import { paymentStats } from '../checkout/stats.js';
 import { clusterScrape } from './cluster.js';
 
 /** Latency buckets in seconds: fine below 100 ms, where the targets are. */
 const LATENCY_BUCKETS = [0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10];
-const OUTBOX_SCRAPE_TIMEOUT_MS = 1_000;
-const OUTBOX_STATS_REUSE_MS = 500;
+const DATABASE_GAUGE_TIMEOUT_MS = 1_000;
+const DATABASE_GAUGE_REUSE_MS = 500;
 
 export interface Metrics {
   registry: Registry;
@@ -33,6 +33,25 @@ export interface Metrics {
  * labelled with its `pid`; the outbox gauges read the shared database, so the same value from
  * every process is reported once.
  */
+/**
+ * A database read that several gauges of one scrape share: made once per DATABASE_GAUGE_REUSE_MS,
+ * given up after DATABASE_GAUGE_TIMEOUT_MS. Null while the database is away: the gauges then report
+ * nothing rather than fail the scrape.
+ */
+function sharedPerScrape<T>(read: () => Promise<T>): () => Promise<T | null> {
+  let latest: { at: number; value: Promise<T | null> } | null = null;
+  return () => {
+    if (!latest || Date.now() - latest.at > DATABASE_GAUGE_REUSE_MS) {
+      const value = Promise.race([
+        read(),
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), DATABASE_GAUGE_TIMEOUT_MS).unref()),
+      ]).catch(() => null);
+      latest = { at: Date.now(), value };
+    }
+    return latest.value;
+  };
+}
+
 /** What the payment gauges read: the checkouts waiting on the provider now, and how long the reconciler resends. */
 export interface PaymentGaugeSources {
   waiting(): number;
@@ -110,17 +129,7 @@ export function createMetrics(
     },
   });
   // Both outbox gauges come from one query per scrape, whichever of them is collected first.
-  let latest: { at: number; stats: Promise<OutboxStats | null> } | null = null;
-  const currentStats = () => {
-    if (!latest || Date.now() - latest.at > OUTBOX_STATS_REUSE_MS) {
-      const stats = Promise.race([
-        outboxStats(db, null),
-        new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), OUTBOX_SCRAPE_TIMEOUT_MS).unref()),
-      ]).catch(() => null); // the database is away: report nothing rather than fail the scrape
-      latest = { at: Date.now(), stats };
-    }
-    return latest.stats;
-  };
+  const currentStats = sharedPerScrape(() => outboxStats(db, null));
   new Gauge({
     name: 'outbox_pending_events',
     help: 'Outbox events waiting for delivery.',
@@ -154,17 +163,7 @@ export function createMetrics(
       else this.reset();
     },
   });
-  let latestPayments: { at: number; stats: Promise<PaymentStats | null> } | null = null;
-  const currentPaymentStats = () => {
-    if (!latestPayments || Date.now() - latestPayments.at > OUTBOX_STATS_REUSE_MS) {
-      const stats = Promise.race([
-        paymentStats(db, payments.reconcileForMs),
-        new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), OUTBOX_SCRAPE_TIMEOUT_MS).unref()),
-      ]).catch(() => null);
-      latestPayments = { at: Date.now(), stats };
-    }
-    return latestPayments.stats;
-  };
+  const currentPaymentStats = sharedPerScrape(() => paymentStats(db, payments.reconcileForMs));
   new Gauge({
     name: 'payments_pending',
     help: 'Payments whose outcome is not known yet (their orders PENDING_PAYMENT).',
