@@ -158,6 +158,8 @@ export function startWorkers(services: AppServices): Workers {
     loop('retention', config.retention.intervalMs, log, () => inSpan('retention pass', { root: true }, () => retentionPass(services))),
   ];
   const reconcile = reconcileDeps(services);
+  if (reconcile === null) log.warn('payment reconciler off: no payment provider (STRIPE_SECRET_KEY is not set)');
+  else log.info({ provider: reconcile.provider.name }, 'payment reconciler started');
   if (reconcile) {
     loops.push(
       loop('payment-reconciler', config.payments.reconcileIntervalMs, log, () =>
