@@ -3,10 +3,10 @@ import type { Clock } from '../clock.js';
 import type { DB } from '../db/schema.js';
 import { TryAgainError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { ChargeOutcome, ChargeRequest, PaymentProvider } from '../payments/provider.js';
+import type { ChargeRequest, PaymentProvider } from '../payments/provider.js';
 import { toOrder, type Order } from './orders.js';
 import { reconcileOnce, type ReconcileDeps, type ReconcilePass } from './reconciler.js';
-import { recordDeclined, recordPaid } from './record.js';
+import { recordOutcome } from './record.js';
 import { reserveOrder, type CheckoutRequest, type Reservation } from './reserve.js';
 
 export type CheckoutStatus = 'PAID' | 'DECLINED' | 'PENDING' | 'COUPON_UNAVAILABLE';
@@ -87,15 +87,6 @@ async function pendingPayment(
   };
 }
 
-/** Records a known outcome; an unknown one records nothing (the reconciler finds the payment when it is due). */
-export function recordOutcome(trx: Transaction<DB>, tenantId: string, orderId: string, outcome: ChargeOutcome, now: Date) {
-  if (outcome.kind === 'succeeded') return recordPaid(trx, { tenantId, orderId, intentId: outcome.intentId, now });
-  if (outcome.kind === 'declined') {
-    return recordDeclined(trx, { tenantId, orderId, intentId: outcome.intentId, declineCode: outcome.declineCode, now });
-  }
-  return null;
-}
-
 /**
  * After transaction 1: the payment is asked for with no transaction, no pool connection and no
  * admission turn held, then its outcome is recorded in transaction 2. A resend of the checkout
@@ -107,13 +98,11 @@ export function recordOutcome(trx: Transaction<DB>, tenantId: string, orderId: s
  */
 export async function settleCheckout(reservation: Reservation, replayed: boolean, deps: SettleDeps): Promise<CheckoutResult> {
   if (reservation.status === 'COUPON_UNAVAILABLE') return { status: 'COUPON_UNAVAILABLE', order: null };
-  const tenantId = reservation.status === 'RESERVED' ? reservation.payment.tenantId : null;
-  let order = reservation.order;
-  let payment = reservation.status === 'RESERVED' ? reservation.payment : null;
-  if (replayed) {
-    if (tenantId === null) return resultOf(order);
-    ({ order, payment } = await deps.inTransaction((trx) => pendingPayment(trx, tenantId, order.id)));
-  }
+  if (reservation.status === 'PAID') return resultOf(reservation.order);
+  const { tenantId } = reservation.payment;
+  const { order, payment } = replayed
+    ? await deps.inTransaction((trx) => pendingPayment(trx, tenantId, reservation.order.id))
+    : reservation;
   if (payment === null) return resultOf(order);
   const log = deps.log.child({ orderId: order.id });
   const callMs = Math.min(deps.timeoutMs, deps.deadline - Date.now() - RECORD_MARGIN_MS);
@@ -124,8 +113,7 @@ export async function settleCheckout(reservation: Reservation, replayed: boolean
     );
     return resultOf(order);
   }
-  const request = payment;
-  const { value: outcome, back } = await deps.stepOut(() => deps.provider.charge(request, callMs));
+  const { value: outcome, back } = await deps.stepOut(() => deps.provider.charge(payment, callMs));
   if (outcome.kind === 'unknown') {
     log.warn({ reason: outcome.reason }, 'checkout: the payment provider gave no outcome; the order stays pending for the reconciler');
     return resultOf(order);
@@ -135,7 +123,7 @@ export async function settleCheckout(reservation: Reservation, replayed: boolean
     return resultOf(order);
   }
   try {
-    const recorded = await deps.inTransaction((trx) => recordOutcome(trx, request.tenantId, order.id, outcome, deps.clock())!);
+    const recorded = await deps.inTransaction((trx) => recordOutcome(trx, tenantId, order.id, outcome, deps.clock()));
     return resultOf(recorded);
   } catch (error) {
     if (!(error instanceof TryAgainError)) throw error;

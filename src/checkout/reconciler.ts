@@ -4,7 +4,7 @@ import type { DB } from '../db/schema.js';
 import { runInTransaction, type TransactionSettings } from '../db/transaction.js';
 import type { Logger } from '../logger.js';
 import { shortReason, type ChargeOutcome, type ChargeRequest, type PaymentProvider } from '../payments/provider.js';
-import { recordDeclined, recordPaid } from './record.js';
+import { recordOutcome } from './record.js';
 import { paymentStats } from './stats.js';
 
 export interface ReconcileOptions {
@@ -98,10 +98,7 @@ async function recordResend(deps: ReconcileDeps, due: DuePayment, outcome: Charg
   const now = deps.clock();
   const { tenant_id: tenantId, order_id: orderId } = due;
   await runInTransaction(deps.db, deps.transactions, { deadline: Date.now() + PASS_DEADLINE_MS }, async (trx) => {
-    if (outcome.kind === 'succeeded') return void (await recordPaid(trx, { tenantId, orderId, intentId: outcome.intentId, now }));
-    if (outcome.kind === 'declined') {
-      return void (await recordDeclined(trx, { tenantId, orderId, intentId: outcome.intentId, declineCode: outcome.declineCode, now }));
-    }
+    if (outcome.kind !== 'unknown') return void (await recordOutcome(trx, tenantId, orderId, outcome, now));
     await trx
       .updateTable('payment_intents')
       .set({ last_error: shortReason(outcome.reason) })

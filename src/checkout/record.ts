@@ -1,7 +1,7 @@
 import { sql, type Transaction } from 'kysely';
 import { COUPON_REDEEMED_TOPIC } from '../coupons/redeem.js';
 import type { DB } from '../db/schema.js';
-import { shortReason } from '../payments/provider.js';
+import { shortReason, type ChargeOutcome } from '../payments/provider.js';
 import { currentOrder, ORDER_CANCELED_TOPIC, ORDER_PAID_TOPIC, orderPayload, toOrder, type Order, type OrderColumns } from './orders.js';
 
 /**
@@ -91,4 +91,13 @@ export async function recordDeclined(trx: Transaction<DB>, outcome: DeclinedOutc
     select * from canceled`.execute(trx);
   const row = result.rows[0];
   return row ? toOrder(row) : currentOrder(trx, tenantId, orderId);
+}
+
+/** What a call told: an outcome to record (an unknown one records nothing; the reconciler finds the payment when it is due). */
+export type KnownOutcome = Exclude<ChargeOutcome, { kind: 'unknown' }>;
+
+/** Transaction 2's statement for a known outcome: paid, or declined and compensated (first writer wins). */
+export function recordOutcome(trx: Transaction<DB>, tenantId: string, orderId: string, outcome: KnownOutcome, now: Date): Promise<Order> {
+  if (outcome.kind === 'succeeded') return recordPaid(trx, { tenantId, orderId, intentId: outcome.intentId, now });
+  return recordDeclined(trx, { tenantId, orderId, intentId: outcome.intentId, declineCode: outcome.declineCode, now });
 }

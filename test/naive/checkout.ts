@@ -1,4 +1,5 @@
-import { recordOutcome, resultOf, settleCheckout, splitCheckout, type CheckoutAlgorithm } from '../../src/checkout/flow.js';
+import { resultOf, settleCheckout, splitCheckout, type CheckoutAlgorithm } from '../../src/checkout/flow.js';
+import { recordOutcome } from '../../src/checkout/record.js';
 import { reserveOrder } from '../../src/checkout/reserve.js';
 import type { PaymentProvider } from '../../src/payments/provider.js';
 
@@ -19,7 +20,7 @@ export const chargeInsideTransaction: CheckoutAlgorithm = {
     if (reservation.status !== 'RESERVED') return reservation;
     const outcome = await provider.charge(reservation.payment, timeoutMs);
     if (outcome.kind === 'unknown') throw new Error(`the payment's outcome is not known (${outcome.reason})`);
-    return { status: 'PAID', order: (await recordOutcome(trx, request.tenantId, request.orderId, outcome, request.now))! };
+    return { status: 'PAID', order: await recordOutcome(trx, request.tenantId, request.orderId, outcome, request.now) };
   },
   settle: async (reservation) =>
     reservation.status === 'COUPON_UNAVAILABLE' ? { status: 'COUPON_UNAVAILABLE', order: null } : resultOf(reservation.order),
