@@ -4,6 +4,7 @@ import { DEMO_HEADERS, graphiqlOptions } from '../src/http/graphiql.js';
 import { reconcileDeps } from '../src/worker/index.js';
 import {
   CheckoutDocument,
+  CreateCampaignDocument,
   MyCouponsDocument,
   OrderDocument,
   OrdersDocument,
@@ -342,6 +343,49 @@ describe('checkout without STRIPE_SECRET_KEY', () => {
         "select (select count(*) from orders where tenant_id = 'no-key')::int + (select count(*) from audit_log where tenant_id = 'no-key')::int as n",
       );
       expect(written.rows[0].n).toBe(0);
+    } finally {
+      await backend.close();
+    }
+  });
+});
+
+describe('Coupon.status', () => {
+  it('AVAILABLE for a coupon issueCoupon just issued, with no statement more; read for one issued before; HELD while a checkout holds it', async () => {
+    let statements = 0;
+    const backend = await createTestBackend({ onStatement: () => statements++ });
+    try {
+      await createTenant(backend, 'status', 1_000_000);
+      const fetch = (request: Request) => backend.app.fetch(request);
+      await gqlOk(
+        fetch,
+        CreateCampaignDocument,
+        { input: { id: 'st', name: 'st', discountYen: 100, budgetYen: 10_000 } },
+        asTenantAdmin('status'),
+      );
+      const issue = async (member: string, withStatus: boolean) => {
+        const before = statements;
+        const query = `mutation { issueCoupon(input: { campaignId: "st" }) { status coupon { id ${withStatus ? 'status' : ''} } } }`;
+        const data = await gqlOk<{ issueCoupon: { status: string; coupon: { id: string; status?: string } } }, Record<string, never>>(
+          fetch,
+          query,
+          {},
+          asUser('status', member),
+        );
+        return { ...data.issueCoupon, statements: statements - before };
+      };
+      const plain = await issue('a', false);
+      const withStatus = await issue('b', true);
+      expect(withStatus).toMatchObject({ status: 'ISSUED', coupon: { status: 'AVAILABLE' } });
+      expect(withStatus.statements).toBe(plain.statements);
+      await gqlOk(
+        fetch,
+        CheckoutDocument,
+        { input: { amountYen: 1_000, couponId: withStatus.coupon.id, paymentMethod: 'pm_card_visa' } },
+        asUser('status', 'b'),
+      );
+      expect((await issue('b', true)).coupon.status).toBe('REDEEMED');
+      await backend.sql.query("update coupons set held_by_order_id = gen_random_uuid() where tenant_id = 'status' and member_id = 'a'");
+      expect((await gqlOk(fetch, MyCouponsDocument, {}, asUser('status', 'a'))).myCoupons[0]!.status).toBe('HELD');
     } finally {
       await backend.close();
     }

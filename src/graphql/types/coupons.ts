@@ -61,7 +61,13 @@ const IssueCouponStatus = builder.enumType('IssueCouponStatus', {
 const IssueCouponPayload = builder.objectRef<IssueResult>('IssueCouponPayload').implement({
   fields: (t) => ({
     status: t.field({ type: IssueCouponStatus, resolve: (r) => r.status }),
-    coupon: t.expose('coupon', { type: CouponType, nullable: true }),
+    coupon: t.field({
+      type: CouponType,
+      nullable: true,
+      // A coupon issued by this answer was AVAILABLE when it was issued: no read for its status (the
+      // answer of a Hasura action selects every field). One issued before is looked up.
+      resolve: (r) => (r.status === 'ISSUED' && r.coupon ? { ...r.coupon, status: 'AVAILABLE' as const } : r.coupon),
+    }),
   }),
 });
 
