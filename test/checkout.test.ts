@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recordOutcome } from '../src/checkout/record.js';
 import { mutate, type Transport } from '../src/client/mutate.js';
+import { runInTransaction } from '../src/db/transaction.js';
 import { DEMO_HEADERS, graphiqlOptions } from '../src/http/graphiql.js';
 import { reconcileDeps } from '../src/worker/index.js';
 import {
@@ -35,10 +37,11 @@ describe('checkout, one request at a time', () => {
   let stub: StripeStub;
   let backend: TestBackend;
   const fetch = (request: Request) => backend.app.fetch(request);
-  const checkout = (input: CheckoutInput, member = 'alice', headers: Record<string, string> = {}) =>
-    gql(fetch, CheckoutDocument, { input }, { ...asUser(TENANT, member), ...headers });
+  const checkout = (input: CheckoutInput, member = 'alice', headers: Record<string, string> = {}, tenantId = TENANT) =>
+    gql(fetch, CheckoutDocument, { input }, { ...asUser(tenantId, member), ...headers });
   /** A 500-yen coupon of the member's own: every test uses members of its own, in any order. */
-  const couponOf = async (member: string) => (await issueCoupons(backend, TENANT, `coupon-of-${member}`, 500, [member]))[0]!;
+  const couponOf = async (member: string, tenantId = TENANT) =>
+    (await issueCoupons(backend, tenantId, `coupon-of-${member}`, 500, [member]))[0]!;
 
   beforeAll(async () => {
     stub = await startStripeStub({ secretKey: 'sk_test_checkout_0123456789' });
@@ -239,6 +242,29 @@ describe('checkout, one request at a time', () => {
     const again = await send();
     expect(again).toMatchObject({ replayed: true, data: { checkout: { status: 'PAID', order: { id: orderId, status: 'PAID' } } } });
     expect(stub.charges.filter((charge) => charge.orderId === orderId)).toHaveLength(1);
+  });
+
+  it('the first writer of an outcome wins: a late answer and the reconciler racing agree, and neither overwrites the other', async () => {
+    const coupon = await couponOf('racer');
+    const answer = (await checkout({ amountYen: 1_500, couponId: coupon, paymentMethod: 'pm_card_visa__lost502' }, 'racer')).body.data!
+      .checkout;
+    const orderId = answer.order!.id;
+    const record = (outcome: Parameters<typeof recordOutcome>[3]) =>
+      runInTransaction(backend.database.db, backend.services.transactions, { deadline: Date.now() + 5_000 }, (trx) =>
+        recordOutcome(trx, race, orderId, outcome, new Date()),
+      ).then((run) => run.value);
+    const [paid, declined] = await Promise.all([
+      record({ kind: 'succeeded', intentId: 'pi_first' }),
+      record({ kind: 'declined', intentId: 'pi_second', declineCode: 'generic_decline' }),
+    ]);
+    // Whichever committed first, both answer its outcome.
+    expect(paid).toEqual(declined);
+    expect(['PAID', 'CANCELED']).toContain(paid.status);
+    const tables = await readCheckoutTables(backend.sql, race);
+    const topics = tables.events.get(orderId)!;
+    expect((topics.get('order.paid') ?? 0) + (topics.get('order.canceled') ?? 0)).toBe(1);
+    expect(tables.heldCoupons.some((held) => held.id === coupon)).toBe(false);
+    expect(tables.redeemedCoupons.has(coupon)).toBe(paid.status === 'PAID');
   });
 
   it('is a Hasura action like the others', async () => {
