@@ -245,9 +245,12 @@ describe('checkout, one request at a time', () => {
   });
 
   it('the first writer of an outcome wins: a late answer and the reconciler racing agree, and neither overwrites the other', async () => {
-    const coupon = await couponOf('racer');
-    const answer = (await checkout({ amountYen: 1_500, couponId: coupon, paymentMethod: 'pm_card_visa__lost502' }, 'racer')).body.data!
-      .checkout;
+    // A tenant of its own: the outcome recorded here contradicts the stub's charge on purpose.
+    const race = 'checkout-race';
+    await createTenant(backend, race, 1_000_000);
+    const coupon = await couponOf('racer', race);
+    const input = { amountYen: 1_500, couponId: coupon, paymentMethod: 'pm_card_visa__lost502' };
+    const answer = (await checkout(input, 'racer', {}, race)).body.data!.checkout;
     const orderId = answer.order!.id;
     const record = (outcome: Parameters<typeof recordOutcome>[3]) =>
       runInTransaction(backend.database.db, backend.services.transactions, { deadline: Date.now() + 5_000 }, (trx) =>
