@@ -6,7 +6,7 @@
  * violation of each in a copy of the tree to show that it fires.
  */
 const NEUTRAL = '^src/(config|config-error|database-url|http-url|jwt-config|errors|logger|clock|request-scope|tracing)\\.ts$';
-const FEATURES = '^src/(tenants|contracts|coupons|huddles|audit|idempotency|outbox|adoption|bookkeeping|identity)/';
+const FEATURES = '^src/(tenants|contracts|coupons|huddles|audit|idempotency|outbox|adoption|bookkeeping|identity|checkout|payments)/';
 const SERVICES = '^src/(services\\.ts$|admission\\.ts$|metrics/)';
 
 module.exports = {

@@ -25,6 +25,7 @@ export interface AppConfig {
   coupons: CouponConfig;
   idempotency: IdempotencyConfig;
   outbox: OutboxConfig;
+  payments: PaymentsConfig;
   huddles: HuddleConfig;
   retention: RetentionConfig;
   migrations: MigrationConfig;
@@ -215,6 +216,24 @@ export interface OutboxConfig {
   retryMaxDelayMs: number;
 }
 
+/** The payment provider of checkout (docs/design.md §11): Stripe's PaymentIntents, or a simulated one in development. */
+export interface PaymentsConfig {
+  /** STRIPE_SECRET_KEY; null: the simulated provider in development, checkout refused elsewhere. */
+  secretKey: string | null;
+  /** Where Stripe's API is (tests point it at a stub of their own). */
+  apiUrl: string;
+  /** One provider call's limit; below the request's deadline, so that the second transaction has time. */
+  timeoutMs: number;
+  /** A payment not known this long is resolved by the reconciler. */
+  reconcileAfterMs: number;
+  /** Pause between reconciler passes when nothing is due. */
+  reconcileIntervalMs: number;
+  /** How long the reconciler resends one payment; below the 24 h Stripe keeps an idempotency key. */
+  reconcileForMs: number;
+  /** Checkouts of one process waiting on the provider at once; more are TRY_AGAIN before anything is written. */
+  maxWaiting: number;
+}
+
 type Env = Record<string, string | undefined>;
 
 function readString(env: Env, name: string): string | null {
@@ -283,6 +302,51 @@ function readOutbox(env: Env): OutboxConfig {
     maxAttempts: readOptionalInt(env, 'OUTBOX_MAX_ATTEMPTS', 1, 1_000_000),
     retryBaseDelayMs,
     retryMaxDelayMs: readInt(env, 'OUTBOX_RETRY_MAX_MS', 300_000, retryBaseDelayMs, 86_400_000),
+  };
+}
+
+/** Stripe's API. */
+export const STRIPE_API_URL = 'https://api.stripe.com';
+
+/**
+ * Stripe keeps an idempotency key for at least 24 hours, then may prune it: a resend after that
+ * could charge again. The reconciler stops resending an hour before.
+ */
+export const STRIPE_KEY_KEPT_MS = 24 * 3_600_000;
+const RECONCILE_FOR_MAX_MS = STRIPE_KEY_KEPT_MS - 3_600_000;
+
+/** STRIPE_API_URL: a scheme, a host and a port; the client adds Stripe's paths (/v1/…) itself. */
+function readStripeApiUrl(env: Env): string {
+  const raw = readHttpUrl(env, 'STRIPE_API_URL');
+  if (raw === null) return STRIPE_API_URL;
+  const url = new URL(raw);
+  if (url.pathname !== '/' || url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
+    throw new ConfigError('STRIPE_API_URL', `expected scheme://host[:port] with no path, query or credentials, got "${raw}"`);
+  }
+  return url.origin;
+}
+
+function readPayments(env: Env, deadlineMs: number): PaymentsConfig {
+  const secretKey = readString(env, 'STRIPE_SECRET_KEY');
+  if (secretKey !== null && !/^(sk|rk)_(test|live)_[A-Za-z0-9_]{1,240}$/.test(secretKey)) {
+    // The value itself never goes into a message: it is a secret.
+    throw new ConfigError('STRIPE_SECRET_KEY', 'expected a Stripe secret or restricted key (sk_live_…, sk_test_…, rk_live_…, rk_test_…)');
+  }
+  const timeoutMs = readInt(env, 'PAYMENTS_TIMEOUT_MS', Math.min(5_000, Math.floor(deadlineMs / 2)), 100, 60_000);
+  if (timeoutMs >= deadlineMs) {
+    throw new ConfigError(
+      'PAYMENTS_TIMEOUT_MS',
+      `must be below REQUEST_DEADLINE_MS (${deadlineMs}): the outcome is recorded in the same request, after the call`,
+    );
+  }
+  return {
+    secretKey,
+    apiUrl: readStripeApiUrl(env),
+    timeoutMs,
+    reconcileAfterMs: readInt(env, 'PAYMENTS_RECONCILE_AFTER_MS', 60_000, 100, 3_600_000),
+    reconcileIntervalMs: readInt(env, 'PAYMENTS_RECONCILE_INTERVAL_MS', 5_000, 10, 600_000),
+    reconcileForMs: readDuration(env, 'PAYMENTS_RECONCILE_FOR', RECONCILE_FOR_MAX_MS, 1_000, RECONCILE_FOR_MAX_MS),
+    maxWaiting: readInt(env, 'PAYMENTS_MAX_WAITING', 256, 1, 100_000),
   };
 }
 
@@ -674,16 +738,18 @@ export function loadConfig(env: Env = process.env, { servesHttp = true }: LoadOp
   const identity = readIdentity(env, nodeEnv, servesHttp);
   const processConfig = readProcess(env, nodeEnv);
   const database = readDatabase(env, processConfig);
+  const requests = readRequests(env);
   return {
     process: processConfig,
     server: readServer(env, isDevMode({ identity })),
     database,
     embeddedPostgres: readEmbeddedPostgres(env),
-    requests: readRequests(env),
+    requests,
     identity,
     coupons: readCoupons(env),
     idempotency: readIdempotency(env),
     outbox: readOutbox(env),
+    payments: readPayments(env, requests.deadlineMs),
     huddles: readHuddles(env),
     retention: readRetention(env),
     migrations: readMigrations(env),

@@ -12,6 +12,7 @@ export const ErrorCode = {
   notFound: 'NOT_FOUND',
   idempotencyKeyReused: 'IDEMPOTENCY_KEY_REUSED',
   tryAgain: 'TRY_AGAIN',
+  paymentsUnavailable: 'PAYMENTS_UNAVAILABLE',
   internal: 'INTERNAL_SERVER_ERROR',
 } as const;
 
@@ -77,6 +78,13 @@ export const notFound = (what: string) => new AppError(ErrorCode.notFound, `${wh
 export const unauthenticated = (message: string) => new AppError(ErrorCode.unauthenticated, message);
 export const forbidden = (message: string) => new AppError(ErrorCode.forbidden, message);
 export const tryAgain = (message: string, details: TryAgainDetails) => new TryAgainError(message, details);
+
+/** Checkout on a server with no payment provider (production without STRIPE_SECRET_KEY): nothing was written. */
+export const paymentsUnavailable = () =>
+  new AppError(
+    ErrorCode.paymentsUnavailable,
+    'Checkout is not available: this server has no payment provider configured (STRIPE_SECRET_KEY). Nothing was written and nobody was charged',
+  );
 
 export function isErrorCode(value: unknown): value is ErrorCode {
   return typeof value === 'string' && Object.values(ErrorCode).includes(value as ErrorCode);

@@ -34,6 +34,14 @@ function listeningNote(config: AppConfig): string {
   return isDevMode(config) ? ' (this machine only: dev mode; set HOST to change)' : ' (this machine only; set HOST to change)';
 }
 
+/** Which payment provider checkout uses, in the words of the banner and the start-up log. */
+function paymentsLine(config: AppConfig): string {
+  const { secretKey, apiUrl } = config.payments;
+  if (secretKey !== null) return `Stripe at ${apiUrl}${secretKey.includes('_test_') ? ' (test mode key)' : ''}`;
+  if (config.process.development) return 'simulated (no STRIPE_SECRET_KEY): pm_card_visa pays, pm_card_chargeDeclined is declined';
+  return 'none: checkout answers PAYMENTS_UNAVAILABLE until STRIPE_SECRET_KEY is set';
+}
+
 /** Prints the banner once the log lines before it are out: pino writes them asynchronously. */
 function banner(log: Logger, config: AppConfig, port: number, processes: string, database: string) {
   log.flush(() => printBanner(config, port, processes, database));
@@ -49,8 +57,9 @@ function printBanner(config: AppConfig, port: number, processes: string, databas
   Health: ${base}/health   Ready: ${base}/ready   Metrics: ${base}/metrics${config.edge.metricsToken === null ? ' (open: no METRICS_TOKEN)' : ''}
   Hasura Actions:       POST ${base}/actions
   Database:             ${database}
+  Payments:             ${paymentsLine(config)}
   HTTP processes:       ${processes}
-  Background workers:   ${config.process.runWorkers ? 'running (one set: outbox relay, huddle cleanup, key expiry)' : 'off (RUN_WORKERS=false)'}
+  Background workers:   ${config.process.runWorkers ? 'running (one set: outbox relay, huddle cleanup, key expiry, retention, payment reconciler)' : 'off (RUN_WORKERS=false)'}
 ${isDevMode(config) ? `  Headers for GraphiQL (dev mode):\n  ${JSON.stringify(DEMO_HEADERS)}\n` : ''}`);
 }
 
@@ -131,6 +140,10 @@ run(async () => {
   if (envFile) log.info({ envFile }, 'settings read from the env file (variables set in the environment win)');
   if (isDevMode(config)) {
     log.warn('dev mode: no ACTION_SECRET and no JWT_SECRET, so x-hasura-* headers are trusted as sent');
+  }
+  if (config.payments.secretKey === null) {
+    if (config.process.development) log.warn(`payments: ${paymentsLine(config)}; set STRIPE_SECRET_KEY to use Stripe`);
+    else log.error(`payments: STRIPE_SECRET_KEY is not set, so checkout is refused (PAYMENTS_UNAVAILABLE) and nobody is charged`);
   }
   if (!config.process.development && config.edge.metricsToken === null) {
     log.warn(

@@ -3,6 +3,8 @@ import { systemClock, type Clock } from './clock.js';
 import type { AppConfig } from './config.js';
 import { documentIssuing, type DocumentIssuing } from './contracts/service.js';
 import { BudgetLeases, productLeasing, type BudgetLeasing } from './coupons/leases.js';
+import { splitCheckout, type CheckoutAlgorithm } from './checkout/flow.js';
+import { PaymentWaitingRoom } from './checkout/waiting.js';
 import { couponRedeemer, type CouponRedeemer } from './coupons/redeem.js';
 import { conditionalUpdates, type CouponIssuer } from './coupons/issuer.js';
 import type { Database } from './db/database.js';
@@ -12,6 +14,9 @@ import { defaultBackoff, type TransactionSettings } from './db/transaction.js';
 import { huddleOperations, type HuddleOperations } from './huddles/service.js';
 import type { Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
+import type { PaymentProvider } from './payments/provider.js';
+import { simulatedProvider } from './payments/simulated.js';
+import { stripeProvider } from './payments/stripe.js';
 
 /**
  * The algorithms a test or the benchmark may stand another design in for: the naive twins, which a
@@ -25,6 +30,7 @@ export interface Algorithms {
   huddleOperations: HuddleOperations;
   admissionPolicy: AdmissionPolicy;
   budgetLeasing: BudgetLeasing;
+  checkout: CheckoutAlgorithm;
 }
 
 export const ORIGINAL_ALGORITHMS: Algorithms = {
@@ -34,7 +40,18 @@ export const ORIGINAL_ALGORITHMS: Algorithms = {
   huddleOperations,
   admissionPolicy: fairAdmission,
   budgetLeasing: productLeasing,
+  checkout: splitCheckout,
 };
+
+/**
+ * Checkout's payment provider: Stripe with STRIPE_SECRET_KEY; without it the simulated one in
+ * development, and none elsewhere (checkout then refuses, and start-up says so).
+ */
+export function paymentProviderOf(config: AppConfig): PaymentProvider | null {
+  const { secretKey, apiUrl } = config.payments;
+  if (secretKey !== null) return stripeProvider({ secretKey, apiUrl });
+  return config.process.development ? simulatedProvider() : null;
+}
 
 /** Process-wide parts, built once at start-up and shared by every request and background loop. */
 export interface AppServices {
@@ -58,6 +75,10 @@ export interface AppServices {
   writeBudget: TokenBuckets;
   /** This process's budget leases (stopped, and so given back, when the server stops). */
   budgetLeases: BudgetLeases;
+  /** Checkout's payment provider; null when none is configured (production without STRIPE_SECRET_KEY). */
+  payments: PaymentProvider | null;
+  /** Checkouts waiting on the provider, bounded by PAYMENTS_MAX_WAITING. */
+  paymentsWaiting: PaymentWaitingRoom;
   algorithms: Algorithms;
 }
 
@@ -76,6 +97,7 @@ export function buildServices(
     maxWaitMs: config.database.poolAcquireTimeoutMs,
     anonymous: config.edge.anonymous,
   });
+  const paymentsWaiting = new PaymentWaitingRoom(config.payments.maxWaiting, config.payments.timeoutMs);
   return {
     config,
     pool: database.db,
@@ -86,8 +108,13 @@ export function buildServices(
     admission,
     writeBudget: new TokenBuckets(config.edge.memberWriteRate, config.edge.memberWriteBurst),
     budgetLeases: new BudgetLeases(database.db, config.coupons.budgetLeaseTtlMs, log, algorithms.budgetLeasing),
+    payments: paymentProviderOf(config),
+    paymentsWaiting,
     algorithms,
-    metrics: createMetrics(database.pool.counts, database.db, admission),
+    metrics: createMetrics(database.pool.counts, database.db, admission, {
+      waiting: () => paymentsWaiting.waiting,
+      reconcileForMs: config.payments.reconcileForMs,
+    }),
     transactions: {
       lockTimeoutMs: config.database.lockTimeoutMs,
       statementTimeoutMs: config.database.statementTimeoutMs,

@@ -102,6 +102,13 @@ const NONSENSE: Record<string, string> = {
   OTEL_TRACES_EXPORTER: 'zipkin',
   TRACES_EXCLUDED_PATHS: 'health',
   TRACES_STATEMENT_TEXT: 'some',
+  STRIPE_SECRET_KEY: 'pk_test_publishable',
+  STRIPE_API_URL: 'https://api.stripe.com/v1',
+  PAYMENTS_TIMEOUT_MS: '20000',
+  PAYMENTS_RECONCILE_AFTER_MS: 'a minute',
+  PAYMENTS_RECONCILE_INTERVAL_MS: '0',
+  PAYMENTS_RECONCILE_FOR: '48h',
+  PAYMENTS_MAX_WAITING: '0',
 };
 
 function configErrorOf(env: Record<string, string>): ConfigError | null {
@@ -156,6 +163,20 @@ describe('single rules', () => {
     expect(loadConfig({ ...production, DATABASE_URL: 'postgres://app@db.internal/app' }).database.url).toBe(
       'postgres://app@db.internal/app',
     );
+  });
+
+  it('payments: a key is never echoed in a refusal; the timeout stays below the deadline; the API URL is scheme, host and port', () => {
+    expect(() => loadConfig({ STRIPE_SECRET_KEY: 'sk_live_but with spaces' })).toThrow(/^STRIPE_SECRET_KEY: expected a Stripe secret/);
+    expect(() => loadConfig({ STRIPE_SECRET_KEY: 'sk_live_but with spaces' })).not.toThrow(/with spaces/);
+    expect(() => loadConfig({ REQUEST_DEADLINE_MS: '3000', PAYMENTS_TIMEOUT_MS: '3000' })).toThrow(/^PAYMENTS_TIMEOUT_MS: must be below/);
+    expect(loadConfig({ REQUEST_DEADLINE_MS: '3000' }).payments.timeoutMs).toBe(1500);
+    expect(loadConfig({}).payments).toMatchObject({
+      secretKey: null,
+      apiUrl: 'https://api.stripe.com',
+      timeoutMs: 5000,
+      reconcileForMs: 23 * 3_600_000,
+    });
+    expect(loadConfig({ STRIPE_API_URL: 'http://127.0.0.1:12111/' }).payments.apiUrl).toBe('http://127.0.0.1:12111');
   });
 
   it('EMBEDDED_PG_DATA_DIR becomes an absolute path', () => {

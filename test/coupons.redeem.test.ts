@@ -59,12 +59,16 @@ describe('redeemCoupon, one request at a time', () => {
   it('redeems the owner’s coupon once: REDEEMED, then ALREADY_REDEEMED with the first time', async () => {
     const coupon = await issue('spring');
     const first = await redeem(coupon.id);
-    expect(first.body).toEqual({ data: { redeemCoupon: { status: 'REDEEMED', redeemedAt: now.toISOString(), coupon } } });
+    expect(first.body).toEqual({
+      data: { redeemCoupon: { status: 'REDEEMED', redeemedAt: now.toISOString(), coupon: { ...coupon, status: 'REDEEMED' } } },
+    });
     const redeemedAt = now;
     now = new Date('2026-10-12T02:00:00Z');
     const again = await redeem(coupon.id);
     expect(again.body).toEqual({
-      data: { redeemCoupon: { status: 'ALREADY_REDEEMED', redeemedAt: redeemedAt.toISOString(), coupon } },
+      data: {
+        redeemCoupon: { status: 'ALREADY_REDEEMED', redeemedAt: redeemedAt.toISOString(), coupon: { ...coupon, status: 'REDEEMED' } },
+      },
     });
     const stored = await written(coupon.id);
     expect(stored.redeemedAt).toEqual(redeemedAt);
@@ -105,7 +109,9 @@ describe('redeemCoupon, one request at a time', () => {
     const coupon = await issue('autumn');
     await backend.sql.query('update coupons set voided_at = now() where tenant_id = $1 and id = $2', [TENANT, coupon.id]);
     const refused = await redeem(coupon.id, 'alice', { 'idempotency-key': 'voided-1' });
-    expect(refused.body).toEqual({ data: { redeemCoupon: { status: 'VOIDED', redeemedAt: null, coupon } } });
+    expect(refused.body).toEqual({
+      data: { redeemCoupon: { status: 'VOIDED', redeemedAt: null, coupon: { ...coupon, status: 'VOIDED' } } },
+    });
     expect(await written(coupon.id)).toEqual({ redeemedAt: null, events: [], audit: [] });
     expect(await storedKeys('voided-1')).toBe(0);
   });
@@ -151,6 +157,6 @@ describe('redeemCoupon, one request at a time', () => {
       },
     );
     expect(response.status).toBe(200);
-    expect(await response.json()).toEqual({ status: 'REDEEMED', redeemedAt: now.toISOString(), coupon });
+    expect(await response.json()).toEqual({ status: 'REDEEMED', redeemedAt: now.toISOString(), coupon: { ...coupon, status: 'REDEEMED' } });
   });
 });

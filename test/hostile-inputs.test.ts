@@ -48,6 +48,9 @@ interface Foreign {
   contractId: string;
   campaignId: string;
   objectiveId: string;
+  /** Another tenant's coupon and order: checkout's couponId and order's id. */
+  couponId: string;
+  orderId: string;
 }
 
 function hostileStrings(foreign: Foreign) {
@@ -82,7 +85,7 @@ const hostileInts = fc.oneof(
 );
 
 function hostileUuids(foreign: Foreign) {
-  return fc.oneof(fc.constant(foreign.contractId), fc.uuid(), hostileStrings(foreign));
+  return fc.oneof(fc.constantFrom(foreign.contractId, foreign.couponId, foreign.orderId), fc.uuid(), hostileStrings(foreign));
 }
 
 /** A hostile value for an input type; optional fields and arguments are sometimes left out. */
@@ -141,7 +144,20 @@ describe('hostile inputs to every argument: a 4xx code, never an internal error,
       [ACTOR_TENANT, OTHER_TENANT],
     );
     await backend.sql.query(`insert into huddle_sessions (tenant_id, objective_id) values ($1, 'their-objective')`, [OTHER_TENANT]);
-    foreign = { contractId, campaignId: 'theirs', objectiveId: 'their-objective' };
+    // Their member's coupon, held by their pending order: neither may be read, spent or settled from here.
+    const coupon = await backend.sql.query<{ id: string }>(
+      `insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at) values ($1, 'theirs', 'member-1', '2026-10', 500, now()) returning id`,
+      [OTHER_TENANT],
+    );
+    const couponId = coupon.rows[0]!.id;
+    const orderId = '0d0d0d0d-0d0d-4d0d-8d0d-0d0d0d0d0d0d';
+    await backend.sql.query(
+      `insert into orders (tenant_id, id, member_id, status, amount_yen, discount_yen, charged_yen, coupon_id, created_at)
+       values ($1, $2, 'member-1', 'PENDING_PAYMENT', 1000, 500, 500, $3, now())`,
+      [OTHER_TENANT, orderId, couponId],
+    );
+    await backend.sql.query('update coupons set held_by_order_id = $2 where tenant_id = $1 and id = $3', [OTHER_TENANT, orderId, couponId]);
+    foreign = { contractId, campaignId: 'theirs', objectiveId: 'their-objective', couponId, orderId };
     const { rows } = await backend.sql.query<{ table_name: string }>(
       `select table_name from information_schema.columns
         where table_schema = 'public' and column_name = 'tenant_id' order by table_name`,

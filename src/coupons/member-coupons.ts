@@ -6,16 +6,45 @@ import type { Coupon, IssueRequest } from './issue.js';
 
 export type CouponColumns = Pick<CouponRow, 'id' | 'campaign_id' | 'member_id' | 'month' | 'amount_yen' | 'issued_at'>;
 
-export const toCoupon = (row: CouponColumns): Coupon => ({
+/** What a coupon's status is read from. */
+export type CouponStatusColumns = Pick<CouponRow, 'redeemed_at' | 'voided_at' | 'held_by_order_id'>;
+
+/** HELD: a PENDING_PAYMENT order holds it until its payment is known (docs/design.md §11). */
+export type CouponStatus = 'AVAILABLE' | 'HELD' | 'REDEEMED' | 'VOIDED';
+
+/** A coupon with its status, where the statement that read it read the status too. */
+export interface CouponWithStatus extends Coupon {
+  status?: CouponStatus;
+}
+
+export function couponStatusOf(row: CouponStatusColumns): CouponStatus {
+  if (row.voided_at !== null) return 'VOIDED';
+  if (row.redeemed_at !== null) return 'REDEEMED';
+  return row.held_by_order_id === null ? 'AVAILABLE' : 'HELD';
+}
+
+export const toCoupon = (row: CouponColumns | (CouponColumns & CouponStatusColumns)): CouponWithStatus => ({
   id: row.id,
   campaignId: row.campaign_id,
   memberId: row.member_id,
   month: row.month,
   amountYen: row.amount_yen,
   issuedAt: row.issued_at,
+  ...('held_by_order_id' in row ? { status: couponStatusOf(row) } : {}),
 });
 
-export async function listMemberCoupons(db: Kysely<DB>, tenantId: string, memberId: string, limit: number): Promise<Coupon[]> {
+/** The status of each coupon of `ids` in the tenant, as last committed: for coupons read without it. */
+export async function couponStatuses(db: Kysely<DB>, tenantId: string, ids: readonly string[]): Promise<Map<string, CouponStatus>> {
+  const rows = await db
+    .selectFrom('coupons')
+    .select(['id', 'redeemed_at', 'voided_at', 'held_by_order_id'])
+    .where('tenant_id', '=', tenantId)
+    .where('id', 'in', [...ids])
+    .execute();
+  return new Map(rows.map((row) => [row.id, couponStatusOf(row)]));
+}
+
+export async function listMemberCoupons(db: Kysely<DB>, tenantId: string, memberId: string, limit: number): Promise<CouponWithStatus[]> {
   const rows = await db
     .selectFrom('coupons')
     .selectAll()
@@ -30,7 +59,7 @@ export async function listMemberCoupons(db: Kysely<DB>, tenantId: string, member
 }
 
 /** The member's coupon of the campaign, committed by a transaction the first statement waited for. */
-export async function findMemberCoupon(trx: Transaction<DB>, { tenantId, campaignId, memberId }: IssueRequest): Promise<Coupon> {
+export async function findMemberCoupon(trx: Transaction<DB>, { tenantId, campaignId, memberId }: IssueRequest): Promise<CouponWithStatus> {
   const existing = await trx
     .selectFrom('coupons')
     .selectAll()

@@ -2,14 +2,13 @@ import { sql, type Transaction } from 'kysely';
 import type { CouponRow, DB } from '../db/schema.js';
 import { RollbackAndReturn } from '../db/transaction.js';
 import { notFound } from '../errors.js';
-import type { Coupon } from './issue.js';
-import { toCoupon } from './member-coupons.js';
+import { toCoupon, type CouponWithStatus } from './member-coupons.js';
 
-export type RedeemStatus = 'REDEEMED' | 'ALREADY_REDEEMED' | 'VOIDED';
+export type RedeemStatus = 'REDEEMED' | 'ALREADY_REDEEMED' | 'VOIDED' | 'HELD';
 
 export interface RedeemResult {
   status: RedeemStatus;
-  coupon: Coupon;
+  coupon: CouponWithStatus;
   /** When the coupon was redeemed (by this request or an earlier one); null for a voided coupon. */
   redeemedAt: Date | null;
 }
@@ -25,7 +24,10 @@ export interface RedeemRequest {
 
 export const COUPON_REDEEMED_TOPIC = 'coupon.redeemed';
 
-type RedeemedColumns = Pick<CouponRow, 'id' | 'campaign_id' | 'member_id' | 'month' | 'amount_yen' | 'issued_at' | 'redeemed_at'>;
+type RedeemedColumns = Pick<
+  CouponRow,
+  'id' | 'campaign_id' | 'member_id' | 'month' | 'amount_yen' | 'issued_at' | 'redeemed_at' | 'voided_at' | 'held_by_order_id'
+>;
 
 /**
  * Redeems the member's coupon once, whatever the concurrency, on READ COMMITTED.
@@ -38,7 +40,8 @@ type RedeemedColumns = Pick<CouponRow, 'id' | 'campaign_id' | 'member_id' | 'mon
  * statement (a fresh snapshot, which sees the redeem that won) says why: redeemed already, voided,
  * or not this member's coupon in this tenant (NOT_FOUND, the same answer as a coupon that does not
  * exist, so a member learns nothing of other members' coupons). A voided coupon is refused as data
- * and leaves nothing behind (RollbackAndReturn).
+ * and leaves nothing behind (RollbackAndReturn), and so is a coupon a checkout holds (HELD): its
+ * order's payment decides whether it is redeemed for that order or given back (docs/design.md §11).
  */
 export async function redeemCoupon(trx: Transaction<DB>, request: RedeemRequest): Promise<RedeemResult> {
   const { tenantId, memberId, couponId, now } = request;
@@ -46,8 +49,8 @@ export async function redeemCoupon(trx: Transaction<DB>, request: RedeemRequest)
     with redeemed as (
       update coupons set redeemed_at = ${now}
        where tenant_id = ${tenantId} and id = ${couponId} and member_id = ${memberId}
-         and redeemed_at is null and voided_at is null
-      returning id, campaign_id, member_id, month, amount_yen, issued_at, redeemed_at
+         and redeemed_at is null and voided_at is null and held_by_order_id is null
+      returning id, campaign_id, member_id, month, amount_yen, issued_at, redeemed_at, voided_at, held_by_order_id
     ), event as (
       insert into outbox_events (tenant_id, topic, payload)
       select ${tenantId}, ${COUPON_REDEEMED_TOPIC},
@@ -65,7 +68,7 @@ export async function redeemCoupon(trx: Transaction<DB>, request: RedeemRequest)
 async function whyNotRedeemed(trx: Transaction<DB>, { tenantId, memberId, couponId }: RedeemRequest): Promise<RedeemResult> {
   const found = await trx
     .selectFrom('coupons')
-    .select(['id', 'campaign_id', 'member_id', 'month', 'amount_yen', 'issued_at', 'redeemed_at', 'voided_at'])
+    .select(['id', 'campaign_id', 'member_id', 'month', 'amount_yen', 'issued_at', 'redeemed_at', 'voided_at', 'held_by_order_id'])
     .where('tenant_id', '=', tenantId)
     .where('id', '=', couponId)
     .where('member_id', '=', memberId)
@@ -73,6 +76,7 @@ async function whyNotRedeemed(trx: Transaction<DB>, { tenantId, memberId, coupon
   if (!found) throw notFound('Coupon');
   const coupon = toCoupon(found);
   if (found.voided_at !== null) throw new RollbackAndReturn<RedeemResult>({ status: 'VOIDED', coupon, redeemedAt: null });
+  if (found.redeemed_at === null) throw new RollbackAndReturn<RedeemResult>({ status: 'HELD', coupon, redeemedAt: null });
   return { status: 'ALREADY_REDEEMED', coupon, redeemedAt: found.redeemed_at };
 }
 

@@ -78,6 +78,8 @@ export interface CouponsTable {
   legacy_duplicate: Defaulted<boolean>;
   redeemed_at: Date | null;
   voided_at: Date | null;
+  /** The PENDING_PAYMENT order that holds the coupon (docs/design.md §11). */
+  held_by_order_id: string | null;
 }
 
 export interface MemberMonthlyUsageTable {
@@ -107,6 +109,41 @@ export interface OutboxEventsTable {
   requeued_at: Date | null;
   /** When the relay last claimed it for a delivery. */
   last_attempt_at: Date | null;
+}
+
+export type OrderStatus = 'PENDING_PAYMENT' | 'PAID' | 'CANCELED';
+
+export interface OrdersTable {
+  tenant_id: string;
+  id: string;
+  member_id: string;
+  status: OrderStatus;
+  amount_yen: number;
+  discount_yen: number;
+  charged_yen: number;
+  coupon_id: string | null;
+  payment_intent_id: string | null;
+  created_at: Date;
+  settled_at: Date | null;
+}
+
+export type PaymentIntentStatus = 'pending' | 'succeeded' | 'declined';
+
+export interface PaymentIntentsTable {
+  tenant_id: string;
+  order_id: string;
+  idempotency_key: string;
+  amount_yen: number;
+  currency: Defaulted<string>;
+  payment_method: string;
+  status: Defaulted<PaymentIntentStatus>;
+  provider_intent_id: string | null;
+  decline_code: string | null;
+  resends: Defaulted<number>;
+  last_error: string | null;
+  created_at: Defaulted<Date>;
+  next_attempt_at: Date;
+  settled_at: Date | null;
 }
 
 export interface HuddleSessionsTable {
@@ -172,6 +209,8 @@ export interface DB {
   coupons: CouponsTable;
   member_monthly_usage: MemberMonthlyUsageTable;
   outbox_events: OutboxEventsTable;
+  orders: OrdersTable;
+  payment_intents: PaymentIntentsTable;
   huddle_sessions: HuddleSessionsTable;
   huddle_participants: HuddleParticipantsTable;
   idempotency_keys: IdempotencyKeysTable;
@@ -185,6 +224,8 @@ export type ContractRow = Selectable<ContractsTable>;
 export type ContractDocumentRow = Selectable<ContractDocumentsTable>;
 export type CampaignRow = Selectable<CampaignsTable>;
 export type CouponRow = Selectable<CouponsTable>;
+export type OrderRow = Selectable<OrdersTable>;
+export type PaymentIntentRow = Selectable<PaymentIntentsTable>;
 export type HuddleSessionRow = Selectable<HuddleSessionsTable>;
 export type HuddleParticipantRow = Selectable<HuddleParticipantsTable>;
 export type AuditLogRow = Selectable<AuditLogTable>;

@@ -10,6 +10,7 @@ import {
   type RunResult,
   type TransactionSettings,
 } from '../db/transaction.js';
+import type { OperationTurn } from '../admission.js';
 import type { Session } from '../identity/session.js';
 import type { Logger } from '../logger.js';
 import type { AppServices } from '../services.js';
@@ -67,6 +68,8 @@ export interface Context {
   requestId: string;
   /** Epoch ms after which the request gives up (REQUEST_DEADLINE_MS after it arrived). */
   deadline: number;
+  /** The operation's admission turn; a checkout gives it back while the payment provider answers. */
+  turn: OperationTurn;
   /** Aborted when the client goes away: no further SQL is issued for it. */
   signal: AbortSignal;
   /** The request's database queue: its database work, one piece at a time (see runRead). */

@@ -2,26 +2,34 @@ import type { InputObjectRef, ObjectRef, SchemaTypes } from '@pothos/core';
 import type { AccessScope, AccessScopes } from '../identity/access.js';
 import { builder } from './builder.js';
 import type { AccessContexts } from './guards.js';
-import { recordMutation, runMutation, type MutationSpec } from './mutation.js';
+import { recordMutation, runMutation, type MutationRun, type MutationSpec } from './mutation.js';
 
 type Types = typeof builder extends PothosSchemaTypes.SchemaBuilder<infer T extends SchemaTypes> ? T : never;
 
 /** The context a mutation's unit sees: the session narrowed to the scopes it admits. */
 export type ScopedContext<Access extends Partial<AccessScopes>> = AccessContexts[keyof Access & AccessScope];
 
-export interface MutationDefinition<Access extends Partial<AccessScopes>, Input, Prepared, Result> {
+export interface MutationDefinition<Access extends Partial<AccessScopes>, Input, Prepared, Result, Answer = Result> {
   /** Who may call it; the runtime guard and the Hasura permissions both read this (docs/design.md §6). */
   access: Access;
   description: string;
   /** The one `input` argument's type; a mutation without arguments leaves it out. */
   input?: InputObjectRef<Types, Input>;
-  type: ObjectRef<Types, Result>;
+  /** The payload's type: it resolves the unit's result, or the flow's answer when there is a flow. */
+  type: ObjectRef<Types, Answer>;
   /** Checks and shapes the input before any SQL: a mistake is BAD_USER_INPUT, naming the field. */
   prepare?: (input: Input, ctx: ScopedContext<Access>) => Prepared;
   /** The unit of work for this request and what its audit row names (runMutation runs it). */
   unit: (prepared: Prepared, ctx: ScopedContext<Access>) => Omit<MutationSpec<Result>, 'operation'>;
+  /**
+   * A mutation that goes on after its unit (checkout: the payment, docs/design.md §11): it calls
+   * `commit()` once to run the unit through runMutation (one transaction, the Idempotency-Key, the
+   * audit row, retries; a resend with the key replays the unit's stored result) and makes its
+   * answer of the run outside any transaction. Without it, the unit's result is the answer.
+   */
+  flow?: (commit: () => Promise<MutationRun<Result>>, prepared: Prepared, ctx: ScopedContext<Access>) => Promise<Answer>;
   /** Told of every answer, replays included (for a metric). */
-  answered?: (result: Result, ctx: ScopedContext<Access>) => void;
+  answered?: (answer: Answer, ctx: ScopedContext<Access>) => void;
 }
 
 /** The mutation without GraphQL around it: what the resolver calls, and what the benchmark's raw row calls. */
@@ -37,20 +45,32 @@ export type MutationRunner<Access extends Partial<AccessScopes>, Input, Result> 
  */
 export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, Prepared = Input>(
   name: string,
-  definition: MutationDefinition<Access, Input, Prepared, Result>,
-): MutationRunner<Access, Input, Result> {
-  const run: MutationRunner<Access, Input, Result> = async (ctx, input) => {
+  definition: MutationDefinition<Access, Input, Prepared, Result> & { flow?: undefined },
+): MutationRunner<Access, Input, Result>;
+export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, Prepared, Answer>(
+  name: string,
+  definition: MutationDefinition<Access, Input, Prepared, Result, Answer> & { flow: NonNullable<unknown> },
+): MutationRunner<Access, Input, Answer>;
+export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, Prepared, Answer>(
+  name: string,
+  definition: MutationDefinition<Access, Input, Prepared, Result, Answer>,
+): MutationRunner<Access, Input, Answer> {
+  const run: MutationRunner<Access, Input, Answer> = async (ctx, input) => {
     const prepared = definition.prepare ? definition.prepare(input, ctx) : (input as unknown as Prepared);
-    let run;
-    try {
-      run = await runMutation(ctx, { operation: name, ...definition.unit(prepared, ctx) });
-    } catch (failure) {
-      recordMutation(ctx.report, { failure });
-      throw failure;
-    }
-    recordMutation(ctx.report, { run });
-    definition.answered?.(run.value, ctx);
-    return run.value;
+    const commit = async (): Promise<MutationRun<Result>> => {
+      let run;
+      try {
+        run = await runMutation(ctx, { operation: name, ...definition.unit(prepared, ctx) });
+      } catch (failure) {
+        recordMutation(ctx.report, { failure });
+        throw failure;
+      }
+      recordMutation(ctx.report, { run });
+      return run;
+    };
+    const answer = definition.flow ? await definition.flow(commit, prepared, ctx) : ((await commit()).value as unknown as Answer);
+    definition.answered?.(answer, ctx);
+    return answer;
   };
   builder.mutationField(name, (t) => {
     // withAuth's type follows the literal scopes; the narrowed context is ScopedContext<Access> above.

@@ -5,6 +5,7 @@ import { claimKey, claimValues, heldKey, type KeyScope } from '../idempotency/se
 import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishBase, type FinishOfResult } from '../bookkeeping/bookkeeping.js';
 import type { Context, RequestReport } from './context.js';
 import { AppError, ErrorCode, TryAgainError } from '../errors.js';
+import { assertTurnHeld } from './read.js';
 
 export interface MutationSpec<T> {
   /** The mutation's name, as in the schema: the audit row's operation. */
@@ -50,6 +51,7 @@ export interface MutationRun<T> {
  * fresh read. A TRY_AGAIN it throws names the attempts and the SQLSTATE that exhausted them.
  */
 export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promise<MutationRun<T>> {
+  assertTurnHeld(ctx);
   const { idempotency, session } = ctx;
   const keyScope: KeyScope = { tenantId: session?.tenantId ?? '', userId: session?.userId ?? '', role: session?.role ?? '' };
   const claim = idempotency

@@ -21,6 +21,22 @@ export function createDatabaseQueue(): <T>(work: () => Promise<T>) => Promise<T>
   };
 }
 
+/**
+ * An operation whose turn was given back (a checkout waiting on its payment provider) and did not
+ * come back does no more database work: its other fields would run beyond MAX_IN_FLIGHT.
+ */
+export function assertTurnHeld(ctx: Pick<Context, 'turn'>): void {
+  if (!ctx.turn.held) {
+    throw tryAgain('The server was too busy to give this operation its turn back; resend the request', {
+      reason: 'busy',
+      retryAfterMs: AFTER_LOST_TURN_MS,
+    });
+  }
+}
+
+/** A turn that did not come back met a full line or the deadline: a second later is a fair guess. */
+const AFTER_LOST_TURN_MS = 1_000;
+
 /** Stops a request whose answer nobody will read, or that has used its whole deadline. */
 export function assertStillWanted(ctx: Pick<Context, 'signal' | 'deadline'>): void {
   if (ctx.signal.aborted) {
@@ -39,6 +55,7 @@ export function assertStillWanted(ctx: Pick<Context, 'signal' | 'deadline'>): vo
 export async function runRead<T>(ctx: Context, read: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
   // Waiting in this request's own database queue while its transaction is open would never end.
   if (isHoldingTransaction()) throw new PoolReentryError();
+  assertTurnHeld(ctx);
   return ctx.databaseQueue(async () => {
     assertStillWanted(ctx);
     const { value } = await ctx.database.inTransaction({ deadline: ctx.deadline, accessMode: 'read only' }, (trx) => {

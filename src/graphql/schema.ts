@@ -8,6 +8,7 @@ import './types/campaigns.js';
 import './types/coupons.js';
 import './types/ledger.js';
 import './types/redeem-coupon.js';
+import './types/orders.js';
 import './types/huddles.js';
 import './types/outbox.js';
 import './types/audit.js';

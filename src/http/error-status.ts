@@ -8,6 +8,8 @@ export const actionStatusOf: Record<ErrorCode, number> = {
   NOT_FOUND: 404,
   IDEMPOTENCY_KEY_REUSED: 422,
   TRY_AGAIN: 409,
+  // A 4xx, so that Hasura passes the message on: the server is missing its configuration, and resending will not help.
+  PAYMENTS_UNAVAILABLE: 422,
   INTERNAL_SERVER_ERROR: 500,
 };
 

@@ -15,6 +15,10 @@ const DEFAULT_QUERY = `# Headers (below) act as the demo member of tenant "acme"
 # 2. Run CreateDocument: Variables (below) names the first contract; paste
 #    another id from step 1 to number that one. The next number comes back.
 # 3. Run IssueWelcome twice: ISSUED, then ALREADY_ISSUED with the same coupon.
+# 4. Run Checkout: 1,800 yen paid with Stripe's test card pm_card_visa (the
+#    server's banner says which provider pays). Add couponId: "<the coupon's
+#    id from step 3>" to take it off the price, or try pm_card_chargeDeclined.
+#    MyOrders lists what you bought, newest first.
 
 query ListContracts {
   viewer { role tenantId userId }
@@ -30,8 +34,19 @@ mutation CreateDocument($contractId: UUID!) {
 mutation IssueWelcome {
   issueCoupon(input: { campaignId: "welcome" }) {
     status
-    coupon { id campaignId month amountYen issuedAt }
+    coupon { id campaignId month amountYen issuedAt status }
   }
+}
+
+mutation Checkout {
+  checkout(input: { amountYen: 1800, paymentMethod: "pm_card_visa" }) {
+    status
+    order { id status amountYen discountYen chargedYen couponId paymentIntentId createdAt }
+  }
+}
+
+query MyOrders {
+  orders(first: 5) { id status amountYen discountYen chargedYen couponId createdAt }
 }
 `;
 

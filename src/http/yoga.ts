@@ -50,6 +50,7 @@ export function operationContext(services: AppServices) {
       session: identified.session,
       requestId: currentRequestScope()?.requestId ?? randomUUID(),
       deadline: identified.deadline,
+      turn: identified.turn,
       signal: request.signal,
       databaseQueue: createDatabaseQueue(),
       log,

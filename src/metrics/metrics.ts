@@ -3,14 +3,15 @@ import type { Kysely } from 'kysely';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { PoolCounts } from '../db/pool.js';
 import type { DB } from '../db/schema.js';
-import { outboxStats, type OutboxStats } from '../outbox/housekeeping.js';
+import { outboxStats } from '../outbox/housekeeping.js';
 import type { AdmissionStats } from '../admission.js';
+import { paymentStats } from '../checkout/stats.js';
 import { clusterScrape } from './cluster.js';
 
 /** Latency buckets in seconds: fine below 100 ms, where the targets are. */
 const LATENCY_BUCKETS = [0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10];
-const OUTBOX_SCRAPE_TIMEOUT_MS = 1_000;
-const OUTBOX_STATS_REUSE_MS = 500;
+const DATABASE_GAUGE_TIMEOUT_MS = 1_000;
+const DATABASE_GAUGE_REUSE_MS = 500;
 
 export interface Metrics {
   registry: Registry;
@@ -18,6 +19,7 @@ export interface Metrics {
   scrape(): Promise<string>;
   requests: Histogram<'operation' | 'outcome'>;
   couponOutcomes: Counter<'status'>;
+  checkoutOutcomes: Counter<'status'>;
   transactionRetries: Counter<'sqlstate'>;
   knownDocumentOperations: Counter;
 }
@@ -31,7 +33,37 @@ export interface Metrics {
  * labelled with its `pid`; the outbox gauges read the shared database, so the same value from
  * every process is reported once.
  */
-export function createMetrics(pool: PoolCounts, db: Kysely<DB>, admission: { stats(): AdmissionStats }): Metrics {
+/**
+ * A database read that several gauges of one scrape share: made once per DATABASE_GAUGE_REUSE_MS,
+ * given up after DATABASE_GAUGE_TIMEOUT_MS. Null while the database is away: the gauges then report
+ * nothing rather than fail the scrape.
+ */
+function sharedPerScrape<T>(read: () => Promise<T>): () => Promise<T | null> {
+  let latest: { at: number; value: Promise<T | null> } | null = null;
+  return () => {
+    if (!latest || Date.now() - latest.at > DATABASE_GAUGE_REUSE_MS) {
+      const value = Promise.race([
+        read(),
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), DATABASE_GAUGE_TIMEOUT_MS).unref()),
+      ]).catch(() => null);
+      latest = { at: Date.now(), value };
+    }
+    return latest.value;
+  };
+}
+
+/** What the payment gauges read: the checkouts waiting on the provider now, and how long the reconciler resends. */
+export interface PaymentGaugeSources {
+  waiting(): number;
+  reconcileForMs: number;
+}
+
+export function createMetrics(
+  pool: PoolCounts,
+  db: Kysely<DB>,
+  admission: { stats(): AdmissionStats },
+  payments: PaymentGaugeSources,
+): Metrics {
   const registry = new Registry();
   const thisProcess = { pid: String(process.pid) };
   collectDefaultMetrics({ register: registry, labels: thisProcess });
@@ -47,6 +79,21 @@ export function createMetrics(pool: PoolCounts, db: Kysely<DB>, admission: { sta
     help: 'issueCoupon answers by status.',
     labelNames: ['status'] as const,
     registers: [registry],
+  });
+  const checkoutOutcomes = new Counter({
+    name: 'checkout_outcomes_total',
+    help: 'checkout answers by status (PAID, DECLINED, PENDING, COUPON_UNAVAILABLE).',
+    labelNames: ['status'] as const,
+    registers: [registry],
+  });
+  new Gauge({
+    name: 'payments_waiting',
+    help: 'Checkouts waiting on the payment provider now, holding no turn and no connection (at most PAYMENTS_MAX_WAITING), per process.',
+    labelNames: ['pid'] as const,
+    registers: [registry],
+    collect() {
+      this.set(thisProcess, payments.waiting());
+    },
   });
   const knownDocumentOperations = new Counter({
     name: 'graphql_known_document_operations_total',
@@ -82,17 +129,7 @@ export function createMetrics(pool: PoolCounts, db: Kysely<DB>, admission: { sta
     },
   });
   // Both outbox gauges come from one query per scrape, whichever of them is collected first.
-  let latest: { at: number; stats: Promise<OutboxStats | null> } | null = null;
-  const currentStats = () => {
-    if (!latest || Date.now() - latest.at > OUTBOX_STATS_REUSE_MS) {
-      const stats = Promise.race([
-        outboxStats(db, null),
-        new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), OUTBOX_SCRAPE_TIMEOUT_MS).unref()),
-      ]).catch(() => null); // the database is away: report nothing rather than fail the scrape
-      latest = { at: Date.now(), stats };
-    }
-    return latest.stats;
-  };
+  const currentStats = sharedPerScrape(() => outboxStats(db, null));
   new Gauge({
     name: 'outbox_pending_events',
     help: 'Outbox events waiting for delivery.',
@@ -126,7 +163,30 @@ export function createMetrics(pool: PoolCounts, db: Kysely<DB>, admission: { sta
       else this.reset();
     },
   });
+  const currentPaymentStats = sharedPerScrape(() => paymentStats(db, payments.reconcileForMs));
+  new Gauge({
+    name: 'payments_pending',
+    help: 'Payments whose outcome is not known yet (their orders PENDING_PAYMENT).',
+    registers: [registry],
+    aggregator: 'max',
+    async collect() {
+      const stats = await currentPaymentStats();
+      if (stats) this.set(stats.pending);
+      else this.reset();
+    },
+  });
+  new Gauge({
+    name: 'payments_unsettled',
+    help: 'Payments still not known after PAYMENTS_RECONCILE_FOR: no longer resent, waiting for an operator (npm run reconcile lists them).',
+    registers: [registry],
+    aggregator: 'max',
+    async collect() {
+      const stats = await currentPaymentStats();
+      if (stats) this.set(stats.unsettled);
+      else this.reset();
+    },
+  });
   // A forked HTTP process of WEB_CONCURRENCY answers for the whole cluster.
   const scrape = cluster.isWorker ? clusterScrape(registry) : () => registry.metrics();
-  return { registry, scrape, requests, couponOutcomes, transactionRetries, knownDocumentOperations };
+  return { registry, scrape, requests, couponOutcomes, checkoutOutcomes, transactionRetries, knownDocumentOperations };
 }

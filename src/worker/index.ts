@@ -8,6 +8,7 @@ import { deleteSentEvents, outboxStats } from '../outbox/housekeeping.js';
 import { PASS_DEADLINE_MS, relayHealth, relayOnce, type RelayDeps } from '../outbox/relay.js';
 import { logSink, webhookSink, type OutboxSink } from '../outbox/sinks.js';
 import { inSpan } from '../tracing.js';
+import type { ReconcileDeps } from '../checkout/reconciler.js';
 
 export interface Workers {
   /** Stops the loops; waits for the passes in progress up to `limitMs` (their database calls end when the pool closes). */
@@ -94,12 +95,31 @@ async function reportDeadEvents(services: AppServices): Promise<void> {
   if (dead > 0) services.log.warn({ dead }, 'dead outbox events are waiting: npm run outbox:requeue gives them back to the relay');
 }
 
+/** Payments one reconciler pass resends at most: each is a call of up to PAYMENTS_TIMEOUT_MS, made side by side. */
+export const RECONCILE_BATCH = 50;
+
+/** The reconciler's dependencies, on the background loops' connections; null without a payment provider. */
+export function reconcileDeps(services: AppServices): ReconcileDeps | null {
+  if (services.payments === null) return null;
+  const { timeoutMs, reconcileAfterMs, reconcileForMs } = services.config.payments;
+  return {
+    db: services.backgroundPool,
+    transactions: services.transactions,
+    provider: services.payments,
+    log: services.log,
+    clock: services.clock,
+    options: { timeoutMs, reconcileAfterMs, reconcileForMs, batchSize: RECONCILE_BATCH },
+    reported: { at: 0, count: 0 },
+  };
+}
+
 /** Expired keys deleted per statement: small batches keep each delete's locks short. */
 const EXPIRY_BATCH = 1_000;
 
 /**
- * The background loops: the outbox relay, stale-huddle cleanup, expiry of idempotency keys and
- * retention (sent outbox events, ended huddle sessions). Several processes may run them against
+ * The background loops: the outbox relay, stale-huddle cleanup, expiry of idempotency keys,
+ * retention (sent outbox events, ended huddle sessions) and the payment reconciler (when there is a
+ * payment provider). Several processes may run them against
  * one database. They run on connections of their own (services.backgroundPool, one per loop),
  * which admission never hands to a request.
  */
@@ -137,6 +157,20 @@ export function startWorkers(services: AppServices): Workers {
     ),
     loop('retention', config.retention.intervalMs, log, () => inSpan('retention pass', { root: true }, () => retentionPass(services))),
   ];
+  const reconcile = reconcileDeps(services);
+  if (reconcile === null) log.warn('payment reconciler off: no payment provider (STRIPE_SECRET_KEY is not set)');
+  else log.info({ provider: reconcile.provider.name }, 'payment reconciler started');
+  if (reconcile) {
+    loops.push(
+      loop('payment-reconciler', config.payments.reconcileIntervalMs, log, () =>
+        inSpan('payment reconciler pass', { root: true }, async () => {
+          const pass = await services.algorithms.checkout.reconcile(reconcile);
+          if (pass.resent > 0) log.info(pass, 'payment reconciler pass');
+          return pass.resent === RECONCILE_BATCH;
+        }),
+      ),
+    );
+  }
   return {
     async stop(limitMs = WORKERS_STOP_LIMIT_MS) {
       await Promise.all(loops.map((l) => l.stop(limitMs)));

@@ -70,6 +70,32 @@ export type CampaignOverBudget = {
   tenantId: Scalars['ID']['output'];
 };
 
+export type CheckoutInput = {
+  /** The price in yen: a whole number from 1 to 99999999. */
+  amountYen: Scalars['Int']['input'];
+  /** One of your coupons to take off the price. */
+  couponId?: InputMaybe<Scalars['UUID']['input']>;
+  /** The payment method the frontend got from Stripe.js (pm_…). */
+  paymentMethod: Scalars['String']['input'];
+};
+
+export type CheckoutPayload = {
+  __typename?: 'CheckoutPayload';
+  /** Null for COUPON_UNAVAILABLE, which wrote nothing. */
+  order?: Maybe<Order>;
+  status: CheckoutStatus;
+};
+
+export type CheckoutStatus =
+  /** The coupon is held by another order, redeemed, voided or not yours. Nothing was written and nobody was charged. */
+  | 'COUPON_UNAVAILABLE'
+  /** The payment provider declined the payment: the order is CANCELED and its coupon given back. */
+  | 'DECLINED'
+  /** Paid now (or before, for a resend with the same Idempotency-Key). */
+  | 'PAID'
+  /** The outcome is not known yet (the provider did not answer in time, or answered that it is still working): the order stays PENDING_PAYMENT with its coupon held, and the server settles it; read it with `order`, or resend with the same Idempotency-Key. */
+  | 'PENDING';
+
 export type CleanupHuddlesPayload = {
   __typename?: 'CleanupHuddlesPayload';
   /** Members marked as left for a stale heartbeat. */
@@ -110,7 +136,19 @@ export type Coupon = {
   memberId: Scalars['ID']['output'];
   /** The business month it counts in (YYYY-MM, BUSINESS_TIME_ZONE). */
   month: Scalars['String']['output'];
+  /** As the answer read it: with the coupon where its statement read the coupon, else just after the mutation. */
+  status: CouponStatus;
 };
+
+export type CouponStatus =
+  /** Yours to redeem or to check out with. */
+  | 'AVAILABLE'
+  /** Held by one PENDING_PAYMENT order until its payment is known: then redeemed for it, or given back. */
+  | 'HELD'
+  /** Redeemed: by redeemCoupon, or for a paid order. */
+  | 'REDEEMED'
+  /** Voided (a duplicate from an adopted database); it can never be used. */
+  | 'VOIDED';
 
 export type CreateCampaignInput = {
   /** Budget leases (0 to 10000 coupons, with budgetSlots 1): each server process leases this many coupons' worth of the budget at a time and issues from its lease first; 0 (the default) takes every issue from the budget rows. */
@@ -249,6 +287,8 @@ export type MemberOverCap = {
 
 export type Mutation = {
   __typename?: 'Mutation';
+  /** Buys for amountYen less one of your coupons, paid with paymentMethod at the payment provider: PAID, DECLINED, or PENDING while the outcome is not known (not an error). Honours Idempotency-Key: a resend is the same order and the same charge. COUPON_UNAVAILABLE writes nothing and charges nobody. */
+  checkout: CheckoutPayload;
   /** Runs one stale-huddle cleanup pass now (the worker runs one every HUDDLE_CLEANUP_INTERVAL_MS): the tenant's, or every tenant's for the platform operator. Admins only. */
   cleanupHuddles: CleanupHuddlesPayload;
   /** Creates a coupon campaign in the session's tenant. Tenant admin only. */
@@ -267,8 +307,13 @@ export type Mutation = {
   joinHuddle: HuddlePayload;
   /** Takes the member out of the objective's huddle; the last one out ends it. */
   leaveHuddle: HuddlePayload;
-  /** Redeems one of the session's member's coupons, once: REDEEMED the first time, ALREADY_REDEEMED after. A voided coupon is refused (VOIDED); another member's coupon is NOT_FOUND. */
+  /** Redeems one of the session's member's coupons, once: REDEEMED the first time, ALREADY_REDEEMED after. A voided coupon is refused (VOIDED), and so is one a checkout holds (HELD); another member's coupon is NOT_FOUND. */
   redeemCoupon: RedeemCouponPayload;
+};
+
+
+export type MutationCheckoutArgs = {
+  input: CheckoutInput;
 };
 
 
@@ -316,6 +361,32 @@ export type MutationRedeemCouponArgs = {
   input: RedeemCouponInput;
 };
 
+/** A purchase of a member, paid at the payment provider less one of their coupons. */
+export type Order = {
+  __typename?: 'Order';
+  /** The price, in yen. */
+  amountYen: Scalars['Int']['output'];
+  /** amountYen - discountYen, never below 0: what the payment provider charges. */
+  chargedYen: Scalars['Int']['output'];
+  couponId?: Maybe<Scalars['UUID']['output']>;
+  createdAt: Scalars['DateTime']['output'];
+  /** The coupon's value (0 without one); it may exceed the price. */
+  discountYen: Scalars['Int']['output'];
+  id: Scalars['UUID']['output'];
+  memberId: Scalars['ID']['output'];
+  /** The payment provider's PaymentIntent (pi_…), once it answered with one. */
+  paymentIntentId?: Maybe<Scalars['String']['output']>;
+  status: OrderStatus;
+};
+
+export type OrderStatus =
+  /** The payment was declined: no charge, the coupon given back. */
+  | 'CANCELED'
+  /** Paid: one charge of chargedYen, the coupon redeemed. */
+  | 'PAID'
+  /** Waiting for the payment: its coupon is held, its outcome not known yet. */
+  | 'PENDING_PAYMENT';
+
 export type OutboxStats = {
   __typename?: 'OutboxStats';
   /** Events that failed every attempt; they need a person. */
@@ -344,6 +415,10 @@ export type Query = {
   ledgerCheck: LedgerReport;
   /** The session's member's coupons, newest first (`first`: 1 to 500). */
   myCoupons: Array<Coupon>;
+  /** One order: a member's own, or any of the tenant's for its admin; null when there is none. */
+  order?: Maybe<Order>;
+  /** Orders newest first: a member's own, every order of the tenant for its admin (`first`: 1 to 500). */
+  orders: Array<Order>;
   /** The notification outbox of the session's tenant (every tenant for the platform operator). Admins only. */
   outboxStats: OutboxStats;
   /** The session's tenant. */
@@ -388,6 +463,16 @@ export type QueryMyCouponsArgs = {
   first?: InputMaybe<Scalars['Int']['input']>;
 };
 
+
+export type QueryOrderArgs = {
+  id: Scalars['UUID']['input'];
+};
+
+
+export type QueryOrdersArgs = {
+  first?: InputMaybe<Scalars['Int']['input']>;
+};
+
 export type RedeemCouponInput = {
   couponId: Scalars['UUID']['input'];
 };
@@ -395,7 +480,7 @@ export type RedeemCouponInput = {
 export type RedeemCouponPayload = {
   __typename?: 'RedeemCouponPayload';
   coupon: Coupon;
-  /** When the coupon was redeemed (this time or the first time); null when it is voided. */
+  /** When the coupon was redeemed (this time or the first time); null when it is voided or held. */
   redeemedAt?: Maybe<Scalars['DateTime']['output']>;
   status: RedeemCouponStatus;
 };
@@ -403,6 +488,8 @@ export type RedeemCouponPayload = {
 export type RedeemCouponStatus =
   /** The coupon was redeemed before; redeemedAt says when. Nothing changed. */
   | 'ALREADY_REDEEMED'
+  /** A checkout's order holds the coupon while its payment is not known: it is redeemed for that order or given back. Nothing was written. */
+  | 'HELD'
   /** The coupon is redeemed now, by this request. */
   | 'REDEEMED'
   /** The coupon was voided and cannot be redeemed. Nothing was written. */
@@ -496,7 +583,7 @@ export type RedeemCouponMutationVariables = Exact<{
 }>;
 
 
-export type RedeemCouponMutation = { __typename?: 'Mutation', redeemCoupon: { __typename?: 'RedeemCouponPayload', status: RedeemCouponStatus, redeemedAt?: string | null, coupon: { __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string } } };
+export type RedeemCouponMutation = { __typename?: 'Mutation', redeemCoupon: { __typename?: 'RedeemCouponPayload', status: RedeemCouponStatus, redeemedAt?: string | null, coupon: { __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string, status: CouponStatus } } };
 
 export type CampaignQueryVariables = Exact<{
   id: Scalars['ID']['input'];
@@ -508,7 +595,7 @@ export type CampaignQuery = { __typename?: 'Query', campaign?: { __typename?: 'C
 export type MyCouponsQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type MyCouponsQuery = { __typename?: 'Query', myCoupons: Array<{ __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string }> };
+export type MyCouponsQuery = { __typename?: 'Query', myCoupons: Array<{ __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string, status: CouponStatus }> };
 
 export type OutboxStatsQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -555,6 +642,27 @@ export type HuddleQueryVariables = Exact<{
 
 export type HuddleQuery = { __typename?: 'Query', huddle?: { __typename?: 'HuddleSession', id: string, objectiveId: string, startedAt: string, endedAt?: string | null, participants: Array<{ __typename?: 'HuddleParticipant', memberId: string, joinedAt: string, lastHeartbeatAt: string }> } | null };
 
+export type CheckoutMutationVariables = Exact<{
+  input: CheckoutInput;
+}>;
+
+
+export type CheckoutMutation = { __typename?: 'Mutation', checkout: { __typename?: 'CheckoutPayload', status: CheckoutStatus, order?: { __typename?: 'Order', id: string, memberId: string, status: OrderStatus, amountYen: number, discountYen: number, chargedYen: number, couponId?: string | null, paymentIntentId?: string | null, createdAt: string } | null } };
+
+export type OrderQueryVariables = Exact<{
+  id: Scalars['UUID']['input'];
+}>;
+
+
+export type OrderQuery = { __typename?: 'Query', order?: { __typename?: 'Order', id: string, memberId: string, status: OrderStatus, amountYen: number, discountYen: number, chargedYen: number, couponId?: string | null, paymentIntentId?: string | null, createdAt: string } | null };
+
+export type OrdersQueryVariables = Exact<{
+  first?: InputMaybe<Scalars['Int']['input']>;
+}>;
+
+
+export type OrdersQuery = { __typename?: 'Query', orders: Array<{ __typename?: 'Order', id: string, memberId: string, status: OrderStatus, amountYen: number, discountYen: number, chargedYen: number, couponId?: string | null, paymentIntentId?: string | null, createdAt: string }> };
+
 export const HuddleSessionFieldsFragmentDoc = {"kind":"Document","definitions":[{"kind":"FragmentDefinition","name":{"kind":"Name","value":"HuddleSessionFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleSession"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"objectiveId"}},{"kind":"Field","name":{"kind":"Name","value":"startedAt"}},{"kind":"Field","name":{"kind":"Name","value":"endedAt"}},{"kind":"Field","name":{"kind":"Name","value":"participants"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"joinedAt"}},{"kind":"Field","name":{"kind":"Name","value":"lastHeartbeatAt"}}]}}]}}]} as unknown as DocumentNode<HuddleSessionFieldsFragment, unknown>;
 export const CreateTenantDocument = {"__meta__":{"hash":"a89ccf052e4d723d46cff4571044ac6ea710f6cfb88be7895f96c3b4861bce92"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateTenant"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateTenantInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createTenant"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenant"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"monthlyCapYen"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]}}]} as unknown as DocumentNode<CreateTenantMutation, CreateTenantMutationVariables>;
 export const CreateContractDocument = {"__meta__":{"hash":"8e6d569713a282aeb133e1cbe9c84cc134413d214943db254b7bf7dbba7623e7"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateContract"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateContractInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createContract"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"contract"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"title"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]}}]} as unknown as DocumentNode<CreateContractMutation, CreateContractMutationVariables>;
@@ -564,9 +672,9 @@ export const ViewerDocument = {"__meta__":{"hash":"ebe997e6bbb8a453cb5dfb9f66e36
 export const AuditLogDocument = {"__meta__":{"hash":"ca2b1341fdfb71d1a5abe07ed24b26da915c9ebe49750419264aafbae989eaec"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"AuditLog"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"limit"}},"type":{"kind":"NamedType","name":{"kind":"Name","value":"Int"}}},{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"after"}},"type":{"kind":"NamedType","name":{"kind":"Name","value":"ID"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"auditLog"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"limit"},"value":{"kind":"Variable","name":{"kind":"Name","value":"limit"}}},{"kind":"Argument","name":{"kind":"Name","value":"after"},"value":{"kind":"Variable","name":{"kind":"Name","value":"after"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"actorUserId"}},{"kind":"Field","name":{"kind":"Name","value":"role"}},{"kind":"Field","name":{"kind":"Name","value":"operation"}},{"kind":"Field","name":{"kind":"Name","value":"entityIds"}},{"kind":"Field","name":{"kind":"Name","value":"requestId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]} as unknown as DocumentNode<AuditLogQuery, AuditLogQueryVariables>;
 export const CreateCampaignDocument = {"__meta__":{"hash":"ef30dcab5d6f397e43aca565c1a8740a279d0c8962d34e17b37751b69081cb5c"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateCampaign"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateCampaignInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createCampaign"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"campaign"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetSlots"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"remainingYen"}}]}}]}}]}}]} as unknown as DocumentNode<CreateCampaignMutation, CreateCampaignMutationVariables>;
 export const IssueCouponDocument = {"__meta__":{"hash":"146ab11f97c6ed522f32f42ed74ae087d6291f72107bfc979a324e28912a76d2"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"IssueCoupon"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"IssueCouponInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"issueCoupon"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"coupon"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}}]}}]}}]}}]} as unknown as DocumentNode<IssueCouponMutation, IssueCouponMutationVariables>;
-export const RedeemCouponDocument = {"__meta__":{"hash":"9d74c32cc775828693a9f7195f67126ac82764828c5941aced929982cb4dc2be"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"RedeemCoupon"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"RedeemCouponInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"redeemCoupon"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"redeemedAt"}},{"kind":"Field","name":{"kind":"Name","value":"coupon"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}}]}}]}}]}}]} as unknown as DocumentNode<RedeemCouponMutation, RedeemCouponMutationVariables>;
+export const RedeemCouponDocument = {"__meta__":{"hash":"69fb1ee2f5140a434e47e7e99e6b3206edff44cedf9616e3b8626b9c3e4cc398"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"RedeemCoupon"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"RedeemCouponInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"redeemCoupon"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"redeemedAt"}},{"kind":"Field","name":{"kind":"Name","value":"coupon"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}},{"kind":"Field","name":{"kind":"Name","value":"status"}}]}}]}}]}}]} as unknown as DocumentNode<RedeemCouponMutation, RedeemCouponMutationVariables>;
 export const CampaignDocument = {"__meta__":{"hash":"3dece9176c91ee087c401c0abfa3f9dbaa978d1dd9a1701bbd8ae0a68bc6f02f"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Campaign"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"id"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"ID"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"campaign"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"id"},"value":{"kind":"Variable","name":{"kind":"Name","value":"id"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetSlots"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"remainingYen"}}]}}]}}]} as unknown as DocumentNode<CampaignQuery, CampaignQueryVariables>;
-export const MyCouponsDocument = {"__meta__":{"hash":"7cc71847d7acc67a39a77a06f7f70b34242acac8ddadd19211173abf9fdb0b63"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"MyCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"myCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}}]}}]}}]} as unknown as DocumentNode<MyCouponsQuery, MyCouponsQueryVariables>;
+export const MyCouponsDocument = {"__meta__":{"hash":"47144e9cdbc0fae73f1fe9c98a46355eed2407762f154b0d083996f7a4b16472"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"MyCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"myCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}},{"kind":"Field","name":{"kind":"Name","value":"status"}}]}}]}}]} as unknown as DocumentNode<MyCouponsQuery, MyCouponsQueryVariables>;
 export const OutboxStatsDocument = {"__meta__":{"hash":"caa356005979e5e2033cd2d13481090558e19359097632596835be47953579d3"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"OutboxStats"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"outboxStats"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"pending"}},{"kind":"Field","name":{"kind":"Name","value":"dead"}},{"kind":"Field","name":{"kind":"Name","value":"oldestPendingAgeSeconds"}}]}}]}}]} as unknown as DocumentNode<OutboxStatsQuery, OutboxStatsQueryVariables>;
 export const LedgerCheckDocument = {"__meta__":{"hash":"ce545ff6386dea37c1af7fbdfe56a37502d5b635175eda25d78dc88d4defbda8"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"LedgerCheck"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"ledgerCheck"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"ok"}},{"kind":"Field","name":{"kind":"Name","value":"campaignDrift"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"usageDrift"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"usedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"membersOverCap"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}},{"kind":"Field","name":{"kind":"Name","value":"capYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"campaignsOverBudget"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"legacyOverspend"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"legacyMembersOverCap"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}},{"kind":"Field","name":{"kind":"Name","value":"capYen"}}]}}]}}]}}]} as unknown as DocumentNode<LedgerCheckQuery, LedgerCheckQueryVariables>;
 export const JoinHuddleDocument = {"__meta__":{"hash":"41cd65b9b3ac87749c777b022f5675373b179d7ac57b0cdc816c463460f94c69"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"JoinHuddle"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"joinHuddle"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"session"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"HuddleSessionFields"}}]}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"HuddleSessionFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleSession"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"objectiveId"}},{"kind":"Field","name":{"kind":"Name","value":"startedAt"}},{"kind":"Field","name":{"kind":"Name","value":"endedAt"}},{"kind":"Field","name":{"kind":"Name","value":"participants"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"joinedAt"}},{"kind":"Field","name":{"kind":"Name","value":"lastHeartbeatAt"}}]}}]}}]} as unknown as DocumentNode<JoinHuddleMutation, JoinHuddleMutationVariables>;
@@ -574,3 +682,6 @@ export const HeartbeatHuddleDocument = {"__meta__":{"hash":"f75498e40a0e2b122c69
 export const LeaveHuddleDocument = {"__meta__":{"hash":"3be037495515c0a2597748a89cebcf81fb78e6791679df1caba3acb9476861f5"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"LeaveHuddle"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"leaveHuddle"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"session"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"HuddleSessionFields"}}]}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"HuddleSessionFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleSession"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"objectiveId"}},{"kind":"Field","name":{"kind":"Name","value":"startedAt"}},{"kind":"Field","name":{"kind":"Name","value":"endedAt"}},{"kind":"Field","name":{"kind":"Name","value":"participants"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"joinedAt"}},{"kind":"Field","name":{"kind":"Name","value":"lastHeartbeatAt"}}]}}]}}]} as unknown as DocumentNode<LeaveHuddleMutation, LeaveHuddleMutationVariables>;
 export const CleanupHuddlesDocument = {"__meta__":{"hash":"c667e2e3e3fb00fc49243e652af3dcef152cd21790a652797a1cff2003ea2f39"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CleanupHuddles"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"cleanupHuddles"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"participantsRemoved"}},{"kind":"Field","name":{"kind":"Name","value":"sessionsEnded"}}]}}]}}]} as unknown as DocumentNode<CleanupHuddlesMutation, CleanupHuddlesMutationVariables>;
 export const HuddleDocument = {"__meta__":{"hash":"0b2c30e289e4b177b32852b39e50f66d34d64d903ae19d82a7b10fdee89a8ae8"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Huddle"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"objectiveId"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"ID"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"huddle"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"objectiveId"},"value":{"kind":"Variable","name":{"kind":"Name","value":"objectiveId"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"HuddleSessionFields"}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"HuddleSessionFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleSession"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"objectiveId"}},{"kind":"Field","name":{"kind":"Name","value":"startedAt"}},{"kind":"Field","name":{"kind":"Name","value":"endedAt"}},{"kind":"Field","name":{"kind":"Name","value":"participants"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"joinedAt"}},{"kind":"Field","name":{"kind":"Name","value":"lastHeartbeatAt"}}]}}]}}]} as unknown as DocumentNode<HuddleQuery, HuddleQueryVariables>;
+export const CheckoutDocument = {"__meta__":{"hash":"d820db05abee08a1abe3493baf07dbfd5ba62d1fe43adb244a9361e894fa0f90"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"Checkout"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CheckoutInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"checkout"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"order"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"chargedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponId"}},{"kind":"Field","name":{"kind":"Name","value":"paymentIntentId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]}}]} as unknown as DocumentNode<CheckoutMutation, CheckoutMutationVariables>;
+export const OrderDocument = {"__meta__":{"hash":"45a0653709e33f9d5df9164189d7603c3cb6fd8fff25db4682762cbed88b5d6c"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Order"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"id"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"UUID"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"order"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"id"},"value":{"kind":"Variable","name":{"kind":"Name","value":"id"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"chargedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponId"}},{"kind":"Field","name":{"kind":"Name","value":"paymentIntentId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]} as unknown as DocumentNode<OrderQuery, OrderQueryVariables>;
+export const OrdersDocument = {"__meta__":{"hash":"1c43672bd18e2906162b3d228c88d94e7cc3cd5a74ed4628c7d29d2840bef114"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Orders"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"first"}},"type":{"kind":"NamedType","name":{"kind":"Name","value":"Int"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"orders"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"first"},"value":{"kind":"Variable","name":{"kind":"Name","value":"first"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"chargedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponId"}},{"kind":"Field","name":{"kind":"Name","value":"paymentIntentId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]} as unknown as DocumentNode<OrdersQuery, OrdersQueryVariables>;

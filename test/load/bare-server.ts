@@ -10,6 +10,7 @@ import { actionSecretMatches, sessionFromVariables } from '../../src/identity/se
 import { runInRequestScope } from '../../src/request-scope.js';
 import { openDatabase } from '../../src/process/open-database.js';
 import { buildServices } from '../../src/services.js';
+import { UNGATED_TURN } from '../../src/admission.js';
 
 /** The x-hasura-* headers of a Node request (Node gives their names in lower case). */
 function hasuraHeaders(req: IncomingMessage): Record<string, string> {
@@ -64,6 +65,7 @@ run(async () => {
       session: { role: 'user', tenantId: session.tenantId, userId: session.userId },
       requestId,
       deadline: Date.now() + config.requests.deadlineMs,
+      turn: UNGATED_TURN,
       signal: clientLeft.signal,
       databaseQueue: createDatabaseQueue(),
       log,

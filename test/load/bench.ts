@@ -40,6 +40,7 @@ import {
   startSpanSink,
   type ServerProcess,
 } from './target.js';
+import { UNGATED_TURN } from '../../src/admission.js';
 
 /** What one run of one row measured. */
 interface Figures {
@@ -277,6 +278,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
     session: { role: 'user', tenantId, userId: memberId },
     requestId: randomUUID(),
     deadline: Date.now() + config.requests.deadlineMs,
+    turn: UNGATED_TURN,
     signal: new AbortController().signal,
     databaseQueue: createDatabaseQueue(),
     log,

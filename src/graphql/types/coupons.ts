@@ -1,15 +1,45 @@
+import { createContextCache } from '@pothos/core';
+import DataLoader from 'dataloader';
 import { builder } from '../builder.js';
+import type { Context } from '../context.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireIdentifier, requirePageSize } from '../validate.js';
-import type { Coupon, IssueResult } from '../../coupons/issue.js';
-import { listMemberCoupons } from '../../coupons/member-coupons.js';
+import type { IssueResult } from '../../coupons/issue.js';
+import { couponStatuses, listMemberCoupons, type CouponStatus, type CouponWithStatus } from '../../coupons/member-coupons.js';
 
 const COUPONS_PAGE_DEFAULT = 100;
 const COUPONS_PAGE_MAX = 500;
 
-export const CouponType = builder.objectRef<Coupon>('Coupon').implement({
+const CouponStatusType = builder.enumType('CouponStatus', {
+  values: {
+    AVAILABLE: { description: 'Yours to redeem or to check out with.' },
+    HELD: { description: 'Held by one PENDING_PAYMENT order until its payment is known: then redeemed for it, or given back.' },
+    REDEEMED: { description: 'Redeemed: by redeemCoupon, or for a paid order.' },
+    VOIDED: { description: 'Voided (a duplicate from an adopted database); it can never be used.' },
+  } as const,
+});
+
+/**
+ * Coupon.status of the coupons an answer carries without it (issueCoupon's, whose statement does
+ * not read it): one statement per request for all of them, read after the mutation committed.
+ */
+const statusLoader = createContextCache(
+  (ctx: Context) =>
+    new DataLoader<string, CouponStatus>(async (ids) => {
+      const statuses = await runRead(ctx, (trx) => couponStatuses(trx, ctx.session!.tenantId!, ids));
+      // Coupons are never deleted: one the answer named and the tenant lacks is a bug, not a status.
+      return ids.map((id) => statuses.get(id) ?? new Error(`coupon ${id} is not in the tenant`));
+    }),
+);
+
+export const CouponType = builder.objectRef<CouponWithStatus>('Coupon').implement({
   fields: (t) => ({
+    status: t.field({
+      type: CouponStatusType,
+      description: 'As the answer read it: with the coupon where its statement read the coupon, else just after the mutation.',
+      resolve: (coupon, _args, ctx) => coupon.status ?? statusLoader(ctx).load(coupon.id),
+    }),
     id: t.expose('id', { type: 'UUID' }),
     campaignId: t.exposeID('campaignId'),
     memberId: t.exposeID('memberId'),
@@ -31,7 +61,13 @@ const IssueCouponStatus = builder.enumType('IssueCouponStatus', {
 const IssueCouponPayload = builder.objectRef<IssueResult>('IssueCouponPayload').implement({
   fields: (t) => ({
     status: t.field({ type: IssueCouponStatus, resolve: (r) => r.status }),
-    coupon: t.expose('coupon', { type: CouponType, nullable: true }),
+    coupon: t.field({
+      type: CouponType,
+      nullable: true,
+      // A coupon issued by this answer was AVAILABLE when it was issued: no read for its status (the
+      // answer of a Hasura action selects every field). One issued before is looked up.
+      resolve: (r) => (r.status === 'ISSUED' && r.coupon ? { ...r.coupon, status: 'AVAILABLE' as const } : r.coupon),
+    }),
   }),
 });
 

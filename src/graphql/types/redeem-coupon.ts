@@ -8,6 +8,10 @@ const RedeemCouponStatus = builder.enumType('RedeemCouponStatus', {
     REDEEMED: { description: 'The coupon is redeemed now, by this request.' },
     ALREADY_REDEEMED: { description: 'The coupon was redeemed before; redeemedAt says when. Nothing changed.' },
     VOIDED: { description: 'The coupon was voided and cannot be redeemed. Nothing was written.' },
+    HELD: {
+      description:
+        "A checkout's order holds the coupon while its payment is not known: it is redeemed for that order or given back. Nothing was written.",
+    },
   } as const,
 });
 
@@ -18,7 +22,7 @@ const RedeemCouponPayload = builder.objectRef<RedeemResult>('RedeemCouponPayload
     redeemedAt: t.expose('redeemedAt', {
       type: 'DateTime',
       nullable: true,
-      description: 'When the coupon was redeemed (this time or the first time); null when it is voided.',
+      description: 'When the coupon was redeemed (this time or the first time); null when it is voided or held.',
     }),
   }),
 });
@@ -31,7 +35,7 @@ defineMutation('redeemCoupon', {
   access: { member: true },
   description:
     "Redeems one of the session's member's coupons, once: REDEEMED the first time, ALREADY_REDEEMED after. " +
-    "A voided coupon is refused (VOIDED); another member's coupon is NOT_FOUND.",
+    "A voided coupon is refused (VOIDED), and so is one a checkout holds (HELD); another member's coupon is NOT_FOUND.",
   input: RedeemCouponInput,
   type: RedeemCouponPayload,
   unit: ({ couponId }, { session, services }) => ({

@@ -1,6 +1,6 @@
 import type { ExecutionResult, GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import { admissionKey, type Admission } from '../../admission.js';
+import { admissionKey, type Admission, type AdmissionKey, type OperationTurn } from '../../admission.js';
 import type { Context } from '../../graphql/context.js';
 import { toGraphQLError } from '../../graphql/errors.js';
 import type { Session } from '../../identity/session.js';
@@ -11,6 +11,8 @@ export interface Identified {
   session: Session | null;
   /** Epoch ms after which the request gives up. */
   deadline: number;
+  /** The operation's turn, which a field may give back while it waits on someone outside (see OperationTurn). */
+  turn: OperationTurn;
 }
 
 /** The server context the plugin leaves its decision in. */
@@ -29,6 +31,44 @@ export interface AdmissionPluginOptions {
 
 /** The caller's address, as the HTTP layer found it; in-process callers (tests) share one. */
 const clientAddress = () => currentRequestScope()?.clientAddress ?? 'in-process';
+
+/** A turn that may be given back and taken again (OperationTurn); `end` gives back whichever turn it holds. */
+class AdmittedTurn implements OperationTurn {
+  private release: (() => void) | null;
+  private lost = false;
+
+  constructor(
+    private readonly admission: Admission,
+    private readonly key: AdmissionKey,
+    private readonly signal: AbortSignal,
+    private readonly deadline: number,
+    release: () => void,
+  ) {
+    this.release = release;
+  }
+
+  get held(): boolean {
+    return !this.lost;
+  }
+
+  async stepOut<T>(wait: () => Promise<T>): Promise<{ value: T; back: boolean }> {
+    this.end();
+    let value: T;
+    try {
+      value = await wait();
+    } finally {
+      const admitted = await this.admission.admit(this.key, this.signal, this.deadline);
+      if (admitted.ok) this.release = admitted.release;
+      else this.lost = true;
+    }
+    return { value, back: !this.lost };
+  }
+
+  end(): void {
+    this.release?.();
+    this.release = null;
+  }
+}
 
 /**
  * Runs an operation inside its turn: `run` is everything after admission (parse, validation,
@@ -60,16 +100,18 @@ export function admissionGate(options: AdmissionPluginOptions): AdmissionGate {
     } catch (error) {
       return { errors: [maskError(error)] };
     }
-    serverContext.identified = { session, deadline };
-    const admitted = await admission.admit(admissionKey(session, clientAddress()), request.signal, deadline);
+    const key = admissionKey(session, clientAddress());
+    const admitted = await admission.admit(key, request.signal, deadline);
     if (!admitted.ok) return { errors: [toGraphQLError(admitted.error)] };
+    const turn = new AdmittedTurn(admission, key, request.signal, deadline, admitted.release);
+    serverContext.identified = { session, deadline, turn };
     try {
       // A caller without a session reads its document only after the I/O already waiting
       // (other requests' database answers and bodies) has been served.
       if (session === null) await new Promise((resolve) => setImmediate(resolve));
       return await run();
     } finally {
-      admitted.release();
+      turn.end();
     }
   };
 }

@@ -1,0 +1,48 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CheckoutDocument } from './generated/graphql.js';
+import { stubPayments, TEST_STRIPE_KEY } from './support/checkout-run.js';
+import { duringHeldCall, ONE_TURN } from './support/checkout-turns.js';
+import { asUser, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
+import { startStripeStub, type StripeStub } from './support/stripe-stub.js';
+
+// While the payment provider answers, a checkout holds no pool connection and no admission turn:
+// with one of each, another member reads and checks out meanwhile. Waiting checkouts have a bound
+// of their own (PAYMENTS_MAX_WAITING), and what exceeds it is TRY_AGAIN before anything is written.
+// test/checkout.naive.test.ts shows the first test fail with the charge inside transaction 1.
+
+describe('checkout while the payment provider answers', () => {
+  let stub: StripeStub;
+  let backend: TestBackend;
+  beforeAll(async () => {
+    stub = await startStripeStub({ secretKey: TEST_STRIPE_KEY });
+    backend = await createTestBackend({ env: stubPayments(stub, { ...ONE_TURN, PAYMENTS_MAX_WAITING: '2' }) });
+  });
+  afterAll(async () => {
+    await backend.close();
+    await stub.close();
+  });
+
+  it('holds no connection and no turn: with one of each, another member reads and checks out meanwhile', async () => {
+    const result = await duringHeldCall(backend, stub, 'turns');
+    expect(result).toEqual({ otherRead: [], otherCheckout: 'DECLINED', inTransaction: 0, heldAnswer: 'PAID' });
+  });
+
+  it('refuses a checkout beyond PAYMENTS_MAX_WAITING with TRY_AGAIN, before anything is written', async () => {
+    const tenantId = 'waiting-room';
+    await createTenant(backend, tenantId, 1_000_000);
+    const fetch = (request: Request) => backend.app.fetch(request);
+    const send = (member: string) =>
+      gql(fetch, CheckoutDocument, { input: { amountYen: 1_000, paymentMethod: 'pm_card_visa' } }, asUser(tenantId, member));
+    const holds = [stub.hold(), stub.hold()];
+    const waiting = [send('w-1'), send('w-2')];
+    await Promise.all(holds.map((hold) => hold.arrived));
+    const refused = await send('w-3');
+    expect(errorCodes(refused)).toEqual(['TRY_AGAIN']);
+    expect(refused.body.errors![0]!.extensions).toMatchObject({ reason: 'payments busy' });
+    const written = await backend.sql.query("select 1 from orders where tenant_id = $1 and member_id = 'w-3'", [tenantId]);
+    expect(written.rowCount).toBe(0);
+    for (const hold of holds) hold.proceed();
+    expect((await Promise.all(waiting)).map((answer) => answer.body.data!.checkout.status)).toEqual(['PAID', 'PAID']);
+    expect((await send('w-3')).body.data!.checkout.status).toBe('PAID');
+  });
+});
