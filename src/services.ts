@@ -2,6 +2,7 @@ import { fairAdmission, TokenBuckets, type Admission, type AdmissionPolicy } fro
 import { systemClock, type Clock } from './clock.js';
 import type { AppConfig } from './config.js';
 import { documentIssuing, type DocumentIssuing } from './contracts/service.js';
+import { splitByCoupons, type BudgetSplit } from './coupons/campaigns.js';
 import { BudgetLeases, productLeasing, type BudgetLeasing } from './coupons/leases.js';
 import { couponRedeemer, type CouponRedeemer } from './coupons/redeem.js';
 import { conditionalUpdates, type CouponIssuer } from './coupons/issuer.js';
@@ -25,6 +26,7 @@ export interface Algorithms {
   huddleOperations: HuddleOperations;
   admissionPolicy: AdmissionPolicy;
   budgetLeasing: BudgetLeasing;
+  budgetSplit: BudgetSplit;
 }
 
 export const ORIGINAL_ALGORITHMS: Algorithms = {
@@ -34,6 +36,7 @@ export const ORIGINAL_ALGORITHMS: Algorithms = {
   huddleOperations,
   admissionPolicy: fairAdmission,
   budgetLeasing: productLeasing,
+  budgetSplit: splitByCoupons,
 };
 
 /** Process-wide parts, built once at start-up and shared by every request and background loop. */

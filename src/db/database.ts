@@ -29,7 +29,7 @@ export interface Database {
   /** The root instance: reads outside a transaction, and the runner that opens transactions. */
   db: Kysely<DB>;
   /**
-   * The background loops' own connections (outbox relay, huddle cleanup, key expiry, retention): one each,
+   * The background loops' own connections (outbox relay, huddle cleanup, key expiry, lease expiry, retention): one each,
    * never handed to a request, so a flood of requests cannot starve them.
    */
   background: Kysely<DB>;
@@ -181,7 +181,7 @@ class TimedPostgresDialect extends PostgresDialect {
 }
 
 /** Connections of the background loops: one per loop, so they never wait for each other either. */
-export const BACKGROUND_CONNECTIONS = 4;
+export const BACKGROUND_CONNECTIONS = 5;
 
 export interface DatabaseOptions extends PoolOptions {
   plugins?: KyselyPlugin[];
