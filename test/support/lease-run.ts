@@ -4,6 +4,7 @@ import { LoadClient, runLanes, runReleasedTogether } from '../load/client.js';
 import { replyOutcome } from '../load/scenario.js';
 import { checkCouponInvariants, headerSessions, sendIssue, setupCouponScenario, type CouponScenario } from '../load/scenarios/coupons.js';
 import { startServerProcess, type ServerProcess } from '../load/target.js';
+import { withoutRoleTimeouts } from './coupon-run.js';
 
 export interface LeaseRunResult {
   /** Coupons in the table: what was issued, whatever the killed process answered. */
@@ -34,6 +35,11 @@ async function until<T>(what: string, probe: () => Promise<T | null>, limitMs = 
   throw new Error(`gave up waiting for ${what}`);
 }
 
+export interface LeaseRunOptions {
+  /** Both processes' sessions lack the role's timeouts (withoutRoleTimeouts): every issue runs as the transaction. */
+  transactionPath?: boolean;
+}
+
 /**
  * One campaign with budget leases and two server processes of `strategy` on `databaseUrl`. The
  * first serves a stream of issues until it holds a lease with yen left in it, and is killed with
@@ -41,7 +47,13 @@ async function until<T>(what: string, probe: () => Promise<T | null>, limitMs = 
  * has expired, the second serves twice as many members as the budget has coupons, released together.
  * Counted in SQL afterwards.
  */
-export async function runKilledLeaseHolder(databaseUrl: string, sql: pg.Pool, strategy: string, runId: string): Promise<LeaseRunResult> {
+export async function runKilledLeaseHolder(
+  databaseUrl: string,
+  sql: pg.Pool,
+  strategy: string,
+  runId: string,
+  options: LeaseRunOptions = {},
+): Promise<LeaseRunResult> {
   const scenario: CouponScenario = {
     tenantId: `leases-${runId}`,
     capYen: 1_000_000,
@@ -52,7 +64,12 @@ export async function runKilledLeaseHolder(databaseUrl: string, sql: pg.Pool, st
     sends: 1,
     expectedIssued: BUDGET_COUPONS,
   };
-  const env = { DATABASE_URL: databaseUrl, BENCH_STRATEGY: strategy, RUN_WORKERS: 'false', BUDGET_LEASE_TTL_MS: String(LEASE_TTL_MS) };
+  const env = {
+    DATABASE_URL: options.transactionPath ? withoutRoleTimeouts(databaseUrl) : databaseUrl,
+    BENCH_STRATEGY: strategy,
+    RUN_WORKERS: 'false',
+    BUDGET_LEASE_TTL_MS: String(LEASE_TTL_MS),
+  };
   const sessions = headerSessions();
   const servers: ServerProcess[] = [];
   const clients: LoadClient[] = [];
