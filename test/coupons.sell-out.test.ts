@@ -53,14 +53,18 @@ describe('issueCoupon sells out exactly: random budgets, discounts, slots and le
   it('issues floor(budgetYen / discountYen) coupons and refuses only once less than one is left', async ({ annotate }) => {
     let run = 0;
     const seen: string[] = [];
+    const reruns: Record<string, number> = {};
+    let issues = 0;
     await fc.assert(
       fc.asyncProperty(sellOutCases(), async (c) => {
         const result = await runSellOut(backends, `p${run++}`, c);
         seen.push(`${c.coupons}x${c.discountYen}+${c.remainderYen} slots ${c.budgetSlots} lease ${c.budgetLeaseCoupons}`);
+        issues += result.requests;
+        for (const [state, n] of Object.entries(result.retries)) reruns[state] = (reruns[state] ?? 0) + n;
         expect(sellOutViolations(c, result), JSON.stringify(c)).toEqual([]);
       }),
       { numRuns: 40 },
     );
-    await annotate(`campaigns sold out exactly: ${seen.join('; ')}`);
+    await annotate(`${issues} issues, reruns ${JSON.stringify(reruns)}; campaigns sold out exactly: ${seen.join('; ')}`);
   });
 });

@@ -200,6 +200,8 @@ export interface IssueContext {
   leases: Pick<BudgetLeases, 'holder' | 'issued' | 'leasing'>;
   /** Epoch ms: the request's deadline. */
   deadline: number;
+  /** Told each time a one-statement issue met a race and runs again (SQLSTATE 40001, for a metric). */
+  onRace?: () => void;
 }
 
 const refusal = (status: 'MONTHLY_CAP' | 'BUDGET_EXCEEDED') => new RollbackAndReturn<IssueResult>({ status, coupon: null });

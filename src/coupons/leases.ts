@@ -26,19 +26,24 @@ export const productLeasing: BudgetLeasing = {
 };
 
 /**
- * The CTEs that give back the campaign's leases `leasing` gives back (but `keep`'s): `expired`
- * locks them, skipping any an issue holds (the next pass takes it), `gone` deletes them and `back`
- * sums what they held and issued. Lease rows are locked before the budget row, as everywhere.
+ * The CTEs that give back the campaign's leases that `leasing` gives back, besides `own`'s, which
+ * it locks too (a refill tops it up). `locked` locks them all in one scan in the order of their
+ * holder, waiting for an issue that holds one (at most a statement, or a transaction's round trip
+ * to COMMIT); every statement that locks several lease rows of a campaign locks them in this order,
+ * so two of them cannot wait for each other, and none holds the budget row yet. A lease renewed
+ * while this waited for it is locked but not given back. `gone` deletes the others, `back` sums what
+ * they held and issued.
  */
-function givingBack(leasing: BudgetLeasing, tenantId: string, campaignId: string, keep: string | null) {
-  return sql`expired as (
-      select l.holder from campaign_budget_leases l
-       where l.tenant_id = ${tenantId} and l.campaign_id = ${campaignId} and ${leasing.givenBack('l')}
-         ${keep === null ? sql`` : sql`and l.holder <> ${keep}`}
-         for update of l skip locked
+function givingBack(leasing: BudgetLeasing, tenantId: string, campaignId: string, own: string | null) {
+  return sql`locked as (
+      select l.holder, ${own === null ? sql`false` : sql`l.holder = ${own}`} as own from campaign_budget_leases l
+       where l.tenant_id = ${tenantId} and l.campaign_id = ${campaignId}
+         and (${leasing.givenBack('l')}${own === null ? sql`` : sql` or l.holder = ${own}`})
+       order by l.holder
+         for update of l
     ), gone as (
-      delete from campaign_budget_leases l using expired e
-       where l.tenant_id = ${tenantId} and l.campaign_id = ${campaignId} and l.holder = e.holder
+      delete from campaign_budget_leases l using locked e
+       where l.tenant_id = ${tenantId} and l.campaign_id = ${campaignId} and l.holder = e.holder and not e.own
       returning l.budget_yen, l.issued_yen
     ), back as (
       select count(*)::int as leases, coalesce(sum(budget_yen), 0)::int as budget, coalesce(sum(issued_yen), 0)::int as issued from gone
@@ -57,8 +62,7 @@ export interface GivenBack {
  * Gives every expired lease of up to `limit` campaigns back to its budget row (its issued yen into
  * the row's issued, the rest back to its room): the background loop's pass, so that a killed
  * process's lease returns within a TTL of expiring even while nobody issues on its campaign. One
- * statement per campaign, lease rows locked before the budget row; a lease an issue holds is left
- * to the next pass.
+ * statement per campaign, lease rows locked before the budget row.
  */
 export async function giveBackExpiredLeases(db: Kysely<DB>, leasing: BudgetLeasing, limit: number): Promise<GivenBack> {
   const campaigns = await sql<{ tenant_id: string; campaign_id: string }>`
@@ -150,21 +154,15 @@ export class BudgetLeases {
    * One statement: gives back every expired lease of the campaign but this process's own (its
    * issued yen into the budget row's issued, the rest back to its room), then leases this process
    * up to `leaseCoupons` more (half of what is left when that is less). Lease rows are locked
-   * before the budget row, as everywhere: its own (waiting for an issue that holds it, while this
-   * holds nothing), the expired ones (skipping any an issue holds), then the budget row. Returns the
-   * yen granted.
+   * before the budget row, as everywhere: its own and the expired ones (givingBack), then the
+   * budget row. Returns the yen granted.
    */
   async refill({ tenantId, campaignId, leaseCoupons }: Omit<LeaseIssue, 'ownLeft'>): Promise<number> {
     const result = await sql<{ granted: number | null }>`
-      with own as (
-        select 1 from campaign_budget_leases l
-         where l.tenant_id = ${tenantId} and l.campaign_id = ${campaignId} and l.holder = ${this.holder}
-           for update of l
-      ), ${givingBack(this.leasing, tenantId, campaignId, this.holder)}, pool as (
+      with ${givingBack(this.leasing, tenantId, campaignId, this.holder)}, pool as (
         select s.budget_yen - s.issued_yen - s.leased_yen as room, c.discount_yen
           from campaign_budget_slots s join campaigns c on c.tenant_id = s.tenant_id and c.id = s.campaign_id
-         where s.tenant_id = ${tenantId} and s.campaign_id = ${campaignId} and s.slot = 0
-           and (select count(*) from own) + (select count(*) from expired) >= 0
+         where s.tenant_id = ${tenantId} and s.campaign_id = ${campaignId} and s.slot = 0 and (select count(*) from locked) >= 0
            for update of s
       ), granted as (
         select p.discount_yen * least(${leaseCoupons}::int, ((p.room + b.budget - b.issued) / p.discount_yen + 1) / 2) as yen

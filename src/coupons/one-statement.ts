@@ -27,6 +27,7 @@ export async function issueCouponInOneStatement(
       return await runIssue(db, request, bookkeeping, context);
     } catch (error) {
       if (!isRacedIssue(error)) throw error;
+      context.onRace?.();
       // The session's timeouts cannot be capped by the deadline; the transaction caps its own.
       if (context.deadline - Date.now() < Math.max(lockTimeoutMs, statementTimeoutMs)) return AS_TRANSACTION;
     }

@@ -76,6 +76,20 @@ export interface SpreadRunResult {
   requests: number;
   outcomes: Record<string, number>;
   invariants: InvariantReport;
+  /** Reruns by SQLSTATE over the backends during the run: 40001 counts issues that met a race and ran again. */
+  retries: Record<string, number>;
+}
+
+/** transaction_retries_total of the backends, by SQLSTATE. */
+async function retriesOf(backends: TestBackend[]): Promise<Record<string, number>> {
+  const totals: Record<string, number> = {};
+  for (const backend of backends) {
+    for (const { labels, value } of (await backend.services.metrics.transactionRetries.get()).values) {
+      const state = String(labels['sqlstate']);
+      totals[state] = (totals[state] ?? 0) + value;
+    }
+  }
+  return totals;
 }
 
 /**
@@ -90,6 +104,7 @@ export async function runSpread(backends: TestBackend[], scenario: CouponScenari
   const clients = served.map(({ url }) => new LoadClient(url, concurrency));
   const sessions = headerSessions();
   const probe = new RefusalProbe(backends[0]!.sql, scenario.tenantId);
+  const retriesBefore = await retriesOf(backends);
   try {
     await setupCouponScenario(clients[0]!, scenario, sessions);
     for (const client of clients) await client.open();
@@ -108,7 +123,13 @@ export async function runSpread(backends: TestBackend[], scenario: CouponScenari
     const refusals = await probe.check();
     invariants.checks.push(refusals);
     invariants.violations.push(...refusals.violations);
-    return { requests: requests.length, outcomes: counts, invariants };
+    const retriesAfter = await retriesOf(backends);
+    const retries = Object.fromEntries(
+      Object.entries(retriesAfter)
+        .map(([state, n]) => [state, n - (retriesBefore[state] ?? 0)] as const)
+        .filter(([, n]) => n > 0),
+    );
+    return { requests: requests.length, outcomes: counts, invariants, retries };
   } finally {
     for (const client of clients) client.close();
     for (const { server } of served) await server.close();

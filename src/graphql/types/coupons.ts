@@ -60,7 +60,12 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
       now: services.clock(),
       timeZone: services.config.coupons.businessTimeZone,
     };
-    const context = { timeouts: services.transactions, leases: services.budgetLeases, deadline };
+    const context = {
+      timeouts: services.transactions,
+      leases: services.budgetLeases,
+      deadline,
+      onRace: () => services.metrics.transactionRetries.inc({ sqlstate: '40001' }),
+    };
     const { oneStatement } = issuer;
     return {
       ...(issuer.isolation ? { isolation: issuer.isolation } : {}),
