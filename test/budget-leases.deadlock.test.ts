@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
-import { asTenantAdmin, asUser, createTenant, createTestBackend, gqlOk, TEST_APP, type TestBackend } from './support/harness.js';
+import { IssueCouponDocument } from './generated/graphql.js';
+import { asUser, createTestBackend, gqlOk, TEST_APP, type TestBackend } from './support/harness.js';
+import { createLeasedCampaign } from './support/lease-run.js';
 import { waitFor, waitForLockWaiter } from './support/wait.js';
 
 // The interleaving in which an issue and a refill of one campaign would wait for each other, if an
@@ -17,13 +18,7 @@ describe('budget leases: an issue and a refill of one campaign never wait for ea
   let backend: TestBackend;
   beforeAll(async () => {
     backend = await createTestBackend();
-    await createTenant(backend, TENANT, 1_000_000);
-    await gqlOk(
-      backend.app.fetch,
-      CreateCampaignDocument,
-      { input: { id: 'both', name: 'Both', discountYen: 100, budgetYen: 10_000, budgetLeaseCoupons: 5 } },
-      asTenantAdmin(TENANT),
-    );
+    await createLeasedCampaign(backend, TENANT, 'both', 10_000, 5);
   });
   afterAll(() => backend.close());
 

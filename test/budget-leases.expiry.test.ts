@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ownLeaseOnly } from './naive/budget-leases.js';
-import { CampaignDocument, CreateCampaignDocument } from './generated/graphql.js';
-import { asTenantAdmin, createTenant, createTestBackend, gqlOk, type TestBackend } from './support/harness.js';
+import { CampaignDocument } from './generated/graphql.js';
+import { asTenantAdmin, createTestBackend, gqlOk, type TestBackend } from './support/harness.js';
+import { createLeasedCampaign } from './support/lease-run.js';
 import { waitFor } from './support/wait.js';
 import { startWorkers, type Workers } from '../src/worker/index.js';
 import type { Algorithms } from '../src/services.js';
@@ -20,13 +21,7 @@ async function withLoops(standIns: Partial<Algorithms>) {
 
 /** A leased campaign and the lease a killed process left in it: 2,000 yen, 700 of them issued, expiring in 300 ms. */
 async function killedProcessLease(backend: TestBackend, tenantId: string) {
-  await createTenant(backend, tenantId, 1_000_000);
-  await gqlOk(
-    backend.app.fetch,
-    CreateCampaignDocument,
-    { input: { id: 'idle', name: 'Idle', discountYen: 100, budgetYen: 10_000, budgetLeaseCoupons: 20 } },
-    asTenantAdmin(tenantId),
-  );
+  await createLeasedCampaign(backend, tenantId, 'idle', 10_000, 20);
   const { rows } = await backend.sql.query<{ expires_at: Date }>(
     `with lease as (
        insert into campaign_budget_leases (tenant_id, campaign_id, holder, budget_yen, issued_yen, expires_at)

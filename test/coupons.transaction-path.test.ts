@@ -1,16 +1,9 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
+import { IssueCouponDocument } from './generated/graphql.js';
 import { referenceScenario, type CouponScenario } from './load/scenarios/coupons.js';
-import {
-  asTenantAdmin,
-  asUser,
-  createTenant,
-  createTestBackend,
-  createTestDatabaseUrl,
-  gqlOk,
-  type TestBackend,
-} from './support/harness.js';
+import { asUser, createTestBackend, createTestDatabaseUrl, gqlOk, type TestBackend } from './support/harness.js';
+import { createLeasedCampaign } from './support/lease-run.js';
 import { waitFor } from './support/wait.js';
 import { REFERENCE_SCENARIO_TIMEOUT_MS, runSpread, withoutRoleTimeouts, type SpreadRunResult } from './support/coupon-run.js';
 
@@ -56,13 +49,7 @@ describe('issueCoupon on the transaction path: the reference scenario, double ta
 
   /** A campaign of 10 coupons whose whole budget another process holds in a lease (live, or expired). */
   const leasedElsewhere = async (tenantId: string, expired: boolean) => {
-    await createTenant(onTransactions, tenantId, 1_000_000);
-    await gqlOk(
-      onTransactions.app.fetch,
-      CreateCampaignDocument,
-      { input: { id: 'held', name: 'Held', discountYen: 100, budgetYen: 1_000, budgetLeaseCoupons: 5 } },
-      asTenantAdmin(tenantId),
-    );
+    await createLeasedCampaign(onTransactions, tenantId, 'held', 1_000, 5);
     await onTransactions.sql.query(
       `with lease as (
          insert into campaign_budget_leases (tenant_id, campaign_id, holder, budget_yen, issued_yen, expires_at)
