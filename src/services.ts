@@ -3,6 +3,7 @@ import { systemClock, type Clock } from './clock.js';
 import type { AppConfig } from './config.js';
 import { documentIssuing, type DocumentIssuing } from './contracts/service.js';
 import { splitByCoupons, type BudgetSplit } from './coupons/campaigns.js';
+import { CampaignShapes } from './coupons/issue-statement.js';
 import { BudgetLeases, productLeasing, type BudgetLeasing } from './coupons/leases.js';
 import { couponRedeemer, type CouponRedeemer } from './coupons/redeem.js';
 import { conditionalUpdates, type CouponIssuer } from './coupons/issuer.js';
@@ -61,6 +62,8 @@ export interface AppServices {
   writeBudget: TokenBuckets;
   /** This process's budget leases (stopped, and so given back, when the server stops). */
   budgetLeases: BudgetLeases;
+  /** The shapes of the campaigns this process issued on (which statement an issue runs). */
+  campaignShapes: CampaignShapes;
   algorithms: Algorithms;
 }
 
@@ -89,6 +92,7 @@ export function buildServices(
     admission,
     writeBudget: new TokenBuckets(config.edge.memberWriteRate, config.edge.memberWriteBurst),
     budgetLeases: new BudgetLeases(database.db, config.coupons.budgetLeaseTtlMs, log, algorithms.budgetLeasing),
+    campaignShapes: new CampaignShapes(),
     algorithms,
     metrics: createMetrics(database.pool.counts, database.db, admission),
     transactions: {

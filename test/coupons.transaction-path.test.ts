@@ -59,20 +59,17 @@ describe('issueCoupon on the transaction path: the reference scenario, double ta
       [tenantId, expired ? '-1 second' : '1 hour'],
     );
   };
-  const rowsOf = async (tenantId: string) => ({
-    budgetRow: (
-      await onTransactions.sql.query(
-        "select issued_yen, leased_yen from campaign_budget_slots where tenant_id = $1 and campaign_id = 'held'",
+  /** The budget row and the other process's lease, read in one snapshot. */
+  const rowsOf = async (tenantId: string) =>
+    (
+      await onTransactions.sql.query<{ budgetRow: { issued_yen: number; leased_yen: number }; elsewhere: unknown[] }>(
+        `select (select json_build_object('issued_yen', issued_yen, 'leased_yen', leased_yen) from campaign_budget_slots
+                  where tenant_id = $1 and campaign_id = 'held') as "budgetRow",
+                coalesce((select json_agg(json_build_object('budget_yen', budget_yen, 'issued_yen', issued_yen)) from campaign_budget_leases
+                  where tenant_id = $1 and campaign_id = 'held' and holder = 'elsewhere'), '[]') as elsewhere`,
         [tenantId],
       )
-    ).rows[0],
-    elsewhere: (
-      await onTransactions.sql.query(
-        "select budget_yen, issued_yen from campaign_budget_leases where tenant_id = $1 and campaign_id = 'held' and holder = 'elsewhere'",
-        [tenantId],
-      )
-    ).rows,
-  });
+    ).rows[0]!;
   const issueHeld = async (tenantId: string, member: string) =>
     (await gqlOk(onTransactions.app.fetch, IssueCouponDocument, { input: { campaignId: 'held' } }, asUser(tenantId, member))).issueCoupon
       .status;
@@ -117,7 +114,8 @@ describe('issueCoupon on the transaction path: the reference scenario, double ta
   it(
     'budget leases: the transaction path takes from the leases the other process holds, and leases of its own',
     async ({ annotate }) => {
-      // Requests alternate between a backend on the one statement and one on the transaction path, both leasing.
+      // Members' campaigns alternate between a backend on the one statement and one on the transaction path (a double tap
+      // goes to one of them), both leasing.
       const leases = onTransactions.services.budgetLeases;
       const refill = leases.refill.bind(leases);
       let grantedOnTransactions = 0;

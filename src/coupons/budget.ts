@@ -16,6 +16,29 @@ export const slotHasRoom = (alias: string, amount: RawBuilder<unknown>) =>
 export const leaseHasRoom = (alias: string, amount: RawBuilder<unknown>) =>
   sql`${sql.raw(alias)}.issued_yen + ${amount} <= ${sql.raw(alias)}.budget_yen`;
 
+/**
+ * Which rows a campaign's budget lies in, fixed when it is created: one budget row, several slots,
+ * or the budget row and leases (budgetLeaseCoupons needs one slot).
+ */
+export type CampaignShape = 'one row' | 'slots' | 'leases';
+
+export const shapeOf = (budgetSlots: number, budgetLeaseCoupons: number): CampaignShape =>
+  budgetLeaseCoupons > 0 ? 'leases' : budgetSlots > 1 ? 'slots' : 'one row';
+
+/**
+ * What an issue's statement is built for: one shape (it then holds only that shape's parts: every
+ * part costs PostgreSQL to set up on each run, and again on each recheck of a row it waited for),
+ * or `any`, which finds the shape out and holds every part.
+ */
+export type BuiltFor = CampaignShape | 'any';
+
+/** The campaign row `alias` has `shape`. */
+export function hasShape(alias: string, shape: CampaignShape) {
+  const c = sql.raw(alias);
+  if (shape === 'leases') return sql`${c}.budget_lease_coupons > 0`;
+  return shape === 'slots' ? sql`${c}.budget_slots > 1` : sql`(${c}.budget_slots = 1 and ${c}.budget_lease_coupons = 0)`;
+}
+
 /** The campaign whose rows a statement reads, this process's lease holder, and how it takes from leases. */
 export interface BudgetRowsOf {
   tenantId: unknown;
@@ -25,10 +48,10 @@ export interface BudgetRowsOf {
   leasing: BudgetLeasing;
 }
 
-const slotsOf = (at: BudgetRowsOf, alias: string) =>
+const ofCampaign = (at: BudgetRowsOf, alias: string) =>
   sql`${sql.raw(alias)}.tenant_id = ${at.tenantId} and ${sql.raw(alias)}.campaign_id = ${at.campaignId}`;
-const leasesOf = (at: BudgetRowsOf, alias: string) =>
-  sql`${sql.raw(alias)}.tenant_id = ${at.tenantId} and ${sql.raw(alias)}.campaign_id = ${at.campaignId} and ${at.leasing.mayTake(alias, at.holder)}`;
+const leasesTaken = (at: BudgetRowsOf, alias: string) => sql`${ofCampaign(at, alias)} and ${at.leasing.mayTake(alias, at.holder)}`;
+const withLeases = (shape: BuiltFor) => shape === 'any' || shape === 'leases';
 
 /**
  * Whether any row an issue may take from has room for `amount`: a slot, or a lease this process
@@ -36,9 +59,10 @@ const leasesOf = (at: BudgetRowsOf, alias: string) =>
  * coupon can use on slot 0 only), and yen moves between the budget row and leases only in whole
  * coupons, so no row has room exactly when less than one coupon is left in all of them together.
  */
-export function campaignHasRoom(at: BudgetRowsOf, amount: RawBuilder<unknown>) {
-  return sql`(exists (select 1 from campaign_budget_slots r where ${slotsOf(at, 'r')} and ${slotHasRoom('r', amount)})
-          or exists (select 1 from campaign_budget_leases r where ${leasesOf(at, 'r')} and ${leaseHasRoom('r', amount)}))`;
+export function campaignHasRoom(at: BudgetRowsOf, amount: RawBuilder<unknown>, shape: BuiltFor) {
+  const slots = sql`exists (select 1 from campaign_budget_slots r where ${ofCampaign(at, 'r')} and ${slotHasRoom('r', amount)})`;
+  if (!withLeases(shape)) return slots;
+  return sql`(${slots} or exists (select 1 from campaign_budget_leases r where ${leasesTaken(at, 'r')} and ${leaseHasRoom('r', amount)}))`;
 }
 
 /**
@@ -63,63 +87,63 @@ export function campaignHasRoom(at: BudgetRowsOf, amount: RawBuilder<unknown>) {
  * statement rolls back whole and runs again on a fresh snapshot, or refuses when nothing else
  * could have room).
  */
-export function takeBudgetCtes(at: BudgetRowsOf, ask: string, spread: unknown) {
+export function takeBudgetCtes(at: BudgetRowsOf, ask: string, spread: unknown, shape: BuiltFor) {
   const a = sql.raw(ask);
-  const amount = sql`(select amount_yen from ${a})`;
-  const withLeases = sql`(select budget_lease_coupons > 0 from ${a})`;
-  const withSlots = sql`(select budget_slots > 1 from ${a})`;
-  const oneRow = sql`(select budget_slots = 1 and budget_lease_coupons = 0 from ${a})`;
-  const budgetRowHasRoom = sql`exists (select 1 from campaign_budget_slots r where ${slotsOf(at, 'r')} and r.slot = 0 and ${slotHasRoom('r', amount)})`;
-  // The candidates as a list computed once from the snapshot: the lock's recheck then asks only for the row's key.
-  const leaseCandidates = sql`l.tenant_id = ${at.tenantId} and l.campaign_id = ${at.campaignId}
-       and l.holder = any (array(select r.holder from campaign_budget_leases r where ${leasesOf(at, 'r')} and ${leaseHasRoom('r', amount)}))`;
-  const slotCandidates = sql`s.tenant_id = ${at.tenantId} and s.campaign_id = ${at.campaignId}
-       and s.slot = any (array(select r.slot from campaign_budget_slots r where ${slotsOf(at, 'r')} and ${slotHasRoom('r', amount)}))`;
+  const amount = sql`a.amount_yen`;
+  // In a statement built for any shape, each part runs only for its own.
+  const only = (part: CampaignShape) => (shape === 'any' ? sql`${hasShape('a', part)} and ` : sql``);
+  const budgetRowHasRoom = sql`exists (select 1 from campaign_budget_slots r where ${ofCampaign(at, 'r')} and r.slot = 0 and ${slotHasRoom('r', amount)})`;
+  // The candidates as a list made once from the snapshot: the lock's recheck then asks only for the row's key.
+  const leaseCandidates = sql`${ofCampaign(at, 'l')}
+       and l.holder = any (array(select r.holder from campaign_budget_leases r where ${leasesTaken(at, 'r')} and ${leaseHasRoom('r', amount)}))`;
+  const slotCandidates = sql`${ofCampaign(at, 's')}
+       and s.slot = any (array(select r.slot from campaign_budget_slots r where ${ofCampaign(at, 'r')} and ${slotHasRoom('r', amount)}))`;
   const ownFirst = sql`order by l.holder = ${at.holder} desc, l.holder limit 1`;
-  const fromSpread = sql`order by (s.slot + ${spread}::int) % (select budget_slots from ${a}) limit 1`;
-  return sql`lease_free as (
-      select l.holder, ${leaseHasRoom('l', amount)} as has_room from campaign_budget_leases l
-       where ${withLeases} and ${leaseCandidates}
+  const fromSpread = sql`order by (s.slot + ${spread}::int) % a.budget_slots limit 1`;
+  const leases = sql`lease_free as (
+      select l.holder, ${leaseHasRoom('l', amount)} as has_room from campaign_budget_leases l, ${a} a
+       where ${only('leases')}${leaseCandidates}
        ${ownFirst} for update of l skip locked
     ), lease_wait as (
-      select l.holder, ${leaseHasRoom('l', amount)} as has_room from campaign_budget_leases l
-       where ${withLeases} and not exists (select 1 from lease_free) and not ${budgetRowHasRoom} and ${leaseCandidates}
+      select l.holder, ${leaseHasRoom('l', amount)} as has_room from campaign_budget_leases l, ${a} a
+       where ${only('leases')}not exists (select 1 from lease_free) and not ${budgetRowHasRoom} and ${leaseCandidates}
        ${ownFirst} for update of l
-    ), lease as (
-      select holder from lease_free where has_room
-      union all
-      select holder from lease_wait where has_room
     ), leased as (
       update campaign_budget_leases l set issued_yen = l.issued_yen + ${amount}
-       where l.tenant_id = ${at.tenantId} and l.campaign_id = ${at.campaignId} and l.holder = (select holder from lease)
+        from ${a} a, (select holder from lease_free where has_room union all select holder from lease_wait where has_room) k
+       where ${ofCampaign(at, 'l')} and l.holder = k.holder
       returning case when l.holder = ${at.holder} then (l.budget_yen - l.issued_yen) / ${amount} end as own_lease_left
-    ), slot_free as (
-      select s.slot, ${slotHasRoom('s', amount)} as has_room from campaign_budget_slots s
-       where ${withSlots} and ${slotCandidates}
+    ), `;
+  const slots = sql`slot_free as (
+      select s.slot, ${slotHasRoom('s', amount)} as has_room from campaign_budget_slots s, ${a} a
+       where ${only('slots')}${slotCandidates}
        ${fromSpread} for update of s skip locked
     ), slot_wait as (
-      select s.slot, ${slotHasRoom('s', amount)} as has_room from campaign_budget_slots s
-       where ${withSlots} and not exists (select 1 from slot_free) and ${slotCandidates}
+      select s.slot, ${slotHasRoom('s', amount)} as has_room from campaign_budget_slots s, ${a} a
+       where ${only('slots')}not exists (select 1 from slot_free) and ${slotCandidates}
        ${fromSpread} for update of s
-    ), chosen as (
-      select 0 as slot
-       where ${oneRow} or (${withLeases} and not exists (select 1 from lease_free) and ${budgetRowHasRoom})
-      union all
-      select slot from slot_free where has_room
-      union all
-      select slot from slot_wait where has_room
-    ), slotted as (
+    ), `;
+  const choices = [
+    ...(shape === 'any' || shape === 'one row' ? [sql`select 0 as slot from ${a} a where ${only('one row')}true`] : []),
+    ...(withLeases(shape)
+      ? [sql`select 0 as slot from ${a} a where ${only('leases')}not exists (select 1 from lease_free) and ${budgetRowHasRoom}`]
+      : []),
+    ...(shape === 'any' || shape === 'slots'
+      ? [sql`select slot from slot_free where has_room`, sql`select slot from slot_wait where has_room`]
+      : []),
+  ];
+  return sql`${withLeases(shape) ? leases : sql``}${shape === 'any' || shape === 'slots' ? slots : sql``}slotted as (
       update campaign_budget_slots s set issued_yen = s.issued_yen + ${amount}
-       where s.tenant_id = ${at.tenantId} and s.campaign_id = ${at.campaignId} and s.slot = (select slot from chosen) and ${slotHasRoom('s', amount)}
+        from ${a} a, (${sql.join(choices, sql` union all `)}) k
+       where ${ofCampaign(at, 's')} and s.slot = k.slot and ${slotHasRoom('s', amount)}
       returning s.slot
     ), taken as (
-      select null::int as own_lease_left from slotted
-      union all
-      select own_lease_left from leased
+      select null::int as own_lease_left from slotted${withLeases(shape) ? sql` union all select own_lease_left from leased` : sql``}
     )`;
 }
 
 /** Taking nothing from a row that went full while the issue waited is final only for a campaign of one budget row without leases. */
-export function tookNothingIsFinal(ask: string) {
-  return sql`(select budget_slots = 1 and budget_lease_coupons = 0 from ${sql.raw(ask)})`;
+export function tookNothingIsFinal(ask: string, shape: BuiltFor) {
+  if (shape !== 'any') return sql.lit(shape === 'one row');
+  return sql`(select ${hasShape('a', 'one row')} from ${sql.raw(ask)} a)`;
 }

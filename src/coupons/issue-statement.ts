@@ -8,7 +8,7 @@ import { AS_TRANSACTION, RollbackAndReturn, type TransactionSettings } from '../
 import { notFound } from '../errors.js';
 import { traceparentOf, tracing } from '../tracing.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
-import { campaignHasRoom, takeBudgetCtes, tookNothingIsFinal } from './budget.js';
+import { campaignHasRoom, hasShape, shapeOf, takeBudgetCtes, tookNothingIsFinal, type BuiltFor, type CampaignShape } from './budget.js';
 import { MAX_BUDGET_SLOTS } from './campaigns.js';
 import { productLeasing, type BudgetLeases, type BudgetLeasing } from './leases.js';
 import { businessMonth } from './month.js';
@@ -37,7 +37,7 @@ interface IssueValues extends FinishBase {
   traceparent: string | null;
 }
 
-type Outcome = 'AS_TRANSACTION' | 'KEY_HELD' | 'NOT_FOUND' | 'ALREADY_ISSUED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED' | 'ISSUE';
+type Outcome = 'AS_TRANSACTION' | 'KEY_HELD' | 'NOT_FOUND' | 'OTHER_SHAPE' | 'ALREADY_ISSUED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED' | 'ISSUE';
 
 interface IssueRow {
   outcome: Outcome;
@@ -47,6 +47,7 @@ interface IssueRow {
   month: string | null;
   amount_yen: number | null;
   issued_at: Date | null;
+  budget_slots: number | null;
   budget_lease_coupons: number | null;
   /** Coupons left in this process's own lease, when the issue took from it. */
   own_lease_left: number | null;
@@ -70,9 +71,13 @@ interface IssueRow {
  * snapshot (coupon_issue_raced, SQLSTATE 40001), like a coupon a double tap committed meanwhile,
  * which the next snapshot shows. Nothing is written unless the session's timeouts are in force
  * (a pooler's older server connection may lack the role's defaults): then it answers AS_TRANSACTION.
+ *
+ * Built for one shape of campaign (budget.ts), it writes nothing for a campaign of another and
+ * answers OTHER_SHAPE; built for `any`, it finds the shape out.
  */
-function issueStatement(keyed: boolean, leasing: BudgetLeasing) {
-  const name = `coupons.issue.one${leasing === productLeasing ? '' : `.${leasing.name}`}${keyed ? '+key' : ''}`;
+function issueStatement(keyed: boolean, leasing: BudgetLeasing, shape: BuiltFor) {
+  const variant = shape === 'any' ? '' : `.${shape === 'one row' ? 'row' : shape}`;
+  const name = `coupons.issue.one${variant}${leasing === productLeasing ? '' : `.${leasing.name}`}${keyed ? '+key' : ''}`;
   return prepare<IssueValues & Partial<ClaimValues>, IssueRow>(name, (p) => {
     const rows = { tenantId: p.tenantId, campaignId: p.campaignId, holder: p.leaseHolder, leasing };
     // A coupon as JSON writes IssueResult (its time as Date.prototype.toJSON does), so that a replay reads as the first answer did.
@@ -87,7 +92,7 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing) {
              as ok
     ), campaign as (
       select c.discount_yen, c.budget_slots, c.budget_lease_coupons, t.monthly_cap_yen,
-             ${campaignHasRoom(rows, sql`c.discount_yen`)} as has_room
+             ${campaignHasRoom(rows, sql`c.discount_yen`, shape)} as has_room
         from campaigns c join tenants t on t.id = c.tenant_id
        where c.tenant_id = ${p.tenantId} and c.id = ${p.campaignId}
     ), seen as (
@@ -98,6 +103,7 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing) {
       select g.ok, c.discount_yen, c.budget_slots, c.budget_lease_coupons,
              case
                when c.discount_yen is null then 'NOT_FOUND'
+               ${shape === 'any' ? sql`` : sql`when not ${hasShape('c', shape)} then 'OTHER_SHAPE'`}
                when exists (select 1 from seen) then 'ALREADY_ISSUED'
                when coalesce((select u.used_yen from member_monthly_usage u
                                where u.tenant_id = ${p.tenantId} and u.member_id = ${p.memberId} and u.month = ${p.month}), 0)
@@ -110,7 +116,7 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing) {
       keyed
         ? sql`${claimCte(p, {
             from: sql`facts f`,
-            when: sql`f.ok`,
+            when: shape === 'any' ? sql`f.ok` : sql`f.ok and f.outcome <> 'OTHER_SHAPE'`,
             // The answer this statement keeps when it commits. A refusal it read commits its claim
             // expired; every other ending raises and rolls back.
             response: sql`case f.outcome
@@ -144,7 +150,7 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing) {
     ), ask as (
       -- What the budget must pay, once the month row was written; nothing is looked at before.
       select i.amount_yen, d.budget_slots, d.budget_lease_coupons from inserted i, decision d where exists (select 1 from usage)
-    ), ${takeBudgetCtes(rows, 'ask', p.spread)}, event as (
+    ), ${takeBudgetCtes(rows, 'ask', p.spread, shape)}, event as (
       insert into outbox_events (tenant_id, topic, payload, traceparent)
       select ${p.tenantId}, ${COUPON_ISSUED_TOPIC},
              jsonb_build_object('id', i.id, 'campaignId', i.campaign_id, 'memberId', i.member_id, 'month', i.month,
@@ -159,14 +165,14 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing) {
       insert into audit_log (tenant_id, actor_user_id, role, operation, entity_ids, request_id)
       select ${p.auditTenantId}, ${p.actorUserId}, ${p.role}, ${p.operation}, array[k.id::text, k.campaign_id], ${p.requestId} from coupon k
     )
-    select d.outcome, k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at, d.budget_lease_coupons,
+    select d.outcome, k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at, d.budget_slots, d.budget_lease_coupons,
            (select own_lease_left from taken) as own_lease_left,
            case
              when d.outcome = 'ISSUE' and not exists (select 1 from inserted) then coupon_issue_raced()
              when exists (select 1 from inserted) and not exists (select 1 from usage) then coupon_issue_refused('MONTHLY_CAP')
              -- Never a coupon without its budget: a row that went full while this waited took nothing.
              when exists (select 1 from inserted) and not exists (select 1 from taken) then
-               case when ${tookNothingIsFinal('ask')} then coupon_issue_refused('BUDGET_EXCEEDED') else coupon_issue_raced() end
+               case when ${tookNothingIsFinal('ask', shape)} then coupon_issue_refused('BUDGET_EXCEEDED') else coupon_issue_raced() end
            end as refused${
              keyed
                ? // A refusal's expired claim changes no answer if a crash or a failover loses it (the key
@@ -180,24 +186,53 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing) {
   });
 }
 
-const statementsByLeasing = new Map<
-  BudgetLeasing,
-  { plain: ReturnType<typeof issueStatement>; keyed: ReturnType<typeof issueStatement> }
->();
-const statementsFor = (leasing: BudgetLeasing) => {
+type Statements = Record<BuiltFor, { plain: ReturnType<typeof issueStatement>; keyed: ReturnType<typeof issueStatement> }>;
+const BUILT_FOR: BuiltFor[] = ['any', 'one row', 'slots', 'leases'];
+const statementsByLeasing = new Map<BudgetLeasing, Statements>();
+const statementsFor = (leasing: BudgetLeasing): Statements => {
   let statements = statementsByLeasing.get(leasing);
   if (!statements) {
-    statements = { plain: issueStatement(false, leasing), keyed: issueStatement(true, leasing) };
+    const built = BUILT_FOR.map((shape) => [
+      shape,
+      { plain: issueStatement(false, leasing, shape), keyed: issueStatement(true, leasing, shape) },
+    ]);
+    statements = Object.fromEntries(built) as Statements;
     statementsByLeasing.set(leasing, statements);
   }
   return statements;
 };
 statementsFor(productLeasing);
 
+/** Campaigns remembered at once: more than a process issues on in a while. */
+const SHAPES_REMEMBERED = 10_000;
+
+/**
+ * The shapes of the campaigns this process issued on, so that an issue runs the statement built
+ * for its campaign's shape. A campaign's shape never changes; a statement that meets another shape
+ * writes nothing and says so, and the shape is learned again.
+ */
+export class CampaignShapes {
+  private readonly known = new Map<string, CampaignShape>();
+
+  get(tenantId: string, campaignId: string): CampaignShape | undefined {
+    return this.known.get(`${tenantId}\u0000${campaignId}`);
+  }
+
+  learned(tenantId: string, campaignId: string, shape: CampaignShape): void {
+    const key = `${tenantId}\u0000${campaignId}`;
+    if (this.known.get(key) === shape) return;
+    // The oldest goes first: a Map keeps the order of insertion.
+    if (this.known.size >= SHAPES_REMEMBERED) this.known.delete(this.known.keys().next().value!);
+    this.known.set(key, shape);
+  }
+}
+
 /** What an issue runs under, whichever way: the timeouts its statement checks for, and the process's leases. */
 export interface IssueContext {
   timeouts: Pick<TransactionSettings, 'lockTimeoutMs' | 'statementTimeoutMs'>;
   leases: Pick<BudgetLeases, 'holder' | 'issued' | 'leasing'>;
+  /** The shapes of campaigns this process knows. */
+  shapes: CampaignShapes;
   /** Epoch ms: the request's deadline. */
   deadline: number;
   /** Told each time a one-statement issue met a race and runs again (SQLSTATE 40001, for a metric). */
@@ -223,7 +258,7 @@ export async function runIssue(
   executor: Kysely<DB> | Transaction<DB>,
   request: IssueRequest,
   bookkeeping: Bookkeeping<IssueResult>,
-  { timeouts, leases }: IssueContext,
+  { timeouts, leases, shapes }: IssueContext,
 ): Promise<IssueResult | typeof AS_TRANSACTION> {
   const { tenantId, memberId, campaignId, now } = request;
   const values: IssueValues = {
@@ -242,17 +277,26 @@ export async function runIssue(
     ...bookkeeping.finishInStatement(),
   };
   const statements = statementsFor(leases.leasing);
-  let row: IssueRow;
-  try {
-    row = bookkeeping.claim
-      ? (await statements.keyed.execute(executor, { ...values, ...bookkeeping.claim })).rows[0]!
-      : (await statements.plain.execute(executor, values)).rows[0]!;
-  } catch (error) {
-    if (sqlStateOf(error) !== ISSUE_REFUSED) throw error;
-    const outcome = (error as Error).message;
-    if (outcome === 'MONTHLY_CAP' || outcome === 'BUDGET_EXCEEDED') throw refusal(outcome);
-    throw error;
-  }
+  const run = async (shape: BuiltFor): Promise<IssueRow> => {
+    const statement = statements[shape];
+    try {
+      const row = bookkeeping.claim
+        ? (await statement.keyed.execute(executor, { ...values, ...bookkeeping.claim })).rows[0]!
+        : (await statement.plain.execute(executor, values)).rows[0]!;
+      if (row.budget_slots !== null && row.budget_lease_coupons !== null) {
+        shapes.learned(tenantId, campaignId, shapeOf(row.budget_slots, row.budget_lease_coupons));
+      }
+      return row;
+    } catch (error) {
+      if (sqlStateOf(error) !== ISSUE_REFUSED) throw error;
+      const outcome = (error as Error).message;
+      if (outcome === 'MONTHLY_CAP' || outcome === 'BUDGET_EXCEEDED') throw refusal(outcome);
+      throw error;
+    }
+  };
+  let row = await run(shapes.get(tenantId, campaignId) ?? 'any');
+  // It wrote nothing: the campaign is not of the shape this process knew it by (learned again now).
+  if (row.outcome === 'OTHER_SHAPE') row = await run('any');
   switch (row.outcome) {
     case 'AS_TRANSACTION':
       return AS_TRANSACTION;
@@ -260,6 +304,8 @@ export async function runIssue(
       return bookkeeping.claimed(false) as never;
     case 'NOT_FOUND':
       throw notFound('Campaign');
+    case 'OTHER_SHAPE':
+      throw new Error('issueCoupon: the statement built for any campaign answered OTHER_SHAPE');
     case 'MONTHLY_CAP':
     case 'BUDGET_EXCEEDED':
       throw refusal(row.outcome);

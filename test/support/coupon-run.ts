@@ -94,9 +94,9 @@ async function retriesOf(backends: TestBackend[]): Promise<Record<string, number
 
 /**
  * `scenario` over real HTTP against several backends of one database (each a server process of
- * its own, as far as leases go: its own holder), all released together at `concurrency`. The sends
- * of one member and campaign start at a backend of their own and go round from it, so that every
- * backend issues and a double tap reaches two of them. Counted in SQL afterwards, and every BUDGET_EXCEEDED checked as it
+ * its own, as far as leases go: its own holder), all released together at `concurrency`. The
+ * members' campaigns go round the backends, each member's sends of a campaign (a double tap) to the
+ * same one, so that every backend issues its share. Counted in SQL afterwards, and every BUDGET_EXCEEDED checked as it
  * comes (RefusalProbe).
  */
 export async function runSpread(backends: TestBackend[], scenario: CouponScenario, concurrency: number): Promise<SpreadRunResult> {
@@ -109,7 +109,7 @@ export async function runSpread(backends: TestBackend[], scenario: CouponScenari
     await setupCouponScenario(clients[0]!, scenario, sessions);
     for (const client of clients) await client.open();
     const requests = couponRequests(scenario, 1);
-    const clientOf = (i: number) => clients[(Math.floor(i / scenario.sends) + (i % scenario.sends)) % clients.length]!;
+    const clientOf = (i: number) => clients[Math.floor(i / scenario.sends) % clients.length]!;
     const outcomes = await runReleasedTogether(
       requests.map((request, i) => async () => {
         const outcome = replyOutcome(await sendIssue(clientOf(i), scenario, sessions, request, i));

@@ -63,6 +63,7 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
     const context = {
       timeouts: services.transactions,
       leases: services.budgetLeases,
+      shapes: services.campaignShapes,
       deadline,
       onRace: () => services.metrics.transactionRetries.inc({ sqlstate: '40001' }),
     };
