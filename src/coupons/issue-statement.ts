@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type Transaction } from 'kysely';
+import { LRUCache } from 'lru-cache';
 import type { FinishBase, Bookkeeping } from '../bookkeeping/bookkeeping.js';
 import { prepare } from '../db/prepared.js';
 import type { DB } from '../db/schema.js';
@@ -212,7 +213,7 @@ const SHAPES_REMEMBERED = 10_000;
  * writes nothing and says so, and the shape is learned again.
  */
 export class CampaignShapes {
-  private readonly known = new Map<string, CampaignShape>();
+  private readonly known = new LRUCache<string, CampaignShape>({ max: SHAPES_REMEMBERED });
 
   get(tenantId: string, campaignId: string): CampaignShape | undefined {
     return this.known.get(`${tenantId}\u0000${campaignId}`);
@@ -220,10 +221,7 @@ export class CampaignShapes {
 
   learned(tenantId: string, campaignId: string, shape: CampaignShape): void {
     const key = `${tenantId}\u0000${campaignId}`;
-    if (this.known.get(key) === shape) return;
-    // The oldest goes first: a Map keeps the order of insertion.
-    if (this.known.size >= SHAPES_REMEMBERED) this.known.delete(this.known.keys().next().value!);
-    this.known.set(key, shape);
+    if (this.known.peek(key) !== shape) this.known.set(key, shape);
   }
 }
 
