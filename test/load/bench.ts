@@ -477,15 +477,20 @@ function targets(rows: Row[]): string[] {
       verdict(ratio >= 0.9, `hot campaign, one budget row against the not-hot campaigns: ${ratio.toFixed(2)} of the req/s (target 0.9)`),
     );
   }
+  const strands = (r: Row) => r.runs.some((run) => (run.strandedAtFirstRefusalYen ?? 0) + (run.strandedAtEndYen ?? 0) > 0);
   const hotRows = correct.filter((r) => r.runs.some((run) => run.strandedAtEndYen !== null));
-  if (hotRows.length) {
-    const stranding = hotRows.filter((r) => r.runs.some((run) => (run.strandedAtFirstRefusalYen ?? 0) + (run.strandedAtEndYen ?? 0) > 0));
+  const [hotHere, hotBefore] = [hotRows.filter((r) => !r.label.endsWith(BEFORE)), hotRows.filter((r) => r.label.endsWith(BEFORE))];
+  if (hotHere.length) {
+    const stranding = hotHere.filter(strands);
     lines.push(
       verdict(
         stranding.length === 0,
         `no stranded yen in any correct hot row, at the first refusal or at the end${stranding.length ? ` (${stranding.map((r) => r.label).join(', ')})` : ''}`,
       ),
     );
+  }
+  for (const row of hotBefore.filter(strands)) {
+    lines.push(`INFO ${row.label} strands ${medianOf(row, (r) => r.strandedAtEndYen, 0)} yen (median, at the end)`);
   }
   const naiveSplit = rows.find((r) => r.label === LABEL.hotSixteenSlotsNaive);
   if (naiveSplit) {
@@ -654,7 +659,7 @@ async function main() {
     paired(LABEL.hotOneSlot, HOT_CLIENTS, (side, id) => hot(side, 'distant', hotCampaignScenario(id, HOT_MEMBERS, 1)));
     paired(LABEL.hotSixteenSlots, HOT_CLIENTS, (side, id) => hot(side, 'distant', hotCampaignScenario(id, HOT_MEMBERS, HOT_SLOTS)));
     row(LABEL.hotSixteenSlotsNaive, HOT_CLIENTS, (id) => hot(here, 'distant naive split', hotCampaignScenario(id, HOT_MEMBERS, HOT_SLOTS)));
-    row(LABEL.hotLeases, HOT_CLIENTS, (id) => hot(here, 'distant', leased(id)));
+    paired(LABEL.hotLeases, HOT_CLIENTS, (side, id) => hot(side, 'distant', leased(id)));
     paired(LABEL.hotSerializable, HOT_CLIENTS, (side, id) => hot(side, 'distant serializable', hotCampaignScenario(id, HOT_MEMBERS, 1)));
     paired(LABEL.notHot, HOT_CLIENTS, (side, id) =>
       throughEndpoint(side.targets.get('distant')!, reference(id, 1, hotMembers), HOT_CLIENTS),
