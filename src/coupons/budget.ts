@@ -100,29 +100,26 @@ export function takeBudgetCtes(at: BudgetRowsOf, ask: string, spread: unknown, s
        and s.slot = any (array(select r.slot from campaign_budget_slots r where ${ofCampaign(at, 'r')} and ${slotHasRoom('r', amount)}))`;
   const ownFirst = sql`order by l.holder = ${at.holder} desc, l.holder limit 1`;
   const fromSpread = sql`order by (s.slot + ${spread}::int) % a.budget_slots limit 1`;
-  const leases = sql`lease_free as (
-      select l.holder, ${leaseHasRoom('l', amount)} as has_room from campaign_budget_leases l, ${a} a
-       where ${only('leases')}${leaseCandidates}
-       ${ownFirst} for update of l skip locked
-    ), lease_wait as (
-      select l.holder, ${leaseHasRoom('l', amount)} as has_room from campaign_budget_leases l, ${a} a
-       where ${only('leases')}not exists (select 1 from lease_free) and not ${budgetRowHasRoom} and ${leaseCandidates}
-       ${ownFirst} for update of l
-    ), leased as (
+  const kinds = {
+    lease: { from: sql.raw('campaign_budget_leases l'), key: sql.raw('l.holder'), room: leaseHasRoom('l', amount), order: ownFirst },
+    slot: { from: sql.raw('campaign_budget_slots s'), key: sql.raw('s.slot'), room: slotHasRoom('s', amount), order: fromSpread },
+  };
+  /** The one row of its kind a lock returns (its key, and whether it still has room): one nobody holds, or one waited for. */
+  const lockedOne = (name: string, kind: keyof typeof kinds, where: RawBuilder<unknown>, nobodyHolds: boolean) => {
+    const k = kinds[kind];
+    const lock = sql.raw(`for update of ${kind === 'lease' ? 'l' : 's'}${nobodyHolds ? ' skip locked' : ''}`);
+    return sql`${sql.raw(name)} as (select ${k.key}, ${k.room} as has_room from ${k.from}, ${a} a where ${where} ${k.order} ${lock}), `;
+  };
+  const leases = sql`${lockedOne('lease_free', 'lease', sql`${only('leases')}${leaseCandidates}`, true)}
+    ${lockedOne('lease_wait', 'lease', sql`${only('leases')}not exists (select 1 from lease_free) and not ${budgetRowHasRoom} and ${leaseCandidates}`, false)}
+    leased as (
       update campaign_budget_leases l set issued_yen = l.issued_yen + ${amount}
         from ${a} a, (select holder from lease_free where has_room union all select holder from lease_wait where has_room) k
        where ${ofCampaign(at, 'l')} and l.holder = k.holder
       returning case when l.holder = ${at.holder} then (l.budget_yen - l.issued_yen) / ${amount} end as own_lease_left
     ), `;
-  const slots = sql`slot_free as (
-      select s.slot, ${slotHasRoom('s', amount)} as has_room from campaign_budget_slots s, ${a} a
-       where ${only('slots')}${slotCandidates}
-       ${fromSpread} for update of s skip locked
-    ), slot_wait as (
-      select s.slot, ${slotHasRoom('s', amount)} as has_room from campaign_budget_slots s, ${a} a
-       where ${only('slots')}not exists (select 1 from slot_free) and ${slotCandidates}
-       ${fromSpread} for update of s
-    ), `;
+  const slots = sql`${lockedOne('slot_free', 'slot', sql`${only('slots')}${slotCandidates}`, true)}
+    ${lockedOne('slot_wait', 'slot', sql`${only('slots')}not exists (select 1 from slot_free) and ${slotCandidates}`, false)}`;
   const choices = [
     ...(shape === 'any' || shape === 'one row' ? [sql`select 0 as slot from ${a} a where ${only('one row')}true`] : []),
     ...(withLeases(shape)
