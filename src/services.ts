@@ -2,6 +2,8 @@ import { fairAdmission, TokenBuckets, type Admission, type AdmissionPolicy } fro
 import { systemClock, type Clock } from './clock.js';
 import type { AppConfig } from './config.js';
 import { documentIssuing, type DocumentIssuing } from './contracts/service.js';
+import { splitByCoupons, type BudgetSplit } from './coupons/campaigns.js';
+import { CampaignShapes } from './coupons/issue-statement.js';
 import { BudgetLeases, productLeasing, type BudgetLeasing } from './coupons/leases.js';
 import { splitCheckout, type CheckoutAlgorithm } from './checkout/flow.js';
 import { PaymentWaitingRoom } from './checkout/waiting.js';
@@ -31,6 +33,7 @@ export interface Algorithms {
   admissionPolicy: AdmissionPolicy;
   budgetLeasing: BudgetLeasing;
   checkout: CheckoutAlgorithm;
+  budgetSplit: BudgetSplit;
 }
 
 export const ORIGINAL_ALGORITHMS: Algorithms = {
@@ -41,6 +44,7 @@ export const ORIGINAL_ALGORITHMS: Algorithms = {
   admissionPolicy: fairAdmission,
   budgetLeasing: productLeasing,
   checkout: splitCheckout,
+  budgetSplit: splitByCoupons,
 };
 
 /**
@@ -79,6 +83,8 @@ export interface AppServices {
   payments: PaymentProvider | null;
   /** Checkouts waiting on the provider, bounded by PAYMENTS_MAX_WAITING. */
   paymentsWaiting: PaymentWaitingRoom;
+  /** The shapes of the campaigns this process issued on (which statement an issue runs). */
+  campaignShapes: CampaignShapes;
   algorithms: Algorithms;
 }
 
@@ -110,6 +116,7 @@ export function buildServices(
     budgetLeases: new BudgetLeases(database.db, config.coupons.budgetLeaseTtlMs, log, algorithms.budgetLeasing),
     payments: paymentProviderOf(config),
     paymentsWaiting,
+    campaignShapes: new CampaignShapes(),
     algorithms,
     metrics: createMetrics(database.pool.counts, database.db, admission, {
       waiting: () => paymentsWaiting.waiting,

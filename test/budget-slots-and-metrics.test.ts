@@ -12,8 +12,8 @@ describe('budget slots', () => {
   });
   afterAll(() => backend.close());
 
-  it('spreads the budget over its slots, never exceeds it, and refuses only when no slot has room', async () => {
-    // 4,000 yen over 4 slots of 1,000: each slot holds three 300-yen coupons and keeps 100 yen.
+  it('splits the budget over its slots by whole coupons, never exceeds it, and sells out exactly', async () => {
+    // 4,000 yen pays for thirteen 300-yen coupons: four in slot 0 (with the 100 yen no coupon can use), three in each other slot.
     const created = await gqlOk(
       backend.app.fetch,
       CreateCampaignDocument,
@@ -27,17 +27,19 @@ describe('budget slots', () => {
       ),
     );
     const statuses = answers.map((a) => a.issueCoupon.status);
-    expect(statuses.filter((s) => s === 'ISSUED')).toHaveLength(12);
-    expect(statuses.filter((s) => s === 'BUDGET_EXCEEDED')).toHaveLength(28);
+    expect(statuses.filter((s) => s === 'ISSUED')).toHaveLength(13);
+    expect(statuses.filter((s) => s === 'BUDGET_EXCEEDED')).toHaveLength(27);
     const slots = await backend.sql.query<{ slot: number; budget_yen: number; issued_yen: number }>(
       "select slot, budget_yen, issued_yen from campaign_budget_slots where tenant_id = $1 and campaign_id = 'sliced' order by slot",
       [TENANT],
     );
-    expect(slots.rows).toEqual([0, 1, 2, 3].map((slot) => ({ slot, budget_yen: 1_000, issued_yen: 900 })));
+    expect(slots.rows).toEqual([
+      { slot: 0, budget_yen: 1_300, issued_yen: 1_200 },
+      ...[1, 2, 3].map((slot) => ({ slot, budget_yen: 900, issued_yen: 900 })),
+    ]);
     const campaign = await gqlOk(backend.app.fetch, CampaignDocument, { id: 'sliced' }, asTenantAdmin(TENANT));
-    expect(campaign.campaign).toMatchObject({ issuedYen: 3_600, remainingYen: 400 });
-    // What stays unissued is less than budgetSlots x discountYen.
-    expect(4_000 - 3_600).toBeLessThan(4 * 300);
+    // What stays unissued is less than one coupon: floor(budgetYen / discountYen) x discountYen was issued.
+    expect(campaign.campaign).toMatchObject({ issuedYen: 3_900, remainingYen: 100 });
   });
 
   it('refuses more slots than the budget can fill with one discount each', async () => {

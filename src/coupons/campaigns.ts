@@ -19,11 +19,26 @@ export interface Campaign {
 export const MAX_BUDGET_SLOTS = 64;
 export const MAX_BUDGET_LEASE_COUPONS = 10_000;
 
-/** Splits a budget over `slots` rows as evenly as whole yen allow (the first rows take the remainder). */
-export function splitBudget(budgetYen: number, slots: number): number[] {
-  const base = Math.floor(budgetYen / slots);
-  return Array.from({ length: slots }, (_, slot) => base + (slot < budgetYen % slots ? 1 : 0));
-}
+/**
+ * How a campaign's budget is split over its slot rows (AppServices.algorithms; test/naive keeps the
+ * even split by yen, which strands up to a coupon in every slot).
+ */
+export type BudgetSplit = (budgetYen: number, discountYen: number, slots: number) => number[];
+
+/**
+ * Splits a budget over `slots` rows by whole coupons: the campaign's coupons (budgetYen /
+ * discountYen, rounded down) as evenly as whole coupons allow, the first rows taking one more, and
+ * the yen no coupon can use on row 0. Every coupon the budget pays for can then be issued from some
+ * row, and a campaign sold out in every row has less than one coupon left in all.
+ */
+export const splitByCoupons: BudgetSplit = (budgetYen, discountYen, slots) => {
+  const coupons = Math.floor(budgetYen / discountYen);
+  const perSlot = Math.floor(coupons / slots);
+  return Array.from(
+    { length: slots },
+    (_, slot) => (perSlot + (slot < coupons % slots ? 1 : 0)) * discountYen + (slot === 0 ? budgetYen - coupons * discountYen : 0),
+  );
+};
 
 export interface NewCampaign {
   id: string;
@@ -35,11 +50,16 @@ export interface NewCampaign {
   budgetLeaseCoupons?: number;
 }
 
-export async function insertCampaign(trx: Transaction<DB>, tenantId: string, input: NewCampaign): Promise<Campaign> {
-  const slotBudgets = splitBudget(input.budgetYen, input.budgetSlots);
-  // A slot that cannot hold one discount would never issue; its yen would be unreachable.
+export async function insertCampaign(
+  trx: Transaction<DB>,
+  tenantId: string,
+  input: NewCampaign,
+  split: BudgetSplit = splitByCoupons,
+): Promise<Campaign> {
+  const slotBudgets = split(input.budgetYen, input.discountYen, input.budgetSlots);
+  // A slot that cannot hold one coupon would never issue: every slot must pay for one at least.
   if (slotBudgets.some((yen) => yen < input.discountYen)) {
-    throw badInput('budgetYen / budgetSlots must be at least discountYen: lower budgetSlots', 'budgetSlots');
+    throw badInput('budgetSlots must be at most budgetYen / discountYen: every slot holds one coupon at least', 'budgetSlots');
   }
   const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', tenantId).executeTakeFirst();
   if (!tenant) throw notFound('Tenant');

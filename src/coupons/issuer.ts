@@ -4,7 +4,8 @@ import type { Isolation, OneStatementUnit } from '../db/transaction.js';
 import type { Bookkeeping } from '../bookkeeping/bookkeeping.js';
 import type { IssueRequest, IssueResult } from './issue.js';
 import { issueCoupon } from './issue-transaction.js';
-import { issueCouponInOneStatement, type OneStatementContext } from './one-statement.js';
+import type { IssueContext } from './issue-statement.js';
+import { issueCouponInOneStatement } from './one-statement.js';
 
 /**
  * How issueCoupon decides (AppServices.algorithms). The server runs `conditionalUpdates`; the naive
@@ -16,20 +17,20 @@ export interface CouponIssuer {
   isolation?: Isolation;
   /** The first statement of `issue` carries the Idempotency-Key claim. */
   claimsKey?: boolean;
-  issue(trx: Transaction<DB>, request: IssueRequest, bookkeeping: Bookkeeping<IssueResult>): Promise<IssueResult>;
+  issue(trx: Transaction<DB>, request: IssueRequest, bookkeeping: Bookkeeping<IssueResult>, context: IssueContext): Promise<IssueResult>;
   /** The issue as one statement in its own implicit transaction, tried before `issue` (runInOneStatement). */
   oneStatement?: (
     db: Kysely<DB>,
     request: IssueRequest,
     bookkeeping: Bookkeeping<IssueResult>,
-    context: OneStatementContext,
+    context: IssueContext,
   ) => ReturnType<OneStatementUnit<IssueResult>>;
 }
 
 /**
- * The product: one statement for every common outcome, and the transaction (issueCoupon) for what
- * that statement leaves to it (a double tap committed while it waited, timeouts not in force, too
- * little of the deadline left).
+ * The product: one statement, in its own implicit transaction for every common outcome, and inside
+ * a transaction (issueCoupon) when that cannot run (timeouts not in force, too little of the
+ * deadline left) or after contention.
  */
 export const conditionalUpdates: CouponIssuer = {
   name: 'conditional updates',

@@ -6,33 +6,83 @@ import type { DB } from '../db/schema.js';
 import type { Logger } from '../logger.js';
 import { untraced } from '../tracing.js';
 
-/** Which lease an issue takes from, and which leases a refill gives back (AppServices.algorithms; test/naive has the stand-in that strands budget). */
+/** Which leases an issue may take from, and which a refill and the expiry pass give back (AppServices.algorithms; test/naive has the stand-in that strands budget). */
 export interface BudgetLeasing {
   name: string;
-  /** The `holder` of the lease row to take from, or null for the budget row; `leaseRoom` is the predicate on `l`. */
-  leaseToTake(at: {
-    holder: RawBuilder<unknown> | string;
-    leaseRoom: RawBuilder<unknown>;
-    budgetRowRoom: RawBuilder<unknown>;
-  }): RawBuilder<unknown>;
-  /** The leases (alias `l`) a refill gives back to the budget row, besides none of this process's own. */
-  givenBack: RawBuilder<unknown>;
+  /** The leases (rows `alias`) an issue of the process named `holder` may take from (src/coupons/budget.ts takes its own first). */
+  mayTake(alias: string, holder: unknown): RawBuilder<unknown>;
+  /** The leases (rows `alias`) given back to the budget row. */
+  givenBack(alias: string): RawBuilder<unknown>;
 }
 
 /**
- * This process's own lease when nobody holds it, else any lease with room that nobody holds (a
- * lease is only yen set aside: any process may issue against it, so a dead or idle one strands
- * nothing), else the budget row itself when it has room, else any lease with room after waiting
- * for it. A refill gives back every expired lease.
+ * Any lease (a lease is only yen set aside: any process may issue against it, so a dead or idle
+ * one strands nothing); every expired lease is given back.
  */
 export const productLeasing: BudgetLeasing = {
   name: 'any lease, own first',
-  leaseToTake: ({ holder, leaseRoom, budgetRowRoom }) => sql`coalesce(
-    (select l.holder from campaign_budget_leases l where ${leaseRoom} order by l.holder = ${holder} desc, l.holder limit 1 for update skip locked),
-    case when ${budgetRowRoom} then null
-         else (select l.holder from campaign_budget_leases l where ${leaseRoom} order by l.holder limit 1 for update) end)`,
-  givenBack: sql`l.expires_at <= now()`,
+  mayTake: () => sql`true`,
+  givenBack: (alias) => sql`${sql.raw(alias)}.expires_at <= now()`,
 };
+
+/**
+ * The CTEs that give back the campaign's leases that `leasing` gives back, besides `own`'s, which
+ * it locks too (a refill tops it up). `locked` locks them all in one scan in the order of their
+ * holder, waiting for an issue that holds one (at most a statement, or a transaction's round trip
+ * to COMMIT); every statement that locks several lease rows of a campaign locks them in this order,
+ * so two of them cannot wait for each other, and none holds the budget row yet. A lease renewed
+ * while this waited for it is locked but not given back. `gone` deletes the others, `back` sums what
+ * they held and issued.
+ */
+function givingBack(leasing: BudgetLeasing, tenantId: string, campaignId: string, own: string | null) {
+  return sql`locked as (
+      select l.holder, ${own === null ? sql`false` : sql`l.holder = ${own}`} as own from campaign_budget_leases l
+       where l.tenant_id = ${tenantId} and l.campaign_id = ${campaignId}
+         and (${leasing.givenBack('l')}${own === null ? sql`` : sql` or l.holder = ${own}`})
+       order by l.holder
+         for update of l
+    ), gone as (
+      delete from campaign_budget_leases l using locked e
+       where l.tenant_id = ${tenantId} and l.campaign_id = ${campaignId} and l.holder = e.holder and not e.own
+      returning l.budget_yen, l.issued_yen
+    ), back as (
+      select count(*)::int as leases, coalesce(sum(budget_yen), 0)::int as budget, coalesce(sum(issued_yen), 0)::int as issued from gone
+    )`;
+}
+
+/** What one expiry pass gave back. */
+export interface GivenBack {
+  campaigns: number;
+  leases: number;
+  /** Yen leased out that nobody had issued, back in the budget rows' room. */
+  unissuedYen: number;
+}
+
+/**
+ * Gives every expired lease of up to `limit` campaigns back to its budget row (its issued yen into
+ * the row's issued, the rest back to its room): the background loop's pass, so that a killed
+ * process's lease returns within a TTL of expiring even while nobody issues on its campaign. One
+ * statement per campaign, lease rows locked before the budget row.
+ */
+export async function giveBackExpiredLeases(db: Kysely<DB>, leasing: BudgetLeasing, limit: number): Promise<GivenBack> {
+  const campaigns = await sql<{ tenant_id: string; campaign_id: string }>`
+    select distinct l.tenant_id, l.campaign_id from campaign_budget_leases l where ${leasing.givenBack('l')}
+     order by l.tenant_id, l.campaign_id limit ${limit}`.execute(db);
+  const given: GivenBack = { campaigns: campaigns.rows.length, leases: 0, unissuedYen: 0 };
+  for (const { tenant_id: tenantId, campaign_id: campaignId } of campaigns.rows) {
+    const result = await sql<{ leases: number; unissued_yen: number }>`
+      with ${givingBack(leasing, tenantId, campaignId, null)}, pool as (
+        update campaign_budget_slots s set issued_yen = s.issued_yen + b.issued, leased_yen = s.leased_yen - b.budget
+          from back b
+         where s.tenant_id = ${tenantId} and s.campaign_id = ${campaignId} and s.slot = 0 and b.leases > 0
+        returning 1
+      )
+      select b.leases, b.budget - b.issued as unissued_yen from back b`.execute(db);
+    given.leases += result.rows[0]?.leases ?? 0;
+    given.unissuedYen += result.rows[0]?.unissued_yen ?? 0;
+  }
+  return given;
+}
 
 interface LeasedCampaign {
   tenantId: string;
@@ -54,13 +104,18 @@ export interface LeaseIssue extends LeasedCampaign {
  * process may issue against any lease (its own first), so a process that dies or idles strands
  * nothing, and a campaign refuses BUDGET_EXCEEDED only when neither its budget row nor any lease
  * has room. Leases are topped up in the background when the own one runs low, renewed while the
- * process lives, given back when it stops, and given back by any other process once expired.
- * Near the end a lease is at most half of what is left, down to one coupon.
+ * process lives, given back when it stops, and once expired given back by any other process's
+ * refill and by the background loop (giveBackExpiredLeases). Near the end a lease is at most half
+ * of what is left, down to one coupon, and always whole coupons: yen moves between the budget row
+ * and leases only in whole coupons, which keeps the campaign's sold-out answer exact.
  *
  * Every change moves yen between the budget row and lease rows in one statement: the budget row
  * keeps `leased_yen` beside `issued_yen` (CHECK issued + leased <= budget) and each lease's issued
  * yen stays within its own (CHECK), so the total never exceeds the budget, whatever crashes.
- * Lock order: the budget row, then lease rows; an issue holds one of them, never both.
+ * Lock order: lease rows, then the budget row. An issue locks one of them and waits while it holds
+ * none (src/coupons/budget.ts); a refill, a release and an expiry pass lock the lease rows they
+ * change first and the budget row last, and nothing waits for a lease row while it holds a budget
+ * row, so no two of them can wait for each other.
  */
 export class BudgetLeases {
   readonly holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -68,6 +123,8 @@ export class BudgetLeases {
   /** Campaigns whose budget row had nothing to lease, until when not to ask again. */
   private readonly dryUntil = new Map<string, number>();
   private renewal: NodeJS.Timeout | null = null;
+  /** The renewal in flight: release waits for it, since both lock this process's lease rows. */
+  private renewing: Promise<void> | null = null;
   private stopped = false;
 
   constructor(
@@ -94,24 +151,19 @@ export class BudgetLeases {
   }
 
   /**
-   * One statement: locks the budget row, gives back every expired lease of the campaign (its issued
-   * yen into the row's issued, the rest back to its room), then leases this process up to
-   * `leaseCoupons` more (half of what is left when that is less). Returns the yen granted.
+   * One statement: gives back every expired lease of the campaign but this process's own (its
+   * issued yen into the budget row's issued, the rest back to its room), then leases this process
+   * up to `leaseCoupons` more (half of what is left when that is less). Lease rows are locked
+   * before the budget row, as everywhere: its own and the expired ones (givingBack), then the
+   * budget row. Returns the yen granted.
    */
   async refill({ tenantId, campaignId, leaseCoupons }: Omit<LeaseIssue, 'ownLeft'>): Promise<number> {
     const result = await sql<{ granted: number | null }>`
-      with pool as (
+      with ${givingBack(this.leasing, tenantId, campaignId, this.holder)}, pool as (
         select s.budget_yen - s.issued_yen - s.leased_yen as room, c.discount_yen
           from campaign_budget_slots s join campaigns c on c.tenant_id = s.tenant_id and c.id = s.campaign_id
-         where s.tenant_id = ${tenantId} and s.campaign_id = ${campaignId} and s.slot = 0
+         where s.tenant_id = ${tenantId} and s.campaign_id = ${campaignId} and s.slot = 0 and (select count(*) from locked) >= 0
            for update of s
-      ), expired as (
-        delete from campaign_budget_leases l
-         where l.tenant_id = ${tenantId} and l.campaign_id = ${campaignId} and l.holder <> ${this.holder}
-           and ${this.leasing.givenBack} and exists (select 1 from pool)
-        returning l.budget_yen, l.issued_yen
-      ), back as (
-        select coalesce(sum(budget_yen), 0)::int as budget, coalesce(sum(issued_yen), 0)::int as issued from expired
       ), granted as (
         select p.discount_yen * least(${leaseCoupons}::int, ((p.room + b.budget - b.issued) / p.discount_yen + 1) / 2) as yen
           from pool p, back b
@@ -138,7 +190,9 @@ export class BudgetLeases {
   private renewWhileHeld() {
     if (this.renewal || this.stopped) return;
     this.renewal = setInterval(() => {
-      this.renew().catch((error: unknown) => this.log.warn({ err: summary(error) }, 'budget lease renewal failed'));
+      this.renewing ??= this.renew()
+        .catch((error: unknown) => this.log.warn({ err: summary(error) }, 'budget lease renewal failed'))
+        .finally(() => (this.renewing = null));
     }, this.ttlMs / 3);
     this.renewal.unref();
   }
@@ -149,29 +203,34 @@ export class BudgetLeases {
                where holder = ${this.holder}`.execute(this.db);
   }
 
-  /** Gives every lease of this process back to its campaign's budget row, in one statement (budget rows locked first). */
+  /** Gives every lease of this process back to its campaign's budget row, in one statement (its lease rows locked first, then the budget rows). */
   async release(): Promise<void> {
     await sql`
-      with pool as (
+      with mine as (
+        select l.tenant_id, l.campaign_id from campaign_budget_leases l
+         where l.holder = ${this.holder}
+         order by l.tenant_id, l.campaign_id
+           for update of l
+      ), pool as (
         select s.tenant_id, s.campaign_id from campaign_budget_slots s
-         where s.slot = 0 and (s.tenant_id, s.campaign_id) in (select tenant_id, campaign_id from campaign_budget_leases where holder = ${this.holder})
+         where s.slot = 0 and (select count(*) from mine) > 0 and (s.tenant_id, s.campaign_id) in (select tenant_id, campaign_id from mine)
          order by s.tenant_id, s.campaign_id
-           for update
-      ), mine as (
+           for update of s
+      ), gone as (
         delete from campaign_budget_leases l using pool
          where l.holder = ${this.holder} and l.tenant_id = pool.tenant_id and l.campaign_id = pool.campaign_id
         returning l.tenant_id, l.campaign_id, l.budget_yen, l.issued_yen
       )
-      update campaign_budget_slots s set issued_yen = s.issued_yen + mine.issued_yen, leased_yen = s.leased_yen - mine.budget_yen
-        from mine
-       where s.tenant_id = mine.tenant_id and s.campaign_id = mine.campaign_id and s.slot = 0`.execute(this.db);
+      update campaign_budget_slots s set issued_yen = s.issued_yen + gone.issued_yen, leased_yen = s.leased_yen - gone.budget_yen
+        from gone
+       where s.tenant_id = gone.tenant_id and s.campaign_id = gone.campaign_id and s.slot = 0`.execute(this.db);
   }
 
   /** Stops renewing and gives the leases back (a process that is killed instead leaves them to expire). */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.renewal) clearInterval(this.renewal);
-    await Promise.allSettled(this.refills.values());
+    await Promise.allSettled([...this.refills.values(), this.renewing]);
     // Shutdown belongs to no request: its statement would be a trace of its own.
     await untraced(() => this.release()).catch((error: unknown) =>
       this.log.warn({ err: summary(error) }, 'budget leases not given back; they expire'),

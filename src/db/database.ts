@@ -29,7 +29,7 @@ export interface Database {
   /** The root instance: reads outside a transaction, and the runner that opens transactions. */
   db: Kysely<DB>;
   /**
-   * The background loops' own connections (outbox relay, huddle cleanup, key expiry, retention, payment reconciler): one each,
+   * The background loops' own connections (outbox relay, huddle cleanup, key expiry, lease expiry, retention, payment reconciler): one each,
    * never handed to a request, so a flood of requests cannot starve them.
    */
   background: Kysely<DB>;
@@ -182,9 +182,9 @@ class TimedPostgresDialect extends PostgresDialect {
 
 /**
  * Connections of the background loops: one per loop (outbox relay, huddle cleanup, key expiry,
- * retention, payment reconciler), so they never wait for each other either.
+ * lease expiry, retention, payment reconciler), so they never wait for each other either.
  */
-export const BACKGROUND_CONNECTIONS = 5;
+export const BACKGROUND_CONNECTIONS = 6;
 
 export interface DatabaseOptions extends PoolOptions {
   plugins?: KyselyPlugin[];

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AppServices } from '../services.js';
 import type { Logger } from '../logger.js';
+import { giveBackExpiredLeases } from '../coupons/leases.js';
 import { runInTransaction, type UnitOfWork } from '../db/transaction.js';
 import { deleteEndedSessions } from '../huddles/service.js';
 import { deleteExpiredKeys } from '../idempotency/service.js';
@@ -116,9 +117,12 @@ export function reconcileDeps(services: AppServices): ReconcileDeps | null {
 /** Expired keys deleted per statement: small batches keep each delete's locks short. */
 const EXPIRY_BATCH = 1_000;
 
+/** Campaigns whose expired budget leases one pass gives back (one statement each). */
+const LEASE_EXPIRY_BATCH = 100;
+
 /**
- * The background loops: the outbox relay, stale-huddle cleanup, expiry of idempotency keys,
- * retention (sent outbox events, ended huddle sessions) and the payment reconciler (when there is a
+ * The background loops: the outbox relay, stale-huddle cleanup, expiry of idempotency keys
+ * and of budget leases, retention (sent outbox events, ended huddle sessions) and the payment reconciler (when there is a
  * payment provider). Several processes may run them against
  * one database. They run on connections of their own (services.backgroundPool, one per loop),
  * which admission never hands to a request.
@@ -153,6 +157,14 @@ export function startWorkers(services: AppServices): Workers {
         const deleted = await deleteExpiredKeys(services.backgroundPool, EXPIRY_BATCH);
         if (deleted > 0) log.info({ deleted }, 'expired idempotency keys deleted');
         return deleted === EXPIRY_BATCH;
+      }),
+    ),
+    // Every third of the lease TTL, as holders renew: a killed process's lease is back within a TTL of expiring.
+    loop('budget-lease-expiry', config.coupons.budgetLeaseTtlMs / 3, log, () =>
+      inSpan('budget lease expiry pass', { root: true }, async () => {
+        const given = await giveBackExpiredLeases(services.backgroundPool, services.algorithms.budgetLeasing, LEASE_EXPIRY_BATCH);
+        if (given.leases > 0) log.info(given, 'expired budget leases given back');
+        return given.campaigns === LEASE_EXPIRY_BATCH;
       }),
     ),
     loop('retention', config.retention.intervalMs, log, () => inSpan('retention pass', { root: true }, () => retentionPass(services))),

@@ -153,7 +153,7 @@ export type CouponStatus =
 export type CreateCampaignInput = {
   /** Budget leases (0 to 10000 coupons, with budgetSlots 1): each server process leases this many coupons' worth of the budget at a time and issues from its lease first; 0 (the default) takes every issue from the budget rows. */
   budgetLeaseCoupons?: InputMaybe<Scalars['Int']['input']>;
-  /** Rows the budget is split over (1 to 64); more rows let a hot campaign issue in parallel. */
+  /** Rows the budget is split over (1 to 64, at most budgetYen / discountYen), by whole coupons; more rows let a hot campaign issue in parallel. */
   budgetSlots?: InputMaybe<Scalars['Int']['input']>;
   /** The most the campaign may issue in all, in yen. */
   budgetYen: Scalars['Int']['input'];

@@ -14,6 +14,7 @@ import { buildServices } from '../../src/services.js';
 import { LoadClient, runReleasedTogether } from './client.js';
 import { runLoad } from './run.js';
 import {
+  campaignStandings,
   checkCouponInvariants,
   couponLoad,
   couponRequests,
@@ -21,6 +22,7 @@ import {
   hotCampaignScenario,
   insertCouponScenario,
   referenceScenario,
+  strandedYen,
   type CouponScenario,
   type SendOptions,
 } from './scenarios/coupons.js';
@@ -51,7 +53,7 @@ interface Figures {
   tryAgain: number;
   /** Yen issued beyond the budgets (must be 0). */
   overspendYen: number;
-  /** Hot rows: the budget left unissued when the first BUDGET_EXCEEDED was answered, and at the end; null elsewhere. */
+  /** Hot rows: the yen that could still pay for coupons when the first BUDGET_EXCEEDED was answered, and at the end (0 when sold out); null elsewhere. */
   strandedAtFirstRefusalYen: number | null;
   strandedAtEndYen: number | null;
   /** Mean time a budget row (slot or lease) was held per coupon issued, sampled in PostgreSQL (lock-sampler.ts); null where not sampled. */
@@ -87,6 +89,7 @@ const LABEL = {
   traced: 'ours with tracing on (every request sampled and exported)',
   hotOneSlot: 'hot campaign, 1 budget slot, 1 ms round trip',
   hotSixteenSlots: 'hot campaign, 16 budget slots, 1 ms round trip',
+  hotSixteenSlotsNaive: 'hot campaign, 16 budget slots split by yen (naive twin), 1 ms round trip',
   hotLeases: 'hot campaign, budget leases, 1 ms round trip',
   hotSerializable: 'hot campaign, SERIALIZABLE, 1 ms round trip',
   notHot: 'not hot: reference campaigns, 1 ms round trip',
@@ -179,18 +182,6 @@ interface Target {
   setUp?: (scenario: CouponScenario) => Promise<void>;
 }
 
-/** The yen of a tenant's coupons and budgets, per campaign. */
-async function budgetStanding(sql: pg.Pool, tenantId: string) {
-  return (
-    await sql.query<{ budget_yen: number; coupons_yen: number }>(
-      `select c.budget_yen, coalesce((select sum(k.amount_yen) from coupons k
-                                       where k.tenant_id = c.tenant_id and k.campaign_id = c.id and k.voided_at is null), 0)::int as coupons_yen
-         from campaigns c where c.tenant_id = $1`,
-      [tenantId],
-    )
-  ).rows;
-}
-
 /**
  * One run of `scenario` through a server's HTTP endpoint, its invariants counted in SQL afterwards;
  * the overspend, the budget left when the first refusal came and at the end (`hot`: one campaign),
@@ -226,13 +217,13 @@ async function throughEndpoint(
       sql,
       onAnswer: (outcome) => {
         if (hot && outcome === 'BUDGET_EXCEEDED' && firstRefusal === null) {
-          firstRefusal = budgetStanding(sql, scenario.tenantId).then(([c]) => (c ? c.budget_yen - c.coupons_yen : 0));
+          firstRefusal = campaignStandings(sql, scenario.tenantId).then(([c]) => (c ? strandedYen(c) : 0));
         }
       },
     });
     const used = cpu();
     const heldRowSeconds = await locks?.stop();
-    const standing = await budgetStanding(sql, scenario.tenantId);
+    const standing = await campaignStandings(sql, scenario.tenantId);
     const issued = standing.reduce((sum, c) => sum + c.coupons_yen, 0) / (scenario.campaigns[0]?.discountYen ?? 1);
     return {
       requestsPerSecond: result.requestsPerSecond,
@@ -242,7 +233,7 @@ async function throughEndpoint(
       tryAgain: result.outcomes['TRY_AGAIN'] ?? 0,
       overspendYen: standing.reduce((sum, c) => sum + Math.max(0, c.coupons_yen - c.budget_yen), 0),
       strandedAtFirstRefusalYen: hot ? await (firstRefusal ?? Promise.resolve(0)) : null,
-      strandedAtEndYen: hot ? standing.reduce((sum, c) => sum + Math.max(0, c.budget_yen - c.coupons_yen), 0) : null,
+      strandedAtEndYen: hot ? standing.reduce((sum, c) => sum + strandedYen(c), 0) : null,
       lockHoldMs: heldRowSeconds !== undefined && issued > 0 ? (heldRowSeconds * 1000) / issued : null,
       cpuMsPerRequest: Object.fromEntries(Object.entries(used.parts).map(([part, seconds]) => [part, (seconds * 1000) / result.requests])),
       machineBusyCores: used.machineBusy / used.wall,
@@ -311,7 +302,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
     const wallMs = performance.now() - started;
     const counts = countBy(outcomes, (o) => o.outcome);
     const invariants = await checkCouponInvariants(sql, scenario, counts['ISSUED'] ?? 0);
-    const standing = await budgetStanding(sql, scenario.tenantId);
+    const standing = await campaignStandings(sql, scenario.tenantId);
     return {
       requestsPerSecond: (outcomes.length / wallMs) * 1000,
       p99: summarize(outcomes.map((o) => o.latencyMs)).p99,
@@ -390,7 +381,9 @@ function targets(rows: Row[]): string[] {
   const find = (label: string, clients: number) => rows.find((r) => r.label === label && r.clients === clients);
   const verdict = (ok: boolean, text: string) => `${ok ? 'MET ' : 'MISS'} ${text}`;
   const lines: string[] = [];
-  const correct = rows.filter((r) => r.label !== LABEL.naive);
+  /** The naive twins, there to show what the checks catch. */
+  const isNaive = (r: Row) => r.label === LABEL.naive || r.label.startsWith(LABEL.hotSixteenSlotsNaive);
+  const correct = rows.filter((r) => !isNaive(r));
   lines.push(
     verdict(
       correct.every((r) => r.runs.every((run) => run.violations === 0)),
@@ -486,7 +479,31 @@ function targets(rows: Row[]): string[] {
       verdict(ratio >= 0.9, `hot campaign, one budget row against the not-hot campaigns: ${ratio.toFixed(2)} of the req/s (target 0.9)`),
     );
   }
-  const overspent = rows.filter((r) => r.label !== LABEL.naive && r.runs.some((run) => run.overspendYen > 0));
+  const strands = (r: Row) => r.runs.some((run) => (run.strandedAtFirstRefusalYen ?? 0) + (run.strandedAtEndYen ?? 0) > 0);
+  const hotRows = correct.filter((r) => r.runs.some((run) => run.strandedAtEndYen !== null));
+  const [hotHere, hotBefore] = [hotRows.filter((r) => !r.label.endsWith(BEFORE)), hotRows.filter((r) => r.label.endsWith(BEFORE))];
+  if (hotHere.length) {
+    const stranding = hotHere.filter(strands);
+    lines.push(
+      verdict(
+        stranding.length === 0,
+        `no stranded yen in any correct hot row, at the first refusal or at the end${stranding.length ? ` (${stranding.map((r) => r.label).join(', ')})` : ''}`,
+      ),
+    );
+  }
+  for (const row of hotBefore.filter(strands)) {
+    lines.push(`INFO ${row.label} strands ${medianOf(row, (r) => r.strandedAtEndYen, 0)} yen (median, at the end)`);
+  }
+  const naiveSplit = rows.find((r) => r.label === LABEL.hotSixteenSlotsNaive);
+  if (naiveSplit) {
+    lines.push(
+      verdict(
+        naiveSplit.runs.every((run) => (run.strandedAtEndYen ?? 0) > 0),
+        `the naive split strands yen in every run: ${medianOf(naiveSplit, (r) => r.strandedAtEndYen, 0)} yen (median)`,
+      ),
+    );
+  }
+  const overspent = rows.filter((r) => !isNaive(r) && r.runs.some((run) => run.overspendYen > 0));
   lines.push(
     verdict(
       overspent.length === 0,
@@ -539,6 +556,8 @@ async function startSide(project: string | null, members: number, withPeers: boo
     targets.set(strategy, near(await start(database.databaseUrl, strategy)));
   targets.set('distant', far(await start(proxy.databaseUrl, 'conditional')));
   targets.set('distant serializable', far(await start(proxy.databaseUrl, 'serializable')));
+  // The slots' naive twin (test/naive/budget-split.ts): its hot row strands a remainder in every slot.
+  if (withPeers) targets.set('distant naive split', far(await start(proxy.databaseUrl, 'naive-split')));
   return {
     database,
     sql,
@@ -641,7 +660,8 @@ async function main() {
       throughEndpoint(side.targets.get(key)!, scenario, HOT_CLIENTS, {}, true);
     paired(LABEL.hotOneSlot, HOT_CLIENTS, (side, id) => hot(side, 'distant', hotCampaignScenario(id, HOT_MEMBERS, 1)));
     paired(LABEL.hotSixteenSlots, HOT_CLIENTS, (side, id) => hot(side, 'distant', hotCampaignScenario(id, HOT_MEMBERS, HOT_SLOTS)));
-    row(LABEL.hotLeases, HOT_CLIENTS, (id) => hot(here, 'distant', leased(id)));
+    row(LABEL.hotSixteenSlotsNaive, HOT_CLIENTS, (id) => hot(here, 'distant naive split', hotCampaignScenario(id, HOT_MEMBERS, HOT_SLOTS)));
+    paired(LABEL.hotLeases, HOT_CLIENTS, (side, id) => hot(side, 'distant', leased(id)));
     paired(LABEL.hotSerializable, HOT_CLIENTS, (side, id) => hot(side, 'distant serializable', hotCampaignScenario(id, HOT_MEMBERS, 1)));
     paired(LABEL.notHot, HOT_CLIENTS, (side, id) =>
       throughEndpoint(side.targets.get('distant')!, reference(id, 1, hotMembers), HOT_CLIENTS),
@@ -670,7 +690,7 @@ async function main() {
         `hot campaign ${HOT_MEMBERS.toLocaleString('en')} requests per run at ${HOT_CLIENTS} clients through a ${ONE_WAY_DELAY_MS} ms-each-way proxy ` +
         `(select 1 took ${rttMs.toFixed(2)} ms through it, ${directRttMs.toFixed(2)} ms without).\n` +
         `Every row ran ${repeats} times, all rows interleaved (every other pass in reverse order); req/s, p99, stranded and lock hold are medians, ` +
-        `violations, overspend and TRY_AGAIN the worst run. Stranded: yen left when the first BUDGET_EXCEEDED came / at the end. ` +
+        `violations, overspend and TRY_AGAIN the worst run. Stranded: yen that could still pay for coupons when the first BUDGET_EXCEEDED came / at the end. ` +
         `Lock hold: the time a budget row (slot or lease) was locked per coupon issued, sampled in PostgreSQL (rows at 1 ms). ${machine}, commit ${commit}:\n`,
     );
     console.log(table(rows));
@@ -715,7 +735,7 @@ async function writeCalibration(
     quietHoldMs: run.quietHoldMs,
     hot: { clients: HOT_CLIENTS, members: HOT_MEMBERS, discountYen: 100, leaseCoupons: HOT_LEASE_COUPONS, slots: HOT_SLOTS },
     rows: run.rows
-      .filter((row) => row.clients === HOT_CLIENTS && row.label.includes('1 ms round trip'))
+      .filter((row) => row.clients === HOT_CLIENTS && row.label.includes('1 ms round trip') && !row.label.includes('naive'))
       .map((row) => ({
         label: row.label,
         requestsPerSecond: median(row.runs.map((r) => r.requestsPerSecond)),

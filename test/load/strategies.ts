@@ -1,6 +1,8 @@
 import { sql } from 'kysely';
 import { conditionalUpdates, type CouponIssuer } from '../../src/coupons/issuer.js';
+import type { BudgetSplit } from '../../src/coupons/campaigns.js';
 import type { BudgetLeasing } from '../../src/coupons/leases.js';
+import { evenYenSplit } from '../naive/budget-split.js';
 import { ownLeaseOnly } from '../naive/budget-leases.js';
 import { naiveIssuer, readCheckWriteIssuer } from '../naive/issue-coupon.js';
 
@@ -22,10 +24,11 @@ export const advisoryLockIssuer = readCheckWriteIssuer({
   },
 });
 
-/** A server's coupon design: the issuer, and with leases which lease an issue may take from. */
+/** A server's coupon design: the issuer, with leases which lease an issue may take from, and how budgets are split over slots. */
 export interface Strategy {
   issuer: CouponIssuer;
   leasing?: BudgetLeasing;
+  split?: BudgetSplit;
 }
 
 export const STRATEGIES: Record<string, Strategy> = {
@@ -34,4 +37,5 @@ export const STRATEGIES: Record<string, Strategy> = {
   advisory: { issuer: advisoryLockIssuer },
   conditional: { issuer: conditionalUpdates },
   'naive-leases': { issuer: conditionalUpdates, leasing: ownLeaseOnly },
+  'naive-split': { issuer: conditionalUpdates, split: evenYenSplit },
 };

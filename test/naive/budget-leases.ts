@@ -9,7 +9,6 @@ import type { BudgetLeasing } from '../../src/coupons/leases.js';
  */
 export const ownLeaseOnly: BudgetLeasing = {
   name: 'own-only',
-  leaseToTake: ({ holder, leaseRoom }) =>
-    sql`(select l.holder from campaign_budget_leases l where ${leaseRoom} and l.holder = ${holder} for update)`,
-  givenBack: sql`false`,
+  mayTake: (alias, holder) => sql`${sql.raw(alias)}.holder = ${holder}`,
+  givenBack: () => sql`false`,
 };

@@ -1,6 +1,19 @@
-import { LoadClient } from '../load/client.js';
+import { LoadClient, runReleasedTogether } from '../load/client.js';
 import { runLoad, type LoadResult } from '../load/run.js';
-import { checkCouponInvariants, couponLoad, headerSessions, referenceScenario, type InvariantReport } from '../load/scenarios/coupons.js';
+import { replyOutcome } from '../load/scenario.js';
+import {
+  checkCouponInvariants,
+  couponLoad,
+  couponRequests,
+  headerSessions,
+  referenceScenario,
+  RefusalProbe,
+  sendIssue,
+  setupCouponScenario,
+  type CouponScenario,
+  type InvariantReport,
+} from '../load/scenarios/coupons.js';
+import { countBy } from '../load/stats.js';
 import { serveOverHttp, type TestBackend } from './harness.js';
 
 export interface CouponRunResult extends LoadResult {
@@ -46,4 +59,79 @@ export function describeRun(label: string, result: CouponRunResult): string {
     `outcomes ${JSON.stringify(result.outcomes)}; violations ${result.invariants.violations.length}` +
     (result.invariants.violations.length ? ` ${JSON.stringify(result.invariants.violations)}` : '')
   );
+}
+
+/**
+ * A database URL whose sessions start without the role's timeouts (lock_timeout and
+ * statement_timeout 0), as a pooler's server connection opened before the role's defaults were
+ * set: the one statement finds them missing and every issue runs as the transaction.
+ */
+export function withoutRoleTimeouts(databaseUrl: string): string {
+  const url = new URL(databaseUrl);
+  url.searchParams.set('options', '-c lock_timeout=0 -c statement_timeout=0');
+  return url.toString();
+}
+
+export interface SpreadRunResult {
+  requests: number;
+  outcomes: Record<string, number>;
+  invariants: InvariantReport;
+  /** Reruns by SQLSTATE over the backends during the run: 40001 counts issues that met a race and ran again. */
+  retries: Record<string, number>;
+}
+
+/** transaction_retries_total of the backends, by SQLSTATE. */
+async function retriesOf(backends: TestBackend[]): Promise<Record<string, number>> {
+  const totals: Record<string, number> = {};
+  for (const backend of backends) {
+    for (const { labels, value } of (await backend.services.metrics.transactionRetries.get()).values) {
+      const state = String(labels['sqlstate']);
+      totals[state] = (totals[state] ?? 0) + value;
+    }
+  }
+  return totals;
+}
+
+/**
+ * `scenario` over real HTTP against several backends of one database (each a server process of
+ * its own, as far as leases go: its own holder), all released together at `concurrency`. The
+ * members' campaigns go round the backends, each member's sends of a campaign (a double tap) to the
+ * same one, so that every backend issues its share. Counted in SQL afterwards, and every BUDGET_EXCEEDED checked as it
+ * comes (RefusalProbe).
+ */
+export async function runSpread(backends: TestBackend[], scenario: CouponScenario, concurrency: number): Promise<SpreadRunResult> {
+  const served = await Promise.all(backends.map((backend) => serveOverHttp(backend)));
+  const clients = served.map(({ url }) => new LoadClient(url, concurrency));
+  const sessions = headerSessions();
+  const probe = new RefusalProbe(backends[0]!.sql, scenario.tenantId);
+  const retriesBefore = await retriesOf(backends);
+  try {
+    await setupCouponScenario(clients[0]!, scenario, sessions);
+    for (const client of clients) await client.open();
+    const requests = couponRequests(scenario, 1);
+    const clientOf = (i: number) => clients[Math.floor(i / scenario.sends) % clients.length]!;
+    const outcomes = await runReleasedTogether(
+      requests.map((request, i) => async () => {
+        const outcome = replyOutcome(await sendIssue(clientOf(i), scenario, sessions, request, i));
+        if (outcome === 'BUDGET_EXCEEDED') probe.refused(request.campaignId);
+        return outcome;
+      }),
+      concurrency,
+    );
+    const counts = countBy(outcomes, (outcome) => outcome);
+    const invariants = await checkCouponInvariants(backends[0]!.sql, scenario, counts['ISSUED'] ?? 0);
+    const refusals = await probe.check();
+    invariants.checks.push(refusals);
+    invariants.violations.push(...refusals.violations);
+    const retriesAfter = await retriesOf(backends);
+    const retries = Object.fromEntries(
+      Object.entries(retriesAfter)
+        .map(([state, n]) => [state, n - (retriesBefore[state] ?? 0)] as const)
+        .filter(([, n]) => n > 0),
+    );
+    return { requests: requests.length, outcomes: counts, invariants, retries };
+  } finally {
+    for (const client of clients) client.close();
+    for (const { server } of served) await server.close();
+  }
 }

@@ -1,9 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
+import { expect } from 'vitest';
+import { CreateCampaignDocument } from '../generated/graphql.js';
 import { LoadClient, runLanes, runReleasedTogether } from '../load/client.js';
 import { replyOutcome } from '../load/scenario.js';
 import { checkCouponInvariants, headerSessions, sendIssue, setupCouponScenario, type CouponScenario } from '../load/scenarios/coupons.js';
 import { startServerProcess, type ServerProcess } from '../load/target.js';
+import { withoutRoleTimeouts } from './coupon-run.js';
+import { asTenantAdmin, createTenant, gqlOk, type TestBackend } from './harness.js';
 
 export interface LeaseRunResult {
   /** Coupons in the table: what was issued, whatever the killed process answered. */
@@ -34,6 +38,11 @@ async function until<T>(what: string, probe: () => Promise<T | null>, limitMs = 
   throw new Error(`gave up waiting for ${what}`);
 }
 
+export interface LeaseRunOptions {
+  /** Both processes' sessions lack the role's timeouts (withoutRoleTimeouts): every issue runs as the transaction. */
+  transactionPath?: boolean;
+}
+
 /**
  * One campaign with budget leases and two server processes of `strategy` on `databaseUrl`. The
  * first serves a stream of issues until it holds a lease with yen left in it, and is killed with
@@ -41,7 +50,13 @@ async function until<T>(what: string, probe: () => Promise<T | null>, limitMs = 
  * has expired, the second serves twice as many members as the budget has coupons, released together.
  * Counted in SQL afterwards.
  */
-export async function runKilledLeaseHolder(databaseUrl: string, sql: pg.Pool, strategy: string, runId: string): Promise<LeaseRunResult> {
+export async function runKilledLeaseHolder(
+  databaseUrl: string,
+  sql: pg.Pool,
+  strategy: string,
+  runId: string,
+  options: LeaseRunOptions = {},
+): Promise<LeaseRunResult> {
   const scenario: CouponScenario = {
     tenantId: `leases-${runId}`,
     capYen: 1_000_000,
@@ -52,7 +67,12 @@ export async function runKilledLeaseHolder(databaseUrl: string, sql: pg.Pool, st
     sends: 1,
     expectedIssued: BUDGET_COUPONS,
   };
-  const env = { DATABASE_URL: databaseUrl, BENCH_STRATEGY: strategy, RUN_WORKERS: 'false', BUDGET_LEASE_TTL_MS: String(LEASE_TTL_MS) };
+  const env = {
+    DATABASE_URL: options.transactionPath ? withoutRoleTimeouts(databaseUrl) : databaseUrl,
+    BENCH_STRATEGY: strategy,
+    RUN_WORKERS: 'false',
+    BUDGET_LEASE_TTL_MS: String(LEASE_TTL_MS),
+  };
   const sessions = headerSessions();
   const servers: ServerProcess[] = [];
   const clients: LoadClient[] = [];
@@ -138,4 +158,31 @@ export async function runKilledLeaseHolder(databaseUrl: string, sql: pg.Pool, st
     for (const client of clients) client.close();
     for (const server of servers) if (server.child.exitCode === null && server.child.signalCode === null) await server.stop();
   }
+}
+
+/** What a run of runKilledLeaseHolder must show: the killed holder issued, and every coupon of the budget was issued, beyond it refused. */
+export function expectNothingStranded(result: LeaseRunResult): void {
+  expect(result.violations).toEqual([]);
+  expect(result.issuedByKilled).toBeGreaterThan(0);
+  expect(result.coupons).toBe(BUDGET_COUPONS);
+  expect(result.unissuedYen).toBe(0);
+  expect(result.refusals).toBe(2 * BUDGET_COUPONS - (BUDGET_COUPONS - result.issuedByKilled));
+  expect(result.leasedYen.budgetRow).toBe(result.leasedYen.leases);
+}
+
+/** A tenant (cap high enough never to matter) and a campaign of 100-yen coupons with budget leases, through the API. */
+export async function createLeasedCampaign(
+  backend: TestBackend,
+  tenantId: string,
+  id: string,
+  budgetYen: number,
+  budgetLeaseCoupons: number,
+) {
+  await createTenant(backend, tenantId, 1_000_000);
+  await gqlOk(
+    backend.app.fetch,
+    CreateCampaignDocument,
+    { input: { id, name: id, discountYen: DISCOUNT_YEN, budgetYen, budgetLeaseCoupons } },
+    asTenantAdmin(tenantId),
+  );
 }

@@ -40,7 +40,9 @@ const CreateCampaignInput = builder.inputType('CreateCampaignInput', {
     budgetSlots: t.int({
       required: false,
       defaultValue: 1,
-      description: `Rows the budget is split over (1 to ${MAX_BUDGET_SLOTS}); more rows let a hot campaign issue in parallel.`,
+      description:
+        `Rows the budget is split over (1 to ${MAX_BUDGET_SLOTS}, at most budgetYen / discountYen), by whole coupons; ` +
+        'more rows let a hot campaign issue in parallel.',
     }),
     budgetLeaseCoupons: t.int({
       required: false,
@@ -83,8 +85,8 @@ defineMutation('createCampaign', {
     if (values.discountYen > values.budgetYen) throw badInput('discountYen must not exceed budgetYen', 'discountYen');
     return values;
   },
-  unit: (values, { session }) => ({
-    work: async (trx) => ({ campaign: await insertCampaign(trx, session.tenantId, values) }),
+  unit: (values, { session, services }) => ({
+    work: async (trx) => ({ campaign: await insertCampaign(trx, session.tenantId, values, services.algorithms.budgetSplit) }),
     entities: ({ campaign }) => [campaign.id],
   }),
 });

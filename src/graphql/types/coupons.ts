@@ -87,7 +87,7 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
   input: IssueCouponInput,
   type: IssueCouponPayload,
   prepare: (input) => requireIdentifier(input.campaignId, 'campaignId'),
-  unit: (campaignId, { session, services }) => {
+  unit: (campaignId, { session, services, deadline }) => {
     const issuer = services.algorithms.couponIssuer;
     const request = {
       tenantId: session.tenantId,
@@ -96,17 +96,19 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
       now: services.clock(),
       timeZone: services.config.coupons.businessTimeZone,
     };
+    const context = {
+      timeouts: services.transactions,
+      leases: services.budgetLeases,
+      shapes: services.campaignShapes,
+      deadline,
+      onRace: () => services.metrics.transactionRetries.inc({ sqlstate: '40001' }),
+    };
     const { oneStatement } = issuer;
     return {
       ...(issuer.isolation ? { isolation: issuer.isolation } : {}),
       ...(issuer.claimsKey ? { claimsKey: true } : {}),
-      ...(oneStatement
-        ? {
-            oneStatement: (db, bookkeeping) =>
-              oneStatement(db, request, bookkeeping, { timeouts: services.transactions, leases: services.budgetLeases }),
-          }
-        : {}),
-      work: (trx, bookkeeping) => issuer.issue(trx, request, bookkeeping),
+      ...(oneStatement ? { oneStatement: (db, bookkeeping) => oneStatement(db, request, bookkeeping, context) } : {}),
+      work: (trx, bookkeeping) => issuer.issue(trx, request, bookkeeping, context),
       entities: ({ coupon }) => (coupon ? [coupon.id, coupon.campaignId] : [campaignId]),
     };
   },

@@ -24,6 +24,8 @@ export interface CouponScenario {
   members: string[];
   /** How many times each member sends each campaign's request (double taps, resends). */
   sends: number;
+  /** Each member's sends of a campaign follow each other in the order sent, so that a double tap's requests are in flight together. */
+  tapsTogether?: boolean;
   /** Exactly this many ISSUED when the invariants hold, if the scenario pins it down. */
   expectedIssued: number | null;
 }
@@ -49,19 +51,26 @@ export function referenceScenario(runId: string, members = 300): CouponScenario 
   };
 }
 
+/** Coupons the hot campaign has beyond half its members: an odd number, so that they divide evenly over no number of slots above one. */
+const HOT_EXTRA_COUPONS = 3;
+
 /**
  * One hot first-come campaign: every member asks once for the same coupon and the budget runs out
- * half-way, so every issue queues on the campaign's budget rows.
+ * about half-way, so every issue queues on the campaign's budget rows. Its budget divides evenly
+ * over no number of slots (half the members plus 3 coupons, and half a coupon's yen no coupon can
+ * use): a split that strands a remainder in every slot shows as stranded yen, and exactly
+ * floor(budgetYen / discountYen) coupons are issued when none is stranded.
  */
 export function hotCampaignScenario(runId: string, members: number, budgetSlots: number): CouponScenario {
   const discountYen = 100;
+  const coupons = Math.floor(members / 2) + HOT_EXTRA_COUPONS;
   return {
     tenantId: `hot-${runId}`,
     capYen: 1_000_000,
-    campaigns: [{ id: 'hot', discountYen, budgetYen: (members / 2) * discountYen, budgetSlots }],
+    campaigns: [{ id: 'hot', discountYen, budgetYen: coupons * discountYen + discountYen / 2, budgetSlots }],
     members: Array.from({ length: members }, (_, i) => `member-${i + 1}`),
     sends: 1,
-    expectedIssued: members / 2,
+    expectedIssued: Math.min(members, coupons),
   };
 }
 
@@ -153,10 +162,63 @@ export interface CouponRequest {
 }
 
 export function couponRequests(scenario: CouponScenario, seed: number): CouponRequest[] {
-  const all = scenario.members.flatMap((memberId) =>
-    scenario.campaigns.flatMap((campaign) => Array.from({ length: scenario.sends }, () => ({ memberId, campaignId: campaign.id }))),
+  const pairs = scenario.members.flatMap((memberId) => scenario.campaigns.map((campaign) => ({ memberId, campaignId: campaign.id })));
+  const sent = (pair: CouponRequest) => Array.from({ length: scenario.sends }, () => pair);
+  return scenario.tapsTogether ? shuffle(pairs, seed).flatMap(sent) : shuffle(pairs.flatMap(sent), seed);
+}
+
+/** A campaign's budget against its coupons, in SQL. */
+export interface CampaignStanding {
+  id: string;
+  discount_yen: number;
+  budget_yen: number;
+  coupons_yen: number;
+}
+
+/** The standing of the tenant's campaigns (all, or one), from its coupons. */
+export async function campaignStandings(sql: pg.Pool | pg.Client, tenantId: string, campaignId?: string): Promise<CampaignStanding[]> {
+  const { rows } = await sql.query<CampaignStanding>(
+    `select c.id, c.discount_yen, c.budget_yen,
+            coalesce((select sum(k.amount_yen) from coupons k
+                       where k.tenant_id = c.tenant_id and k.campaign_id = c.id and k.voided_at is null), 0)::int as coupons_yen
+       from campaigns c where c.tenant_id = $1 and ($2::text is null or c.id = $2) order by c.id`,
+    [tenantId, campaignId ?? null],
   );
-  return shuffle(all, seed);
+  return rows;
+}
+
+/** Yen of a campaign's budget that could still pay for coupons: what a refusal strands (0 for a campaign sold out). */
+export const strandedYen = (c: CampaignStanding) =>
+  Math.max(0, Math.floor((c.budget_yen - c.coupons_yen) / c.discount_yen)) * c.discount_yen;
+
+/**
+ * Every BUDGET_EXCEEDED a run hears, checked in SQL as it comes: a refusal is right only while less
+ * than one coupon is left (budgetYen - issuedYen < discountYen). Issued yen only grows, so yen found
+ * left after the answer was left when the answer was decided: a refusal that strands yen shows.
+ */
+export class RefusalProbe {
+  private readonly seen: Promise<CampaignStanding | undefined>[] = [];
+
+  constructor(
+    private readonly sql: pg.Pool | pg.Client,
+    private readonly tenantId: string,
+  ) {}
+
+  refused(campaignId: string): void {
+    this.seen.push(campaignStandings(this.sql, this.tenantId, campaignId).then((rows) => rows[0]));
+  }
+
+  async check(): Promise<InvariantCheck> {
+    const seen = (await Promise.all(this.seen)).filter((c): c is CampaignStanding => c !== undefined);
+    const stranding = seen.filter((c) => strandedYen(c) > 0);
+    return {
+      invariant: 'BUDGET_EXCEEDED only when less than one coupon is left',
+      counted: `${seen.length} refusals, ${stranding.length} while a coupon's worth was left`,
+      violations: stranding.length
+        ? [`${stranding.length} BUDGET_EXCEEDED answers while yen was left (e.g. ${stranding[0]!.id}: ${strandedYen(stranding[0]!)} yen)`]
+        : [],
+    };
+  }
 }
 
 export const ISSUE_COUPON_QUERY = print(IssueCouponDocument);
@@ -315,8 +377,11 @@ export function couponsScenario(runId: string, total: number | null, budgetSlots
   return couponLoad(scenario, total);
 }
 
-/** Any coupon scenario as a load scenario: `total` requests from its shuffled list, or (null) an endless stream. */
-export function couponLoad(scenario: CouponScenario, total: number | null, send: SendOptions = {}): LoadScenario {
+/**
+ * Any coupon scenario as a load scenario: `total` requests from its shuffled list, or (null) an
+ * endless stream. With a `probe`, every BUDGET_EXCEEDED is checked as it comes (RefusalProbe).
+ */
+export function couponLoad(scenario: CouponScenario, total: number | null, send: SendOptions = {}, probe?: RefusalProbe): LoadScenario {
   const fixed = total === null ? [] : couponRequests(scenario, 1).slice(0, total);
   const blocks = new Map<number, CouponRequest[]>();
   const streamed = (index: number): CouponRequest => {
@@ -337,14 +402,20 @@ export function couponLoad(scenario: CouponScenario, total: number | null, send:
     setup: (client, sessions) => setupCouponScenario(client, scenario, sessions),
     request(index, client, sessions) {
       const request = total === null ? streamed(index) : fixed[index];
-      return request ? () => sendIssue(client, scenario, sessions, request, index, send) : null;
+      if (!request) return null;
+      return () =>
+        sendIssue(client, scenario, sessions, request, index, send).then((reply) => {
+          if (probe && replyOutcome(reply) === 'BUDGET_EXCEEDED') probe.refused(request.campaignId);
+          return reply;
+        });
     },
     outcomeOf: replyOutcome,
     async check(sql, outcomes) {
       // A request that failed (TRY_AGAIN) was never decided, so the exact ISSUED count no longer applies.
       const failed = Object.keys(outcomes).some((outcome) => !ISSUE_STATUSES.has(outcome));
       const checked = failed ? { ...scenario, expectedIssued: null } : scenario;
-      return (await checkCouponInvariants(sql, checked, outcomes['ISSUED'] ?? 0)).checks;
+      const checks = (await checkCouponInvariants(sql, checked, outcomes['ISSUED'] ?? 0)).checks;
+      return probe ? [...checks, await probe.check()] : checks;
     },
   };
 }
