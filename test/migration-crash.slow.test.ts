@@ -25,10 +25,10 @@ const PHASE_TIMEOUT_MS = 180_000;
 type Runner = 'server' | 'naive';
 
 /** The migrate step as its own process (node itself, so that SIGKILL reaches it, not a wrapper). */
-function startRunner(databaseUrl: string, runner: Runner) {
+function startRunner(databaseUrl: string, runner: Runner, env: Record<string, string> = {}) {
   const child = spawn(process.execPath, ['--import', 'tsx', RUNNER, ...(runner === 'naive' ? ['naive'] : [])], {
     cwd: PROJECT,
-    env: { ...process.env, NODE_ENV: 'development', LOG_LEVEL: 'info', ENV_FILE: '/dev/null', DATABASE_URL: databaseUrl },
+    env: { ...process.env, NODE_ENV: 'development', LOG_LEVEL: 'info', ENV_FILE: '/dev/null', DATABASE_URL: databaseUrl, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = captureOutput(child);
@@ -86,6 +86,8 @@ interface Phase {
   hold: string[];
   /** The runner is in the phase. */
   reached(db: pg.Client): Promise<boolean>;
+  /** Settings of the killed run. */
+  env?: Record<string, string>;
 }
 
 const PHASES: Phase[] = [
@@ -101,6 +103,14 @@ const PHASES: Phase[] = [
     reached: async (db) => (await indexState(db, KILLED_BUILD)) === 'invalid' && runnerWaitsForLock(db),
   },
   {
+    // The backend of a killed runner builds on until it notices the socket closed: here it would
+    // wait for the writer, which the test ends only once that backend is gone.
+    name: '(b) during the build, its lock wait allowed 10 minutes (MIGRATION_LOCK_TIMEOUT_MS): the backend left waiting behind the writer',
+    hold: ['begin', 'lock table outbox_events in row exclusive mode'],
+    reached: async (db) => (await indexState(db, KILLED_BUILD)) === 'invalid' && runnerWaitsForLock(db),
+    env: { MIGRATION_LOCK_TIMEOUT_MS: '600000' },
+  },
+  {
     name: '(c) after the build, before the record: the index valid, the record waiting behind a row of the test',
     hold: ['begin', "insert into schema_migrations (version) values ('011_outbox_sent_index')"],
     reached: async (db) => (await indexState(db, KILLED_BUILD)) === 'valid' && runnerWaitsForLock(db),
@@ -108,7 +118,7 @@ const PHASES: Phase[] = [
 ];
 
 interface Outcome {
-  leftBehind: { index: string; builds: string[]; recorded: boolean };
+  leftBehind: { backendEndedMs: number; index: string; builds: string[]; recorded: boolean };
   rerun: { code: number | null; ms: number; applied: string; invalid: string[]; records: Record<string, number>; builds: string[] };
 }
 
@@ -119,7 +129,7 @@ async function killInPhaseAndRerun(phase: Phase, runner: Runner): Promise<Outcom
   const holder = await connect(url, 'crash-test-holder');
   try {
     for (const statement of phase.hold) await holder.query(statement);
-    const killed = startRunner(url, runner);
+    const killed = startRunner(url, runner, phase.env);
     await waitFor(async () => ((await phase.reached(observer)) ? true : undefined), `runner in phase ${phase.name}`, 60_000).catch(
       (error: Error) => {
         killed.child.kill('SIGKILL');
@@ -127,6 +137,7 @@ async function killInPhaseAndRerun(phase: Phase, runner: Runner): Promise<Outcom
       },
     );
     killed.child.kill('SIGKILL');
+    const killedAt = Date.now();
     await killed.exited;
     // Its backend ends once it finds the socket closed (a statement ends, or the connection check).
     await waitFor(
@@ -140,8 +151,10 @@ async function killInPhaseAndRerun(phase: Phase, runner: Runner): Promise<Outcom
       'end of the killed runner backend',
       30_000,
     );
+    const backendEndedMs = Date.now() - killedAt;
     const { rowCount } = await observer.query('select 1 from schema_migrations where version = $1', [VERSIONS[0]]);
     const leftBehind = {
+      backendEndedMs,
       index: await indexState(observer, KILLED_BUILD),
       builds: await buildsRecorded(observer),
       recorded: rowCount === 1,
@@ -188,7 +201,7 @@ function violations(outcome: Outcome): string[] {
 }
 
 const describeOutcome = (phase: Phase, runner: Runner, outcome: Outcome) =>
-  `${runner} runner killed in ${phase.name}: left index ${outcome.leftBehind.index}, builds written down ${JSON.stringify(outcome.leftBehind.builds)}, ` +
+  `${runner} runner killed in ${phase.name}: its backend gone ${outcome.leftBehind.backendEndedMs} ms after the kill, left index ${outcome.leftBehind.index}, builds written down ${JSON.stringify(outcome.leftBehind.builds)}, ` +
   `011 recorded ${outcome.leftBehind.recorded}; rerun exited ${outcome.rerun.code} in ${outcome.rerun.ms} ms, applied ${outcome.rerun.applied}, ` +
   `invalid after ${JSON.stringify(outcome.rerun.invalid)}, records ${JSON.stringify(outcome.rerun.records)}`;
 
