@@ -17,8 +17,9 @@ import type { LoadResult } from './load/run.js';
 import { couponsScenario } from './load/scenarios/coupons.js';
 import { startSteadyLoad } from './load/steady-load.js';
 import { migrateInOneTransaction } from './naive/migrate.js';
-import { createTestBackend, createTestDatabaseUrl, serveOverHttp, type TestBackend } from './support/harness.js';
+import { createTestBackend, createTestDatabaseUrl, serveOverHttp, TEST_APP, type TestBackend } from './support/harness.js';
 import { openToolDatabase } from './support/tool-database.js';
+import { waitFor } from './support/wait.js';
 
 /** The project's migrations plus `extra` (file name -> SQL), in a folder of their own. */
 async function migrationsWith(extra: Record<string, string>): Promise<{ dir: string; remove(): Promise<void> }> {
@@ -288,6 +289,43 @@ describe('the migration runner', () => {
       expect((await backend.sql.query("select 1 from schema_migration_builds where index_name = 'coupons_by_amount'")).rowCount).toBe(0);
     } finally {
       await backend.sql.query('drop index if exists coupons_by_amount; drop table if exists crash_dup');
+      await migrations.remove();
+    }
+  });
+
+  it('two runners starting at once on a concurrent build take turns: the index is built once, valid, and recorded once', async () => {
+    const version = '912_coupons_by_month';
+    const migrations = await migrationsWith({
+      [`${version}.sql`]: '-- migrate: no-transaction\nCREATE INDEX CONCURRENTLY IF NOT EXISTS coupons_by_month ON coupons (month);\n',
+    });
+    // A writer the builds wait behind, so that both runners are at the build at once.
+    const writer = await session(backend.databaseUrl);
+    const other = nextVersion(backend);
+    try {
+      await writer.query('begin');
+      await writer.query('lock table coupons in row exclusive mode');
+      const runners = [backend.database.db, other.db].map((db) => migrate(db, migrations.dir, { settings: settings() }));
+      // One waits behind the writer in its build, the other for the migration lock the first holds.
+      await waitFor(async () => {
+        const { rows } = await backend.sql.query<{ waiting: number }>(
+          "select count(*)::int as waiting from pg_stat_activity where datname = current_database() and application_name in ($1, 'next-version') and wait_event_type = 'Lock'",
+          [TEST_APP],
+        );
+        return rows[0]!.waiting >= 2 ? true : undefined;
+      }, 'both runners waiting');
+      await writer.query('commit');
+      const applied = (await Promise.all(runners)).flat();
+      expect(applied).toEqual([version]);
+      const { rows } = await backend.sql.query<{ valid: boolean }>(
+        "select indisvalid as valid from pg_index where indexrelid = to_regclass('coupons_by_month')",
+      );
+      expect(rows).toEqual([{ valid: true }]);
+      const { rowCount } = await backend.sql.query('select 1 from schema_migrations where version = $1', [version]);
+      expect(rowCount).toBe(1);
+    } finally {
+      await writer.end();
+      await other.close();
+      await backend.sql.query('drop index if exists coupons_by_month');
       await migrations.remove();
     }
   });
