@@ -231,7 +231,7 @@ const ANY_CONCURRENT_BUILD = /\bcreate\s+(?:unique\s+)?index\s+concurrently\b/i;
  * names folded to lower case), or null when it builds none. A build the runner cannot name is
  * refused: it could not tell the half-built index of a killed run from someone else's.
  */
-export function indexBuiltBy(migration: { version: string; sql: string }): string | null {
+function indexBuiltBy(migration: { version: string; sql: string }): string | null {
   const statement = migration.sql.replace(/--[^\n]*/g, '').trim();
   const named = NAMED_CONCURRENT_BUILD.exec(statement);
   if (named) {
@@ -256,7 +256,7 @@ export class ForeignInvalidIndexError extends Error {
   ) {
     super(
       `Migration ${version} builds index ${index}, but an invalid index of that name is there that this runner did not start ` +
-        `(none of schema_migration_builds): a CREATE INDEX CONCURRENTLY of someone else's that failed or still runs, or of a runner ` +
+        `(no row in schema_migration_builds): a CREATE INDEX CONCURRENTLY of someone else's that failed or still runs, or of a runner ` +
         `older than that table. See whether a build still runs (select pid, query from pg_stat_progress_create_index join pg_stat_activity using (pid)); ` +
         `when none does, drop it (DROP INDEX CONCURRENTLY IF EXISTS ${index}) and start again.`,
     );
@@ -436,7 +436,11 @@ async function recordedVersions(db: Kysely<DB>): Promise<Set<string>> {
  *   jitter, for at most MIGRATION_RETRY_FOR_MS; then start-up fails with a MigrationBlockedError
  *   naming the sessions it waited for (pid, application, query);
  * - the transaction-scoped migration lock makes concurrent start-ups take turns, each waiting at
- *   most MIGRATION_LOCK_WAIT_MS for it, and re-checking under it what another already applied.
+ *   most MIGRATION_LOCK_WAIT_MS for it, and re-checking under it what another already applied (a
+ *   no-transaction migration holds it for its session, from its check to its record);
+ * - an index a CONCURRENTLY build leaves invalid, because it failed or its runner was killed, is
+ *   the runner's own by a row of schema_migration_builds written before the build: dropped and
+ *   built again, and the migration recorded only once the index is valid.
  *
  * A failing migration leaves the schema as it was before that migration. Returns the versions
  * applied now.
