@@ -33,7 +33,12 @@ export function maskUnexpected(log: Logger) {
     if (original instanceof AppError) return toGraphQLError(original, error instanceof GraphQLError ? error : undefined);
     // A shortage met outside the runners (which translate it themselves) is still the database's want, not a bug.
     if (isResourceShortage(original)) {
-      return toGraphQLError(resourceShortage(sqlStateOf(original)!, 1), error instanceof GraphQLError ? error : undefined);
+      const shortage = resourceShortage(sqlStateOf(original)!, 1);
+      // The database's own message names its files: the client reads what ran out instead.
+      return new GraphQLError(shortage.message, {
+        ...(error instanceof GraphQLError ? { nodes: error.nodes ?? null, path: error.path ?? null } : {}),
+        extensions: { ...shortage.extensions },
+      });
     }
     log.error({ err: original, sqlState: sqlStateOf(original) ?? undefined }, 'unexpected error, masked for the client');
     return new GraphQLError('Internal server error', {
