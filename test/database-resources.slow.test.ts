@@ -56,7 +56,13 @@ function readySampler(base: string, everyMs = 100) {
   let running = true;
   const done = (async () => {
     while (running) {
-      samples.push(await sampleReady(base));
+      try {
+        samples.push(await sampleReady(base));
+      } catch {
+        // No answer at all counts as a failed sample; the server has gone (a failed test's teardown) or refused.
+        samples.push({ status: 0, ms: Infinity, healthMs: 0 });
+        return;
+      }
       await sleep(everyMs);
     }
   })();

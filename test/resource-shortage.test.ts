@@ -37,9 +37,7 @@ describe('a database short of resources (SQLSTATE classes 53 and 58)', () => {
   });
 
   it('a new connection refused for want of slots (53300) is TRY_AGAIN naming max_connections, not a failed host', () => {
-    const refused = new ConnectError([
-      { host: 'db:5432', kind: 'error', message: 'sorry, too many clients already', sqlState: '53300' },
-    ]);
+    const refused = new ConnectError([{ host: 'db:5432', kind: 'error', message: 'sorry, too many clients already', sqlState: '53300' }]);
     expect(translate(refused, 1, settings)).toMatchObject({ reason: '53300', message: expect.stringMatching(/max_connections/) });
   });
 
