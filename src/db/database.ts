@@ -215,7 +215,8 @@ async function checkDatabase(healthDb: Kysely<DB>, requests: GuardedPool, resour
     try {
       await probe();
     } catch (error) {
-      if (!isConnectionFailure(error)) throw error;
+      // Only a held connection found dead is worth a second try; a new one that failed would fail again.
+      if (!isConnectionFailure(error) || error instanceof ConnectError) throw error;
       await probe();
     }
   } catch (error) {
