@@ -243,7 +243,6 @@ describe('the disk under the database fills up', () => {
     const refusals = (answers: Sent[]) => answers.filter((s) => reasonOf(s) === '53100').length;
     expect(replies.filter((s) => outcome(s) !== 'OK' && reasonOf(s) !== '53100').map((s) => s.reply.body.errors)).toEqual([]);
     const firstRefusal = replies.find((s) => outcome(s) !== 'OK')!;
-    const first503 = sampler.samples.find((s) => s.status === 503 && s.answeredAt >= firstRefusal.answeredAt);
     await annotate(
       `first refusal: ${firstRefusal.reply.body.errors![0]!.message} (Retry-After ${firstRefusal.reply.headers['retry-after']})`,
     );
@@ -266,6 +265,7 @@ describe('the disk under the database fills up', () => {
     await waitFor(async () => ((await sampleReady(base)).status === 200 ? true : undefined), '/ready 200 once space is freed', 20_000);
     const samples = await sampler.stop();
 
+    const first503 = samples.find((s) => s.status === 503 && s.answeredAt >= firstRefusal.answeredAt);
     const counts: Record<string, number> = {};
     for (const s of replies) counts[`${outcome(s)} ${reasonOf(s)}`.trim()] = (counts[`${outcome(s)} ${reasonOf(s)}`.trim()] ?? 0) + 1;
     const slowest = Math.max(...samples.map((s) => s.ms), ...fullSamples.map((s) => s.ms));
