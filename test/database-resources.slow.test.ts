@@ -28,6 +28,8 @@ interface ReadySample {
   ms: number;
   /** How long /health took, sent at the same moment: what any answer of this process took then. */
   healthMs: number;
+  /** When the answer arrived (epoch ms). */
+  answeredAt: number;
 }
 
 async function timedGet(url: string): Promise<{ status: number; ms: number }> {
@@ -45,7 +47,7 @@ async function timedGet(url: string): Promise<{ status: number; ms: number }> {
  */
 async function sampleReady(base: string): Promise<ReadySample> {
   const [ready, health] = await Promise.all([timedGet(`${base}/ready`), timedGet(`${base}/health`)]);
-  return { status: ready.status, ms: ready.ms, healthMs: health.ms };
+  return { status: ready.status, ms: ready.ms, healthMs: health.ms, answeredAt: Date.now() };
 }
 
 const beyondHealth = (samples: ReadySample[]) => Math.max(...samples.map((s) => s.ms - s.healthMs));
@@ -60,7 +62,7 @@ function readySampler(base: string, everyMs = 100) {
         samples.push(await sampleReady(base));
       } catch {
         // No answer at all counts as a failed sample; the server has gone (a failed test's teardown) or refused.
-        samples.push({ status: 0, ms: Infinity, healthMs: 0 });
+        samples.push({ status: 0, ms: Infinity, healthMs: 0, answeredAt: Date.now() });
         return;
       }
       await sleep(everyMs);
@@ -80,6 +82,8 @@ interface Sent {
   kind: 'document' | 'coupon';
   index: number;
   reply: GraphQLReply;
+  /** When the answer arrived (epoch ms). */
+  answeredAt: number;
 }
 
 const outcome = (s: Sent) => String(s.reply.body.errors?.[0]?.extensions?.['code'] ?? 'OK');
@@ -116,7 +120,7 @@ async function startScene(postgres: EmbeddedPostgres, env: Record<string, string
       kind === 'document'
         ? await client.graphql(print(CreateContractDocumentDocument), { input: { contractId } }, headers)
         : await client.graphql(print(IssueCouponDocument), { input: { campaignId: 'big' } }, headers);
-    return { kind, index, reply };
+    return { kind, index, reply, answeredAt: Date.now() };
   };
   return { backend, served, client, base, send };
 }
@@ -261,13 +265,14 @@ describe('the disk under the database fills up', () => {
     await waitFor(async () => ((await sampleReady(base)).status === 200 ? true : undefined), '/ready 200 once space is freed', 20_000);
     const samples = await sampler.stop();
 
+    const first503 = samples.find((s) => s.status === 503 && s.answeredAt >= firstRefusal.answeredAt);
     const counts: Record<string, number> = {};
     for (const s of replies) counts[`${outcome(s)} ${reasonOf(s)}`.trim()] = (counts[`${outcome(s)} ${reasonOf(s)}`.trim()] ?? 0) + 1;
     const slowest = Math.max(...samples.map((s) => s.ms), ...fullSamples.map((s) => s.ms));
     const beyond = beyondHealth([...samples, ...fullSamples]);
     const failedStatements = lines.find((line) => line['msg'] === 'the database accepts writes again')?.['failedStatements'];
     await annotate(
-      `disk full: ${replies.length} writes, outcomes ${JSON.stringify(counts)}; /ready ${samples.filter((s) => s.status === 503).length} of ${samples.length} samples 503, slowest ${slowest} ms (at most ${beyond} ms beyond /health's); shortage logged ${shortageLogged} times for ${failedStatements} failed statements`,
+      `disk full: ${replies.length} writes, outcomes ${JSON.stringify(counts)}; /ready ${samples.filter((s) => s.status === 503).length} of ${samples.length} samples 503 (the first ${first503 ? first503.answeredAt - firstRefusal.answeredAt : '?'} ms after the first refusal), slowest ${slowest} ms (at most ${beyond} ms beyond /health's); shortage logged ${shortageLogged} times for ${failedStatements} failed statements`,
     );
     expect(Object.keys(counts).filter((key) => key !== 'OK' && !key.startsWith('TRY_AGAIN'))).toEqual([]);
     expect(beyond).toBeLessThan(READY_WITHIN_MS);
