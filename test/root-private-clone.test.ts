@@ -1,4 +1,4 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, cp, lstat, mkdtemp, readlink, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_HEADERS } from '../src/http/graphiql.js';
 import { freePort } from './support/ports.js';
+import { spawnRecorded } from './support/processes.js';
 import { captureOutput } from './support/scripts.js';
 
 const run = promisify(execFile);
@@ -68,9 +69,8 @@ describe.skipIf(!asRoot)('as root, from a clone in a private folder', () => {
   });
 
   it('npm start serves the demo data, saying in one line where the binaries and the data went', async () => {
-    const child = spawn('npm', ['start'], {
+    const child = spawnRecorded('npm', ['start'], {
       cwd: clone,
-      detached: true,
       env: shellEnv({
         NODE_ENV: 'development',
         LOG_LEVEL: 'info',
