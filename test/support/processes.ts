@@ -100,7 +100,7 @@ function survivorsOf(recorded: Recorded[], table: ProcessStat[]): ProcessStat[] 
     if (leader && leader.startTime !== startTime) continue;
     for (const stat of table) if (stat.pgid === pid) found.set(stat.pid, stat);
   }
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const stat of table)
       if (!found.has(stat.pid) && found.has(stat.ppid)) {
@@ -141,7 +141,7 @@ async function endProcesses(recorded: Recorded[], graceMs = 15_000): Promise<str
   const ended = survivors.map((stat) => `${stat.pid} ${commandOf(stat.pid)}`);
   const alive = () => survivors.filter(isRunning).map((stat) => stat.pid);
   signal(alive(), 'SIGTERM');
-  for (const deadline = Date.now() + graceMs; alive().length > 0 && Date.now() < deadline; ) await sleep(100);
+  for (const deadline = Date.now() + graceMs; alive().length > 0 && Date.now() < deadline;) await sleep(100);
   signal(alive(), 'SIGKILL');
   return ended;
 }
