@@ -15,9 +15,10 @@ export default defineConfig({
     setupFiles: ['test/support/end-processes.ts'],
     // The default output, and the figures each test measured (test/support/figures-reporter.ts).
     reporters: ['default', './test/support/figures-reporter.ts'],
-    // Concurrency suites run hundreds of requests against a real PostgreSQL on a shared 2-core machine.
-    testTimeout: 120_000,
-    hookTimeout: 120_000,
+    // A bound for a hang, not a measure of speed: on a shared 2-core machine at a load of 20, a test
+    // that starts server processes, or sends hundreds of requests to a real PostgreSQL, takes minutes.
+    testTimeout: 300_000,
+    hookTimeout: 300_000,
     pool: 'forks',
     maxWorkers: 2,
     // Files, and the tests inside each, run in a new order every time: no test may lean on another's rows.
