@@ -20,7 +20,10 @@ const DOCUMENTED_STOP_BOUND_MS = 28_000;
 interface Npm {
   child: ChildProcess;
   output: () => string;
-  closed: Promise<[number | null, NodeJS.Signals | null]>;
+  /** npm's exit: a script it leaves running keeps the output open, so not 'close'. */
+  exited: Promise<[number | null, NodeJS.Signals | null]>;
+  /** Its output read to the end, once nothing holds it open. */
+  closed: Promise<unknown>;
 }
 
 /** `npm <args>` from the project, as a user or a supervisor runs it: npm's own pid is the one signalled. */
@@ -30,8 +33,8 @@ function npm(args: string[], env: Record<string, string>): Npm {
     env: { ...process.env, NODE_ENV: 'development', LOG_LEVEL: 'info', NO_COLOR: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const closed = once(child, 'close') as Promise<[number | null, NodeJS.Signals | null]>;
-  return { child, output: captureOutput(child), closed };
+  const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  return { child, output: captureOutput(child), exited, closed: once(child, 'close') };
 }
 
 /** Waits for a line the process prints, or its end, bounded only by the test's timeout. */
@@ -86,19 +89,22 @@ describe('SIGTERM to the pid of npm', () => {
     const worker = npm(['run', 'worker'], env);
     await printed(worker, 'outbox relay started');
     worker.child.kill('SIGTERM');
-    expect(await worker.closed, worker.output()).toEqual([0, null]);
+    expect(await worker.exited, worker.output()).toEqual([0, null]);
+    expect(groupMembers(worker.child.pid!), "npm run worker's process group").toEqual([]);
+    await worker.closed;
     expect(worker.output()).toContain('"msg":"stopped"');
 
     const signalled = Date.now();
     server.child.kill('SIGTERM');
-    const [code] = await server.closed;
+    const [code] = await server.exited;
     const stopMs = Date.now() - signalled;
     await annotate(`npm start stopped ${stopMs} ms after SIGTERM to npm's pid (documented bound ${DOCUMENTED_STOP_BOUND_MS} ms)`);
     expect(code, server.output()).toBe(0);
+    expect(groupMembers(server.child.pid!), "npm's process group").toEqual([]);
+    await server.closed;
     expect(server.output()).toContain('"msg":"stopped"');
     expect(stopMs).toBeLessThan(DOCUMENTED_STOP_BOUND_MS);
     expect(running(postmaster), 'the embedded PostgreSQL still runs').toBe(false);
     expect(existsSync(path.join(env.EMBEDDED_PG_DATA_DIR!, 'postmaster.pid'))).toBe(false);
-    expect(groupMembers(server.child.pid!), "npm's process group").toEqual([]);
   });
 });
