@@ -2,8 +2,11 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { seedIfEmpty } from '../src/db/seed.js';
 import { schema } from '../src/graphql/schema.js';
+import { comparable, runShellExamples, shellExamples, type ShellExample } from './support/doc-examples.js';
+import { serveTestBackend, type ServedBackend } from './support/harness.js';
 
 /**
  * The documentation against the repository: links lead somewhere, the design sections the code
@@ -188,5 +191,51 @@ describe('the documentation', () => {
       roots.filter((field) => !named.has(field)),
       'root fields missing from the Operations table of docs/client-guide.md: add a row saying who may call each',
     ).toEqual([]);
+  });
+});
+
+describe("the client guide's shell examples", () => {
+  const GUIDE = 'docs/client-guide.md';
+  /** The examples a reader runs: not the ones that start a server or name the servers' addresses. */
+  const startsOrNamesAServer = (example: ShellExample) => /\bnpm start\b/.test(example.commands) || /^API=/m.test(example.commands);
+  let examples: ShellExample[];
+  let api: ServedBackend;
+  let secured: ServedBackend;
+
+  beforeAll(async () => {
+    const all = shellExamples(await read(GUIDE));
+    examples = all.filter((example) => !startsOrNamesAServer(example));
+    // The second server as the guide starts it: its own secret and origins, on the first one's database.
+    const second = all.find((example) => /\bnpm start\b/.test(example.commands))!.commands;
+    const setting = (name: string) => new RegExp(`\\b${name}=(\\S+)`).exec(second)![1]!;
+    api = await serveTestBackend({ env: { NODE_ENV: 'development' } });
+    await seedIfEmpty(api.database.db);
+    secured = await serveTestBackend({
+      databaseUrl: api.databaseUrl,
+      env: { NODE_ENV: 'development', ACTION_SECRET: setting('ACTION_SECRET'), CORS_ORIGINS: setting('CORS_ORIGINS') },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await secured?.close();
+    await api?.close();
+  });
+
+  it('run in order on a freshly seeded database and answer what the guide shows, ids and times aside', async () => {
+    const shown = examples.filter((example) => example.answer !== null);
+    expect(shown.length, `${GUIDE}: the shell examples with an answer`).toBeGreaterThanOrEqual(12);
+    const printed = await runShellExamples(examples, { API: api.origin, SECURED: secured.origin });
+    const expected = comparable(examples.map((example) => example.answer ?? ''));
+    const actual = comparable(printed);
+    const differences = examples
+      .map((example, i) => ({
+        where: `${GUIDE}:${example.line}`,
+        shown: expected[i],
+        printed: actual[i],
+        hasAnswer: example.answer !== null,
+      }))
+      .filter(({ shown, printed, hasAnswer }) => hasAnswer && shown !== printed)
+      .map(({ where, shown, printed }) => ({ where, shown, printed }));
+    expect(differences).toEqual([]);
   });
 });
