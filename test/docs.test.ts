@@ -164,6 +164,10 @@ describe('the documentation', () => {
     expect(problems).toEqual([]);
   });
 
+  it('the README stays under 200 lines: detail goes to docs/', async () => {
+    expect((await read('README.md')).trimEnd().split('\n').length).toBeLessThan(200);
+  });
+
   it('names only npm scripts that exist', async () => {
     const scripts = Object.keys((JSON.parse(await read('package.json')) as { scripts: Record<string, string> }).scripts);
     const unknown: string[] = [];
@@ -219,6 +223,17 @@ describe("the client guide's shell examples", () => {
   afterAll(async () => {
     await secured?.close();
     await api?.close();
+  });
+
+  it("the README's first command names the address GraphiQL is served at", async () => {
+    const quickStart = /```sh\n([\s\S]*?)```/.exec(await read('README.md'))![1]!;
+    const graphiql = /GraphiQL at http:\/\/localhost:4000(\/\S*)/.exec(quickStart)?.[1];
+    expect(graphiql, 'the README names where GraphiQL is').toBeDefined();
+    // Not followed: a browser sent on from /graphql would hide that the README names the wrong address.
+    const response = await fetch(`${api.origin}${graphiql}`, { headers: { accept: 'text/html' }, redirect: 'manual' });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(await response.text()).toMatch(/graphiql/i);
   });
 
   it('run in order on a freshly seeded database and answer what the guide shows, ids and times aside', async () => {
