@@ -254,3 +254,42 @@ describe("the client guide's shell examples", () => {
     expect(differences).toEqual([]);
   });
 });
+
+describe('the chapter on adding an operation', () => {
+  const CHAPTER = 'docs/adding-an-operation.md';
+
+  it('shows only code that is in the file each snippet names, line for line and in order', async () => {
+    const snippets = [...(await read(CHAPTER)).matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((match) => match[1]!.trimEnd().split('\n'));
+    expect(snippets.length).toBeGreaterThanOrEqual(2);
+    const problems: string[] = [];
+    for (const [first, ...lines] of snippets) {
+      const file = /^\/\/ ((?:src|test)\/\S+\.ts)$/.exec(first!)?.[1];
+      if (!file) {
+        problems.push(`a snippet starts "${first}", not "// <the file it comes from>"`);
+        continue;
+      }
+      // Trimmed lines, so that an excerpt from inside a block may lose its indentation.
+      const source = (await read(file)).split('\n').map((line) => line.trim());
+      let at = 0;
+      for (const line of lines.map((text) => text.trim()).filter((text) => text !== '')) {
+        const found = source.indexOf(line, at);
+        if (found === -1) {
+          problems.push(`${file}: no line "${line}" after line ${at} of it`);
+          break;
+        }
+        at = found + 1;
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('names the migration a new table would be: the next number after the last in db/migrations/', async () => {
+    const numbers = (await readdir(path.join(ROOT, 'db/migrations')))
+      .map((name) => Number(/^(\d+)_/.exec(name)?.[1]))
+      .filter(Number.isFinite);
+    const next = String(Math.max(...numbers) + 1).padStart(3, '0');
+    const named = [...(await read(CHAPTER)).matchAll(/db\/migrations\/(\d{3})_<what>\.sql/g)].map((match) => match[1]);
+    expect(named.length).toBeGreaterThanOrEqual(1);
+    expect(named.filter((number) => number !== next)).toEqual([]);
+  });
+});
