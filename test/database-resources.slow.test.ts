@@ -40,10 +40,8 @@ async function timedGet(url: string): Promise<{ status: number; ms: number }> {
 }
 
 /**
- * /ready beside /health: on a machine this busy a process may take a second to answer anything,
- * so /ready's bound is judged beyond what /health took at the same moment. A /ready that waited on
- * the database (a 2 s health check, a 3 s connect) would be over it; one that answers from what
- * the server knows never is.
+ * /ready beside /health, sent at the same moment: on a machine this busy a process may take a
+ * second to answer anything, so the figures say how much of a slow /ready was /ready's own.
  */
 async function sampleReady(base: string): Promise<ReadySample> {
   const [ready, health] = await Promise.all([timedGet(`${base}/ready`), timedGet(`${base}/health`)]);
@@ -77,6 +75,14 @@ function readySampler(base: string, everyMs = 100) {
     },
   };
 }
+
+/**
+ * How long the server took over each /ready, by its own request log (debug level): what it
+ * answers within, apart from the client's and the machine's scheduling, which on a busy shared
+ * machine alone can take a second.
+ */
+const serverReadyMs = (lines: Record<string, unknown>[]) =>
+  lines.filter((line) => line['msg'] === 'request completed' && line['path'] === '/ready').map((line) => Number(line['durationMs']));
 
 interface Sent {
   kind: 'document' | 'coupon';
@@ -173,7 +179,7 @@ describe('the disk under the database fills up', () => {
   let mountRefused = '';
   let postgres: EmbeddedPostgres | undefined;
   let scene: Awaited<ReturnType<typeof startScene>> | undefined;
-  const { lines, logger } = captureLog('info');
+  const { lines, logger } = captureLog('debug');
 
   beforeAll(async () => {
     root = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-disk-'));
@@ -272,10 +278,12 @@ describe('the disk under the database fills up', () => {
     const beyond = beyondHealth([...samples, ...fullSamples]);
     const failedStatements = lines.find((line) => line['msg'] === 'the database accepts writes again')?.['failedStatements'];
     await annotate(
-      `disk full: ${replies.length} writes, outcomes ${JSON.stringify(counts)}; /ready ${samples.filter((s) => s.status === 503).length} of ${samples.length} samples 503 (the first ${first503 ? first503.answeredAt - firstRefusal.answeredAt : '?'} ms after the first refusal), slowest ${slowest} ms (at most ${beyond} ms beyond /health's); shortage logged ${shortageLogged} times for ${failedStatements} failed statements`,
+      `disk full: ${replies.length} writes, outcomes ${JSON.stringify(counts)}; /ready ${samples.filter((s) => s.status === 503).length} of ${samples.length} samples 503 (the first ${first503 ? first503.answeredAt - firstRefusal.answeredAt : '?'} ms after the first refusal), slowest ${slowest} ms as the client saw it (at most ${beyond} ms beyond /health's), ${Math.max(...serverReadyMs(lines))} ms in the server; shortage logged ${shortageLogged} times for ${failedStatements} failed statements`,
     );
     expect(Object.keys(counts).filter((key) => key !== 'OK' && !key.startsWith('TRY_AGAIN'))).toEqual([]);
-    expect(beyond).toBeLessThan(READY_WITHIN_MS);
+    const answeredIn = serverReadyMs(lines);
+    expect(answeredIn.length).toBeGreaterThanOrEqual(samples.length);
+    expect(answeredIn.filter((ms) => ms >= READY_WITHIN_MS)).toEqual([]);
     // Once per episode, not once per failed request.
     expect(shortageLogged).toBeGreaterThanOrEqual(1);
     expect(shortageLogged).toBeLessThan(refusals(replies) / 10);
@@ -296,6 +304,7 @@ describe('another application fills max_connections', () => {
   let postgres: EmbeddedPostgres;
   let scene: Awaited<ReturnType<typeof startScene>>;
   const hog: pg.Client[] = [];
+  const { lines, logger } = captureLog('debug');
 
   /** Opens connections until PostgreSQL refuses one; resolves with how many it opened. */
   const takeEverySlot = async () => {
@@ -324,7 +333,7 @@ describe('another application fills max_connections', () => {
       ephemeral: true,
       maxConnections: 30,
     });
-    scene = await startScene(postgres, { DB_POOL_MAX: '4', REQUEST_DEADLINE_MS: '5000', DB_HEALTH_CHECK_INTERVAL_MS: '300' });
+    scene = await startScene(postgres, { DB_POOL_MAX: '4', REQUEST_DEADLINE_MS: '5000', DB_HEALTH_CHECK_INTERVAL_MS: '300' }, logger);
   });
 
   afterAll(async () => {
@@ -336,9 +345,7 @@ describe('another application fills max_connections', () => {
     await rm(root, { recursive: true, force: true });
   });
 
-  it('the server keeps serving on the connections it holds, and /ready says 200 in every sample, each within 1 s beyond /health', async ({
-    annotate,
-  }) => {
+  it('the server keeps serving on the connections it holds, and /ready says 200 in every sample, each within 1 s', async ({ annotate }) => {
     const { backend, base, send } = scene;
     // The pool holds all its connections (four at once), as a server under steady load does.
     await Promise.all(Array.from({ length: 4 }, () => sql`select pg_sleep(0.2)`.execute(backend.database.db)));
@@ -371,13 +378,15 @@ describe('another application fills max_connections', () => {
     const slowest = Math.max(...samples.map((s) => s.ms));
     const beyond = beyondHealth(samples);
     await annotate(
-      `max_connections full (another application holds ${hog.length} of 30): ${replies.length} writes, outcomes ${JSON.stringify(counts)}; /ready ${JSON.stringify(statuses)} in ${samples.length} samples, slowest ${slowest} ms (at most ${beyond} ms beyond /health's)`,
+      `max_connections full (another application holds ${hog.length} of 30): ${replies.length} writes, outcomes ${JSON.stringify(counts)}; /ready ${JSON.stringify(statuses)} in ${samples.length} samples, slowest ${slowest} ms as the client saw it (at most ${beyond} ms beyond /health's), ${Math.max(...serverReadyMs(lines))} ms in the server`,
     );
     expect(held).toBeGreaterThan(0);
     expect(counts).toEqual({ OK: 400 });
     expect(samples.length).toBeGreaterThan(5);
     expect(samples.map((s) => s.status).filter((status) => status !== 200)).toEqual([]);
-    expect(beyond).toBeLessThan(READY_WITHIN_MS);
+    const answeredIn = serverReadyMs(lines);
+    expect(answeredIn.length).toBeGreaterThanOrEqual(samples.length);
+    expect(answeredIn.filter((ms) => ms >= READY_WITHIN_MS)).toEqual([]);
     // The other application gone, the test counts with connections of its own.
     await Promise.all(hog.splice(0).map((client) => client.end()));
     await expectNothingLost(backend, send, replies);
