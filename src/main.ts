@@ -1,6 +1,6 @@
 import cluster from 'node:cluster';
 import { bootstrap, onShutdown, run, type StopReason } from './process/bootstrap.js';
-import { REPLACED, STOP, STOPPING, startHttpProcesses, type StopMessage } from './cluster.js';
+import { REPLACED, STOP, STOPPING, sendHeartbeats, startHttpProcesses, type StopMessage } from './cluster.js';
 import { isDevMode, type AppConfig } from './config.js';
 import { DEMO_HEADERS, graphiqlOptions } from './http/graphiql.js';
 import { describeDatabaseUrl } from './db/connect.js';
@@ -100,6 +100,7 @@ async function primary(config: AppConfig, log: Logger) {
     env: { DATABASE_URL: databaseUrl, RUN_WORKERS: 'false' },
     log,
     drainTimeoutMs: config.shutdown.drainTimeoutMs,
+    heartbeatTimeoutMs: config.process.httpHeartbeatTimeoutMs,
   });
   process.on('SIGHUP', () => void processes.reload());
   onShutdown(log, async (reason) => {
@@ -111,6 +112,7 @@ async function primary(config: AppConfig, log: Logger) {
 
 /** A forked HTTP process: the database, the background workers and the reload are the primary's. */
 async function httpWorker(config: AppConfig, log: Logger) {
+  sendHeartbeats(config.process.httpHeartbeatTimeoutMs);
   const backend = await startBackend({ config, log, seed: false });
   let graceful = false;
   const shutdown = onShutdown(log, (reason) => {

@@ -162,8 +162,8 @@ export interface DrainOptions {
    */
   graceMs: number;
   /**
-   * Once the listener is closed, how long requests in flight and idle keep-alive connections get
-   * to end by themselves (HTTP_DRAIN_TIMEOUT_MS); whatever is still open then is closed.
+   * Once the listener is closed, how long requests in flight get to end by themselves
+   * (HTTP_DRAIN_TIMEOUT_MS); whatever is still open then is closed.
    */
   timeoutMs: number;
   /** Whether /ready fails (default true); false for one HTTP process of the cluster replaced while the others serve. */
@@ -179,11 +179,11 @@ export interface RunningServer {
   server: Server;
   port: number;
   /**
-   * Stops without a dropped request: fails /ready and answers every response with `Connection:
-   * close` from now on, keeps accepting for `graceMs`, then stops accepting and waits (up to
-   * `timeoutMs`) for every connection to end by itself. A connection in use ends after its
-   * answer; an idle keep-alive one when its client closes it or its keep-alive time runs out, so
-   * the server never closes a socket a client may be sending on.
+   * Stops without a dropped request: fails /ready, closes the idle keep-alive connections and
+   * answers every response with `Connection: close` from now on, keeps accepting for `graceMs`,
+   * then stops accepting and waits (up to `timeoutMs`) for the requests in flight: a connection in
+   * use ends after its answer, so the drain ends with the last answer, not with the keep-alive
+   * time of connections nobody uses.
    */
   drain(options: DrainOptions): Promise<DrainReport>;
   /** Stops accepting and closes idle sockets at once, lets requests in flight finish (up to `graceMs`), then closes every socket. */
@@ -229,8 +229,11 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       connectionsCheckingInterval: TIMEOUT_CHECK_MS,
     },
     (req, res) => {
-      if (drainState.closing) res.setHeader('connection', 'close');
-      else {
+      if (drainState.closing) {
+        res.setHeader('connection', 'close');
+        // A response already under way when the drain began may leave its connection open and idle.
+        res.once('close', closeIdleConnections);
+      } else {
         unanswered.add(res);
         res.once('close', () => unanswered.delete(res));
       }
@@ -274,20 +277,32 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
     );
     server.listen(port, host, () => resolve());
   });
+  // On the next turn: a connection whose response just closed is idle only once Node has reset its parser.
+  const closeIdleConnections = () => void setImmediate(() => server.closeIdleConnections());
   const openConnections = () => new Promise<number>((resolve) => server.getConnections((_error, count) => resolve(count ?? 0)));
   return {
     server,
     port: (server.address() as AddressInfo).port,
     async drain({ graceMs, timeoutMs, failReady = true }) {
       drainState.begin({ failReady });
-      for (const res of unanswered) if (!res.headersSent) res.setHeader('connection', 'close');
+      for (const res of unanswered) {
+        if (!res.headersSent) res.setHeader('connection', 'close');
+        res.once('close', closeIdleConnections);
+      }
       unanswered.clear();
+      // Idle keep-alive connections carry no request: left open they would hold the drain for
+      // HTTP_DRAIN_TIMEOUT_MS. A client that meant to reuse one meets a closed connection the
+      // server never read from, and opens another (a resend with the same Idempotency-Key is safe).
+      closeIdleConnections();
       if (graceMs > 0) {
         log.info({ graceMs }, 'draining: /ready answers 503 and every answer closes its connection; still accepting for SHUTDOWN_GRACE_MS');
         await sleep(graceMs);
       }
-      // net.Server's close, not http.Server's: that one also closes idle keep-alive connections
-      // at once, which is the reset a client sending on one of them meets.
+      // net.Server's close, not http.Server's: that one would also close the connections of
+      // requests that are still on their way in (Node counts a connection idle until a request's
+      // headers are parsed). Idle ones were closed when the drain began, and each answer from
+      // then on closes its own.
+      closeIdleConnections();
       const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
       log.info({ connections: await openConnections() }, 'stopped accepting; waiting for requests in flight and idle connections to end');
       let timer: NodeJS.Timeout | undefined;
