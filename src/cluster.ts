@@ -100,15 +100,15 @@ function exited(worker: Worker, timeoutMs: number | null): Promise<boolean> {
 }
 
 /**
- * The primary's side of the heartbeat: when each process was last heard from, looked at every
- * fifth of the timeout. The watch starts with a process's first beat (loading the code may take a
+ * The primary's side of the heartbeat: when each process was last heard from. The watch starts with a process's first beat (loading the code may take a
  * while on a busy machine; a successor that never listens is the reload's own timeout). A check
  * that itself comes late says the primary was stalled, not its processes: their beats are still
  * queued, so the clocks restart.
  */
 function watchHeartbeats(timeoutMs: number, log: Logger) {
   const lastHeard = new Map<Worker, number>();
-  const everyMs = timeoutMs / HEARTBEATS_PER_TIMEOUT;
+  // Looked at every second (at most): a process is killed within a second of its timeout.
+  const everyMs = Math.min(1_000, timeoutMs / HEARTBEATS_PER_TIMEOUT);
   let lastCheck = Date.now();
   const timer = setInterval(() => {
     const now = Date.now();
