@@ -1,3 +1,4 @@
+import type { AppConfig } from '../config.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Kysely, Transaction } from 'kysely';
 import { AppError, tryAgain } from '../errors.js';
@@ -21,6 +22,17 @@ export interface TransactionSettings {
 }
 
 export const defaultBackoff = { baseDelayMs: 5, maxDelayMs: 250 } as const;
+
+/** The settings every transaction of this process runs with, from DB_LOCK_TIMEOUT_MS and friends. */
+export function transactionSettingsOf(config: Pick<AppConfig, 'database' | 'requests'>): TransactionSettings {
+  return {
+    lockTimeoutMs: config.database.lockTimeoutMs,
+    statementTimeoutMs: config.database.statementTimeoutMs,
+    idleInTransactionTimeoutMs: config.database.idleInTransactionTimeoutMs,
+    maxAttempts: config.requests.transactionMaxAttempts,
+    ...defaultBackoff,
+  };
+}
 
 export type Isolation = 'read committed' | 'serializable';
 export type AccessMode = 'read write' | 'read only';
