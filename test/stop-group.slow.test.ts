@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -24,8 +25,10 @@ import { waitFor } from './support/wait.js';
 const PROJECT = new URL('..', import.meta.url).pathname;
 const DOCUMENTED_BOUND_MS = 5_000 + 15_000 + 5_000 + 1_000 + 2_000;
 const RATE = 10;
-/** Keep-alive connections of the load: most sit idle between its requests. */
+/** Keep-alive connections of the load. */
 const CONNECTIONS = 20;
+/** Keep-alive connections that carried one request each and then sit idle, as a proxy's pool does. */
+const IDLE_CONNECTIONS = 10;
 
 describe('SIGTERM to the process group of npm start with a dead database path, under load', () => {
   it(
@@ -70,6 +73,8 @@ describe('SIGTERM to the process group of npm start with a dead database path, u
         const client = new LoadClient(graphqlUrl, CONNECTIONS);
         await client.open();
         expect((await sendDocument(client, trial, 'before')).code).toBe('OK');
+        // What a proxy in front keeps: connections that carried a request and now wait for the next.
+        const idle = await idleConnections(port, IDLE_CONNECTIONS);
         const load = loadAtRate(client, trial, RATE, Infinity, 'group');
         await sleep(1_000);
         proxy.blackhole();
@@ -78,9 +83,9 @@ describe('SIGTERM to the process group of npm start with a dead database path, u
         const members = processGroupMembers(group);
         const signalled = performance.now();
         process.kill(-group, 'SIGTERM');
-        // A load balancer sees /ready fail within the grace period and stops sending.
-        await sleep(2_000);
-        load.endAt(performance.now() - load.started);
+        // Nothing new is sent (the load balancer has taken the server out): the load's keep-alive
+        // connections sit idle, and the requests in flight on the dead path are answered by their deadline.
+        load.endAt(signalled - load.started);
         const gone = await waitFor(
           () => (processGroupMembers(group).length === 0 ? performance.now() : undefined),
           'the group gone',
@@ -90,9 +95,10 @@ describe('SIGTERM to the process group of npm start with a dead database path, u
         const samples = await load.done;
         client.close();
         await annotate(
-          `SIGTERM to the group of npm start (${members.length} processes) under ${RATE}/s on ${CONNECTIONS} keep-alive connections, ` +
+          `SIGTERM to the group of npm start (${members.length} processes) under ${RATE}/s on ${CONNECTIONS} keep-alive connections and ${IDLE_CONNECTIONS} idle ones, ` +
             `database path blackholed: every process gone after ${tookMs === null ? 'more than ' + (DOCUMENTED_BOUND_MS + 30_000) : Math.round(tookMs)} ms ` +
-            `(documented bound ${DOCUMENTED_BOUND_MS} ms); the load ${JSON.stringify(figures(samples))}; uptime ${(await loadAverage()).trim()}`,
+            `(documented bound ${DOCUMENTED_BOUND_MS} ms); the load ${JSON.stringify(figures(samples))}; load average ${(await loadAverage()).trim()}; ` +
+            `the stop's log: ${stopLog(output())}`,
         );
         expect(members.length).toBeGreaterThanOrEqual(2);
         expect(tookMs, 'the group outlived the bound').not.toBeNull();
@@ -100,6 +106,7 @@ describe('SIGTERM to the process group of npm start with a dead database path, u
         // The drain ended with its last answer: no idle connection kept it to HTTP_DRAIN_TIMEOUT_MS.
         expect(output()).not.toContain('connections still open after HTTP_DRAIN_TIMEOUT_MS');
         expect(output()).toMatch(/"msg":"stopped"/);
+        expect(idle.every((socket) => socket.destroyed)).toBe(true);
       } finally {
         if (processGroupMembers(group).length > 0) process.kill(-group, 'SIGKILL');
         await proxy.close();
@@ -108,6 +115,38 @@ describe('SIGTERM to the process group of npm start with a dead database path, u
     },
   );
 });
+
+/** `count` connections that each carried GET /health and now sit idle, kept open (keep-alive) by the server. */
+async function idleConnections(port: number, count: number): Promise<Socket[]> {
+  return Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<Socket>((resolve, reject) => {
+          const socket = connect(port, '127.0.0.1');
+          socket.once('error', reject);
+          socket.once('connect', () => socket.write('GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n'));
+          socket.once('data', () => {
+            socket.removeListener('error', reject);
+            socket.on('error', () => undefined);
+            resolve(socket);
+          });
+        }),
+    ),
+  );
+}
+
+/** The log lines of the stop: when the drain began, how many connections it waited for, whether it forced any. */
+function stopLog(output: string): string {
+  return output
+    .split('\n')
+    .filter((line) => /"msg":"(shutting down|stopped accepting|connections still open|stopped"|draining)/.test(line))
+    .map((line) => {
+      const { msg, connections, time } = JSON.parse(line) as { msg: string; connections?: number; time?: string };
+      return `${time ?? ''} ${msg.split(';')[0]}${connections === undefined ? '' : ` (${connections})`}`;
+    })
+    .join(' | ');
+}
 
 async function loadAverage(): Promise<string> {
   const { readFile } = await import('node:fs/promises');
