@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { Server as NetServer, type AddressInfo } from 'node:net';
+import { Server as NetServer, type AddressInfo, type Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import compression from 'compression';
@@ -162,8 +162,9 @@ export interface DrainOptions {
    */
   graceMs: number;
   /**
-   * Once the listener is closed, how long requests in flight get to end by themselves
-   * (HTTP_DRAIN_TIMEOUT_MS); whatever is still open then is closed.
+   * Once the listener is closed, how long requests in flight (and, for a replaced process, idle
+   * keep-alive connections) get to end by themselves (HTTP_DRAIN_TIMEOUT_MS); whatever is still
+   * open then is closed.
    */
   timeoutMs: number;
   /** Whether /ready fails (default true); false for one HTTP process of the cluster replaced while the others serve. */
@@ -179,11 +180,12 @@ export interface RunningServer {
   server: Server;
   port: number;
   /**
-   * Stops without a dropped request: fails /ready, closes the idle keep-alive connections and
-   * answers every response with `Connection: close` from now on, keeps accepting for `graceMs`,
-   * then stops accepting and waits (up to `timeoutMs`) for the requests in flight: a connection in
-   * use ends after its answer, so the drain ends with the last answer, not with the keep-alive
-   * time of connections nobody uses.
+   * Stops without a dropped request: fails /ready and answers every response with `Connection:
+   * close` from now on, keeps accepting for `graceMs`, then stops accepting and waits (up to
+   * `timeoutMs`) for every connection to end. A connection in use ends after its answer. When the
+   * whole server stops (`failReady`), idle keep-alive connections are closed once the listener is,
+   * and each one that turns idle after, so the drain ends with the last answer; a replaced process
+   * leaves them to their clients (or their keep-alive time), which may still be sending on them.
    */
   drain(options: DrainOptions): Promise<DrainReport>;
   /** Stops accepting and closes idle sockets at once, lets requests in flight finish (up to `graceMs`), then closes every socket. */
@@ -220,6 +222,12 @@ const compress = compression({ threshold: COMPRESSION_THRESHOLD_BYTES }) as unkn
 
 export async function listen(app: NodeHandler, port: number, log: Logger, host: string, limits: HttpLimits): Promise<RunningServer> {
   const drainState = app.drain ?? new DrainState();
+  // Connections that have carried a request, and those answering one now: a used one that is not
+  // busy is an idle keep-alive connection. One never used may have its first request on the way.
+  const used = new WeakSet<Socket>();
+  const busy = new Set<Socket>();
+  const sockets = new Set<Socket>();
+  let closingIdle = false;
   // Responses not yet begun: a drain that starts while they run must still close their connections.
   const unanswered = new Set<ServerResponse>();
   const server = createServer(
@@ -229,11 +237,16 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       connectionsCheckingInterval: TIMEOUT_CHECK_MS,
     },
     (req, res) => {
-      if (drainState.closing) {
-        res.setHeader('connection', 'close');
-        // A response already under way when the drain began may leave its connection open and idle.
-        res.once('close', closeIdleConnections);
-      } else {
+      const socket = req.socket;
+      used.add(socket);
+      busy.add(socket);
+      res.once('close', () => {
+        busy.delete(socket);
+        // A response under way when the drain began was sent keep-alive: its connection turns idle now.
+        if (closingIdle) closeIfIdle([socket]);
+      });
+      if (drainState.closing) res.setHeader('connection', 'close');
+      else {
         unanswered.add(res);
         res.once('close', () => unanswered.delete(res));
       }
@@ -252,6 +265,24 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       else handle();
     },
   );
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => {
+      sockets.delete(socket);
+      busy.delete(socket);
+    });
+  });
+  /**
+   * Closes those of `candidates` that are idle keep-alive connections, after one turn of the
+   * event loop's I/O: a request whose bytes have already arrived is read (and its connection
+   * busy) first, so only a client that sends in the very instant of the close meets it.
+   */
+  const closeIfIdle = (candidates: Iterable<Socket>) =>
+    setImmediate(() =>
+      setImmediate(() => {
+        for (const socket of candidates) if (used.has(socket) && !busy.has(socket)) socket.destroy();
+      }),
+    );
   // The handler refuses a request that reaches the cut; Node's default keeps as many, but say it.
   server.maxHeadersCount = MAX_REQUEST_HEADERS;
   // A body the handler would refuse (over MAX_BODY_BYTES) is answered 413 before the client is
@@ -277,33 +308,29 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
     );
     server.listen(port, host, () => resolve());
   });
-  // On the next turn: a connection whose response just closed is idle only once Node has reset its parser.
-  const closeIdleConnections = () => void setImmediate(() => server.closeIdleConnections());
   const openConnections = () => new Promise<number>((resolve) => server.getConnections((_error, count) => resolve(count ?? 0)));
   return {
     server,
     port: (server.address() as AddressInfo).port,
     async drain({ graceMs, timeoutMs, failReady = true }) {
       drainState.begin({ failReady });
-      for (const res of unanswered) {
-        if (!res.headersSent) res.setHeader('connection', 'close');
-        res.once('close', closeIdleConnections);
-      }
+      for (const res of unanswered) if (!res.headersSent) res.setHeader('connection', 'close');
       unanswered.clear();
-      // Idle keep-alive connections carry no request: left open they would hold the drain for
-      // HTTP_DRAIN_TIMEOUT_MS. A client that meant to reuse one meets a closed connection the
-      // server never read from, and opens another (a resend with the same Idempotency-Key is safe).
-      closeIdleConnections();
       if (graceMs > 0) {
         log.info({ graceMs }, 'draining: /ready answers 503 and every answer closes its connection; still accepting for SHUTDOWN_GRACE_MS');
         await sleep(graceMs);
       }
-      // net.Server's close, not http.Server's: that one would also close the connections of
-      // requests that are still on their way in (Node counts a connection idle until a request's
-      // headers are parsed). Idle ones were closed when the drain began, and each answer from
-      // then on closes its own.
-      closeIdleConnections();
+      // net.Server's close, not http.Server's: that one would also close connections whose first
+      // request is still on its way in (Node counts them idle until a request begins).
       const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
+      // The whole server stops: nothing routes here any more (the grace period was for that), so
+      // an idle keep-alive connection will carry no request, and would hold the drain to its
+      // timeout. A process replaced while the others serve keeps them: its clients may still send
+      // on them, and each answer closes its connection.
+      if (failReady) {
+        closingIdle = true;
+        closeIfIdle([...sockets]);
+      }
       log.info({ connections: await openConnections() }, 'stopped accepting; waiting for requests in flight and idle connections to end');
       let timer: NodeJS.Timeout | undefined;
       const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
