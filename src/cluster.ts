@@ -100,10 +100,10 @@ function exited(worker: Worker, timeoutMs: number | null): Promise<boolean> {
 }
 
 /**
- * The primary's side of the heartbeat: when each process was last heard from. The watch starts with a process's first beat (loading the code may take a
- * while on a busy machine; a successor that never listens is the reload's own timeout). A check
- * that itself comes late says the primary was stalled, not its processes: their beats are still
- * queued, so the clocks restart.
+ * The primary's side of the heartbeat: when each process was last heard from. The watch starts
+ * with a process's first beat (loading the code may take a while on a busy machine; a successor
+ * that never listens is the reload's own timeout). A check that itself comes late says the
+ * primary was stalled, not its processes: their beats are still queued, so the clocks restart.
  */
 function watchHeartbeats(timeoutMs: number, log: Logger) {
   const lastHeard = new Map<Worker, number>();
