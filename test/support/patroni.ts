@@ -1,10 +1,11 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, chown, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from './ports.js';
+import { spawnRecorded } from './processes.js';
 
 /**
  * A real PostgreSQL HA cluster on loopback, as teams run one on their own machines: one etcd and
@@ -156,7 +157,7 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
   const children = new Set<ChildProcess>();
   const output: string[] = [];
   const launch = (command: string, args: string[], label: string) => {
-    const child = spawn(command, args, {
+    const child = spawnRecorded(command, args, {
       ...(runAs ?? {}),
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
