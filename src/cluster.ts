@@ -12,12 +12,33 @@ import type { Logger } from './logger.js';
  * - to an HTTP process, `stop`: the whole server stops; drain as a single process would, with the
  *   grace period when `graceful` (SIGTERM to the primary), so that /ready fails everywhere first;
  * - to the primary, `stopping`: the process was sent a SIGTERM of its own (an operator replacing
- *   it): its successor starts at once, while it drains without a grace period.
+ *   it): its successor starts at once, while it drains without a grace period;
+ * - to the primary, `heartbeat`, every fifth of HTTP_HEARTBEAT_TIMEOUT_MS from the process's event
+ *   loop: a process that is frozen (SIGSTOP, a machine paused, a loop that never yields) sends none,
+ *   and the primary kills it (SIGKILL: a frozen process cannot drain) and starts another. Clients
+ *   kept alive to it would otherwise wait for ever, and the kernel keeps queueing connections for it.
  */
 
 export const REPLACED = { type: 'replaced' } as const;
 export const STOPPING = { type: 'stopping' } as const;
 export const STOP = 'stop';
+export const HEARTBEAT = { type: 'heartbeat' } as const;
+
+/** How often a process beats, and the primary looks, as a share of the timeout: several beats may be late before one counts. */
+const HEARTBEATS_PER_TIMEOUT = 5;
+
+/**
+ * In an HTTP process: sends the heartbeat to the primary from this event loop until the process
+ * exits (the timer does not keep it alive). Started before anything else, so that a process
+ * waiting for its database at start-up beats too.
+ */
+export function sendHeartbeats(timeoutMs: number): void {
+  const beat = () => {
+    if (process.connected) process.send?.(HEARTBEAT);
+  };
+  beat();
+  setInterval(beat, timeoutMs / HEARTBEATS_PER_TIMEOUT).unref();
+}
 
 export interface StopMessage {
   type: typeof STOP;
@@ -33,6 +54,8 @@ export interface HttpProcessesOptions {
   log: Logger;
   /** How long a replaced process may take to drain (its HTTP_DRAIN_TIMEOUT_MS, plus its pool and loops). */
   drainTimeoutMs: number;
+  /** HTTP_HEARTBEAT_TIMEOUT_MS: a process not heard from for this long is killed (and replaced unless the server stops). */
+  heartbeatTimeoutMs: number;
 }
 
 export interface HttpProcesses {
@@ -76,6 +99,40 @@ function exited(worker: Worker, timeoutMs: number | null): Promise<boolean> {
   });
 }
 
+/**
+ * The primary's side of the heartbeat: when each process was last heard from. The watch starts
+ * with a process's first beat (loading the code may take a while on a busy machine; a successor
+ * that never listens is the reload's own timeout). A check that itself comes late says the
+ * primary was stalled, not its processes: their beats are still queued, so the clocks restart.
+ */
+function watchHeartbeats(timeoutMs: number, log: Logger) {
+  const lastHeard = new Map<Worker, number>();
+  // Looked at every second (at most): a process is killed within a second of its timeout.
+  const everyMs = Math.min(1_000, timeoutMs / HEARTBEATS_PER_TIMEOUT);
+  let lastCheck = Date.now();
+  const timer = setInterval(() => {
+    const now = Date.now();
+    const primaryStalled = now - lastCheck > timeoutMs / 2;
+    lastCheck = now;
+    for (const [worker, heard] of lastHeard) {
+      if (primaryStalled) lastHeard.set(worker, now);
+      else if (now - heard > timeoutMs && !worker.isDead()) {
+        lastHeard.delete(worker);
+        log.error(
+          { pid: worker.process.pid, silentForMs: now - heard, timeoutMs },
+          'an HTTP process stopped answering its heartbeat (frozen?); killing it',
+        );
+        worker.process.kill('SIGKILL');
+      }
+    }
+  }, everyMs).unref();
+  return {
+    heard: (worker: Worker) => lastHeard.set(worker, Date.now()),
+    forget: (worker: Worker) => lastHeard.delete(worker),
+    stop: () => clearInterval(timer),
+  };
+}
+
 export function startHttpProcesses(options: HttpProcessesOptions): HttpProcesses {
   const { log } = options;
   let stopping = false;
@@ -87,10 +144,13 @@ export function startHttpProcesses(options: HttpProcessesOptions): HttpProcesses
   const onTrial = new Set<number>();
   const pidOf = (worker: Worker) => worker.process.pid;
 
+  const heartbeats = watchHeartbeats(options.heartbeatTimeoutMs, log);
+
   const fork = (): Worker => {
     const worker = cluster.fork(options.env);
     worker.once('listening', () => listeningIds.add(worker.id));
     worker.on('message', (message: unknown) => {
+      if (isMessage(message, HEARTBEAT.type)) return heartbeats.heard(worker);
       if (!isMessage(message, STOPPING.type) || stopping || retired.has(worker.id)) return;
       retired.add(worker.id);
       log.info({ pid: pidOf(worker) }, 'an HTTP process is stopping; starting its successor while it drains');
@@ -101,6 +161,7 @@ export function startHttpProcesses(options: HttpProcessesOptions): HttpProcesses
 
   cluster.on('exit', (worker, code, signal) => {
     listeningIds.delete(worker.id);
+    heartbeats.forget(worker);
     const fields = { pid: pidOf(worker), code, signal };
     if (onTrial.delete(worker.id)) return; // replace() says what happened
     if (stopping || retired.delete(worker.id)) {
@@ -165,9 +226,11 @@ export function startHttpProcesses(options: HttpProcessesOptions): HttpProcesses
         all.map((worker) => {
           if (listeningIds.has(worker.id) && worker.isConnected()) worker.send({ type: STOP, graceful } satisfies StopMessage);
           else worker.process.kill('SIGTERM');
+          // A process that freezes while it drains is killed by the heartbeat watch: this wait ends.
           return exited(worker, null);
         }),
       );
+      heartbeats.stop();
     },
   };
 }

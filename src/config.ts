@@ -45,6 +45,8 @@ export interface ProcessConfig {
   runWorkers: boolean;
   /** HTTP worker processes (node:cluster) sharing the port; 1 runs everything in one process. */
   webConcurrency: number;
+  /** With WEB_CONCURRENCY > 1: an HTTP process whose heartbeat the primary has not heard for this long is killed and replaced. */
+  httpHeartbeatTimeoutMs: number;
 }
 
 /** The HTTP server: where it listens, and what one connection and one request may take. */
@@ -713,6 +715,7 @@ function readProcess(env: Env, nodeEnv: string): ProcessConfig {
     logLevel: readLogLevel(env, nodeEnv),
     runWorkers: readBoolean(env, 'RUN_WORKERS', true),
     webConcurrency: readInt(env, 'WEB_CONCURRENCY', 1, 1, 64),
+    httpHeartbeatTimeoutMs: readInt(env, 'HTTP_HEARTBEAT_TIMEOUT_MS', 15_000, 1_000, 600_000),
   };
 }
 

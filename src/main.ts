@@ -1,7 +1,7 @@
 import cluster from 'node:cluster';
 import path from 'node:path';
 import { bootstrap, onShutdown, run, type StopReason } from './process/bootstrap.js';
-import { REPLACED, STOP, STOPPING, startHttpProcesses, type StopMessage } from './cluster.js';
+import { REPLACED, STOP, STOPPING, sendHeartbeats, startHttpProcesses, type StopMessage } from './cluster.js';
 import { isDevMode, type AppConfig } from './config.js';
 import { DEMO_HEADERS, graphiqlOptions } from './http/graphiql.js';
 import { describeDatabaseUrl } from './db/connect.js';
@@ -114,6 +114,7 @@ async function primary(config: AppConfig, log: Logger, envFile: string | null) {
     env: { DATABASE_URL: databaseUrl, RUN_WORKERS: 'false' },
     log,
     drainTimeoutMs: config.shutdown.drainTimeoutMs,
+    heartbeatTimeoutMs: config.process.httpHeartbeatTimeoutMs,
   });
   process.on('SIGHUP', () => void processes.reload());
   onShutdown(log, async (reason) => {
@@ -125,6 +126,7 @@ async function primary(config: AppConfig, log: Logger, envFile: string | null) {
 
 /** A forked HTTP process: the database, the background workers and the reload are the primary's. */
 async function httpWorker(config: AppConfig, log: Logger) {
+  sendHeartbeats(config.process.httpHeartbeatTimeoutMs);
   const backend = await startBackend({ config, log, seed: false });
   let graceful = false;
   const shutdown = onShutdown(log, (reason) => {

@@ -1,3 +1,4 @@
+import { createServer, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mutate, MutationError, type Transport } from '../src/client/mutate.js';
@@ -118,5 +119,34 @@ describe('the typed client: one change per user action, whatever fails in betwee
     expect(gaveUp).toMatchObject({ code: 'TRY_AGAIN' });
     expect(waited).toBeLessThan(1_500);
     expect(await documents()).toBe(before);
+  });
+
+  it('returns by its deadline from a server that accepts and never answers (an attempt in flight is aborted)', async () => {
+    // A frozen process looks like this from outside: the kernel accepts, nothing ever answers.
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as { port: number };
+    const deadlineMs = 3_000;
+    const started = performance.now();
+    try {
+      const outcome = await Promise.race([
+        create({ url: `http://127.0.0.1:${port}/graphql`, transport: undefined, deadlineMs }).catch((error: unknown) => error),
+        sleep(deadlineMs + 15_000, 'still waiting' as const),
+      ]);
+      const tookMs = performance.now() - started;
+      expect(outcome).toBeInstanceOf(MutationError);
+      expect(outcome).toMatchObject({ code: 'DEADLINE', attempts: 1 });
+      expect(tookMs).toBeGreaterThanOrEqual(deadlineMs - 50);
+      // Timers on a busy machine run late; an attempt without a limit would still be waiting.
+      expect(tookMs).toBeLessThan(deadlineMs + 2_000);
+      expect(sockets.size).toBeGreaterThan(0);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 });

@@ -44,6 +44,7 @@ const NONSENSE: Record<string, string> = {
   NODE_ENV: 'not an environment',
   HOST: 'no spaces please',
   WEB_CONCURRENCY: 'all',
+  HTTP_HEARTBEAT_TIMEOUT_MS: 'soon',
   RUN_WORKERS: 'maybe',
   NOTIFY_WEBHOOK_URL: 'ftp://example.com/hook',
   NOTIFY_WEBHOOK_TIMEOUT_MS: '5s',

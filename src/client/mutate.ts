@@ -5,7 +5,9 @@ import { print, type DocumentNode } from 'graphql';
  * A small typed client for frontends and scripts that sends one mutation the way this server's
  * retry contract asks: one Idempotency-Key per user action, kept across every resend; resent on
  * TRY_AGAIN and on network failures with full jitter, never sooner than Retry-After; given up at
- * a deadline. A replayed answer (the first attempt committed, its response was lost) is marked.
+ * a deadline, which holds for an attempt in flight too: each attempt is aborted when the deadline
+ * comes (a server that accepts and never answers, a connection kept alive to a frozen process). A
+ * replayed answer (the first attempt committed, its response was lost) is marked.
  */
 
 /** What a transport answers; the default sends with fetch. */
@@ -15,7 +17,11 @@ export interface TransportResponse {
   body: unknown;
 }
 
-export type Transport = (url: string, init: { headers: Record<string, string>; body: string }) => Promise<TransportResponse>;
+/** `signal` aborts when the deadline comes: a transport must give up the attempt then (reject), answer and all. */
+export type Transport = (
+  url: string,
+  init: { headers: Record<string, string>; body: string; signal: AbortSignal },
+) => Promise<TransportResponse>;
 
 export interface MutateOptions {
   /** The GraphQL endpoint, e.g. https://api.example.com/graphql. */
@@ -24,7 +30,7 @@ export interface MutateOptions {
   headers?: Record<string, string>;
   /** One key per user action; a new UUID when not given. Pass the same key to resume an action. */
   idempotencyKey?: string;
-  /** Give up after this long, counted from the first attempt (default 30 s). */
+  /** Give up after this long, counted from the first attempt (default 30 s); an attempt still in flight then is aborted. */
   deadlineMs?: number;
   /** Full jitter: before attempt n+1, wait random(0, min(maxDelayMs, baseDelayMs * 2^n)). */
   baseDelayMs?: number;
@@ -49,7 +55,12 @@ export interface GraphQLErrorBody {
   extensions?: { code?: string; requestId?: string; retryAfterMs?: number } & Record<string, unknown>;
 }
 
-/** The server refused the mutation (a code other than TRY_AGAIN), or the deadline passed. */
+/**
+ * The server refused the mutation (a code other than TRY_AGAIN), or the deadline passed: then the
+ * code of the last attempt's outcome (TRY_AGAIN, NETWORK, HTTP_5xx), or DEADLINE when an attempt
+ * was still waiting for its answer. Whether a mutation that met its deadline committed is unknown:
+ * resend it with the same `idempotencyKey` to find out.
+ */
 export class MutationError extends Error {
   constructor(
     message: string,
@@ -69,7 +80,8 @@ export const ACCEPT = 'application/graphql-response+json, application/json';
 const DEFAULTS = { deadlineMs: 30_000, baseDelayMs: 100, maxDelayMs: 5_000 };
 
 const fetchTransport: Transport = async (url, init) => {
-  const response = await fetch(url, { method: 'POST', headers: init.headers, body: init.body });
+  // The signal covers the body too: a server may send the headers and then stall.
+  const response = await fetch(url, { method: 'POST', headers: init.headers, body: init.body, signal: init.signal });
   const text = await response.text();
   let body: unknown = null;
   try {
@@ -121,6 +133,20 @@ function judge<T>(response: TransportResponse, attempt: number): Outcome<T> {
   return { kind: 'refused', error };
 }
 
+/**
+ * The transport's promise, or a rejection once `signal` aborts, whichever comes first: a transport
+ * of the caller's that ignores the signal still cannot hold the caller past the deadline.
+ */
+function attemptWithin<T>(signal: AbortSignal, send: () => Promise<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    send()
+      .then(resolve, reject)
+      .finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
 /** Sends one mutation until it is answered, refused, or the deadline passes. */
 export async function mutate<TData, TVariables>(
   document: TypedDocumentNode<TData, TVariables> | string,
@@ -141,9 +167,18 @@ export async function mutate<TData, TVariables>(
   const body = requestBody(document, variables, options.persisted ?? false);
   for (let attempt = 1; ; attempt++) {
     let outcome: Outcome<TData>;
+    // What is left of the deadline bounds this attempt: an answer that never comes cannot hold the caller past it.
+    const timeout = AbortSignal.timeout(Math.max(1, giveUpAt - Date.now()));
     try {
-      outcome = judge<TData>(await transport(options.url, { headers, body }), attempt);
+      outcome = judge<TData>(await attemptWithin(timeout, () => transport(options.url, { headers, body, signal: timeout })), attempt);
     } catch (cause) {
+      if (timeout.aborted) {
+        throw new MutationError(
+          `no answer within the deadline of ${deadlineMs} ms (attempt ${attempt}); it may have committed: resend with the same key to know`,
+          'DEADLINE',
+          attempt,
+        );
+      }
       // The request or its answer was lost: the mutation may have committed, and the same key makes the resend safe.
       const error = new MutationError(`network failure: ${(cause as Error).message}`, 'NETWORK', attempt);
       outcome = { kind: 'retry', waitAtLeastMs: 0, reason: error };

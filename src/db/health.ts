@@ -103,7 +103,8 @@ export function watchHealth(path: DatabasePath, probe: () => Promise<void>, opti
   };
 
   const start = () => {
-    if (started) return;
+    // Once stopped (the pools are closing), nothing starts a check: it would open a connection.
+    if (started || stopped) return;
     started = true;
     path.on('trouble', soon);
     path.on('recovered', soon);
@@ -114,7 +115,7 @@ export function watchHealth(path: DatabasePath, probe: () => Promise<void>, opti
     async current() {
       start();
       if (state === null) await first;
-      return state!;
+      return state ?? { available: false, reason: 'the process is stopping', downSince: Date.now() };
     },
     start,
     stop() {

@@ -38,6 +38,14 @@ export class PoolReentryError extends Error {
   }
 }
 
+/** The pool has ended (the process is stopping): nothing may open a connection on it any more. */
+export class PoolClosedError extends Error {
+  constructor(pool: string) {
+    super(`The database pool ${pool} is closed: the process is stopping`);
+    this.name = 'PoolClosedError';
+  }
+}
+
 export class PoolExhaustedError extends Error {
   constructor(readonly timeoutMs: number) {
     super(`No database connection became free within ${timeoutMs} ms (DB_POOL_ACQUIRE_TIMEOUT_MS): every connection was busy`);
@@ -234,7 +242,10 @@ export function createGuardedPool(options: PoolOptions, log: Logger, path: Datab
     throw new ConnectError(failures);
   };
 
+  let ending: Promise<void> | null = null;
   const acquire = async (): Promise<pg.PoolClient> => {
+    // A loop's pass or a request that outlived the stop gets no new connection once the pool ends.
+    if (ending !== null) throw new PoolClosedError(options.applicationName);
     const deadline = currentTransaction()?.deadline ?? currentRequestScope()?.deadline ?? null;
     const left = deadline === null ? Infinity : deadline - Date.now();
     if (left <= 0) throw deadlineError(0);
@@ -256,7 +267,6 @@ export function createGuardedPool(options: PoolOptions, log: Logger, path: Datab
     return client;
   };
 
-  let ending: Promise<void> | null = null;
   const end = (limitMs = POOL_END_LIMIT_MS): Promise<void> => {
     ending ??= (async () => {
       const ended = raw.end().catch(() => {});

@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { Server as NetServer, type AddressInfo } from 'node:net';
+import { Server as NetServer, type AddressInfo, type Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import compression from 'compression';
@@ -162,8 +162,9 @@ export interface DrainOptions {
    */
   graceMs: number;
   /**
-   * Once the listener is closed, how long requests in flight and idle keep-alive connections get
-   * to end by themselves (HTTP_DRAIN_TIMEOUT_MS); whatever is still open then is closed.
+   * Once the listener is closed, how long requests in flight (and, for a replaced process, idle
+   * keep-alive connections) get to end by themselves (HTTP_DRAIN_TIMEOUT_MS); whatever is still
+   * open then is closed.
    */
   timeoutMs: number;
   /** Whether /ready fails (default true); false for one HTTP process of the cluster replaced while the others serve. */
@@ -181,9 +182,10 @@ export interface RunningServer {
   /**
    * Stops without a dropped request: fails /ready and answers every response with `Connection:
    * close` from now on, keeps accepting for `graceMs`, then stops accepting and waits (up to
-   * `timeoutMs`) for every connection to end by itself. A connection in use ends after its
-   * answer; an idle keep-alive one when its client closes it or its keep-alive time runs out, so
-   * the server never closes a socket a client may be sending on.
+   * `timeoutMs`) for every connection to end. A connection in use ends after its answer. When the
+   * whole server stops (`failReady`), idle keep-alive connections are closed once the listener is,
+   * and each one that turns idle after, so the drain ends with the last answer; a replaced process
+   * leaves them to their clients (or their keep-alive time), which may still be sending on them.
    */
   drain(options: DrainOptions): Promise<DrainReport>;
   /** Stops accepting and closes idle sockets at once, lets requests in flight finish (up to `graceMs`), then closes every socket. */
@@ -220,6 +222,12 @@ const compress = compression({ threshold: COMPRESSION_THRESHOLD_BYTES }) as unkn
 
 export async function listen(app: NodeHandler, port: number, log: Logger, host: string, limits: HttpLimits): Promise<RunningServer> {
   const drainState = app.drain ?? new DrainState();
+  // Connections that have carried a request, and those answering one now: a used one that is not
+  // busy is an idle keep-alive connection. One never used may have its first request on the way.
+  const used = new WeakSet<Socket>();
+  const busy = new Set<Socket>();
+  const sockets = new Set<Socket>();
+  let closingIdle = false;
   // Responses not yet begun: a drain that starts while they run must still close their connections.
   const unanswered = new Set<ServerResponse>();
   const server = createServer(
@@ -229,6 +237,14 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       connectionsCheckingInterval: TIMEOUT_CHECK_MS,
     },
     (req, res) => {
+      const socket = req.socket;
+      used.add(socket);
+      busy.add(socket);
+      res.once('close', () => {
+        busy.delete(socket);
+        // A response under way when the drain began was sent keep-alive: its connection turns idle now.
+        if (closingIdle) closeIfIdle([socket]);
+      });
       if (drainState.closing) res.setHeader('connection', 'close');
       else {
         unanswered.add(res);
@@ -249,6 +265,24 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       else handle();
     },
   );
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => {
+      sockets.delete(socket);
+      busy.delete(socket);
+    });
+  });
+  /**
+   * Closes those of `candidates` that are idle keep-alive connections, after one turn of the
+   * event loop's I/O: a request whose bytes have already arrived is read (and its connection
+   * busy) first, so only a client that sends in the very instant of the close meets it.
+   */
+  const closeIfIdle = (candidates: Iterable<Socket>) =>
+    setImmediate(() =>
+      setImmediate(() => {
+        for (const socket of candidates) if (used.has(socket) && !busy.has(socket)) socket.destroy();
+      }),
+    );
   // The handler refuses a request that reaches the cut; Node's default keeps as many, but say it.
   server.maxHeadersCount = MAX_REQUEST_HEADERS;
   // A body the handler would refuse (over MAX_BODY_BYTES) is answered 413 before the client is
@@ -286,9 +320,17 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
         log.info({ graceMs }, 'draining: /ready answers 503 and every answer closes its connection; still accepting for SHUTDOWN_GRACE_MS');
         await sleep(graceMs);
       }
-      // net.Server's close, not http.Server's: that one also closes idle keep-alive connections
-      // at once, which is the reset a client sending on one of them meets.
+      // net.Server's close, not http.Server's: that one would also close connections whose first
+      // request is still on its way in (Node counts them idle until a request begins).
       const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
+      // The whole server stops: nothing routes here any more (the grace period was for that), so
+      // an idle keep-alive connection will carry no request, and would hold the drain to its
+      // timeout. A process replaced while the others serve keeps them: its clients may still send
+      // on them, and each answer closes its connection.
+      if (failReady) {
+        closingIdle = true;
+        closeIfIdle([...sockets]);
+      }
       log.info({ connections: await openConnections() }, 'stopped accepting; waiting for requests in flight and idle connections to end');
       let timer: NodeJS.Timeout | undefined;
       const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));

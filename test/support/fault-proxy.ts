@@ -22,6 +22,8 @@ export interface FaultProxy {
   heal(): void;
   /** Connections open between clients and the proxy. */
   openConnections(): number;
+  /** Connections clients have opened to the proxy since it started, closed ones included. */
+  acceptedConnections(): number;
   close(): Promise<void>;
 }
 
@@ -36,6 +38,7 @@ interface Link {
 export async function startFaultProxy(target: { host: string; port: number }): Promise<FaultProxy> {
   const links = new Set<Link>();
   let blackholed = false;
+  let accepted = 0;
 
   const connectUpstream = (link: Link) => {
     const upstream = net.connect(target);
@@ -70,6 +73,7 @@ export async function startFaultProxy(target: { host: string; port: number }): P
   const server = net.createServer((client) => {
     const link: Link = { client, upstream: null, frozen: false, closeOnHeal: [] };
     links.add(link);
+    accepted++;
     client.setNoDelay(true);
     // Bytes a client sends before its upstream exists wait in the socket: it is paused until then.
     client.on('data', (chunk: Buffer) => link.upstream?.write(chunk));
@@ -110,6 +114,9 @@ export async function startFaultProxy(target: { host: string; port: number }): P
     },
     openConnections() {
       return [...links].filter((link) => !link.client.destroyed).length;
+    },
+    acceptedConnections() {
+      return accepted;
     },
     async close() {
       for (const link of links) {
