@@ -48,6 +48,11 @@ export class IssueCoalescer implements IssueBatcher {
 
   constructor(readonly maxMembers: number) {}
 
+  /** Issues on the campaign waiting for its statement in flight. */
+  waiting(tenantId: string, campaignId: string): number {
+    return this.lines.get(`${tenantId}\u0000${campaignId}`)?.length ?? 0;
+  }
+
   /** The issue, batched with others on its campaign when they meet; `alone` runs it in a statement of its own. */
   async issue(
     db: Kysely<DB>,
