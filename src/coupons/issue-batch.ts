@@ -170,12 +170,12 @@ function batchStatement(keyed: boolean, shape: BatchShape) {
     ), inserted as (
       insert into coupons (tenant_id, id, campaign_id, member_id, month, amount_yen, issued_at)
       select ${p.tenantId}, d.coupon_id, ${p.campaignId}, d.member_id, d.month, d.discount_yen, d.issued_at
-        from decision d where d.final = 'ISSUE' order by d.member_id
+        from decision d where d.final = 'ISSUE'${keyed ? sql` and ${everyRowOf('claim')}` : sql``} order by d.member_id
       on conflict (tenant_id, campaign_id, member_id) where not legacy_duplicate do nothing
       returning id, campaign_id, member_id, month, amount_yen, issued_at
     ), usage as (
       insert into member_monthly_usage (tenant_id, member_id, month, used_yen)
-      select ${p.tenantId}, i.member_id, i.month, i.amount_yen from inserted i order by i.member_id
+      select ${p.tenantId}, i.member_id, i.month, i.amount_yen from inserted i where ${everyRowOf('inserted')} order by i.member_id
       on conflict (tenant_id, member_id, month) do update
         set used_yen = member_monthly_usage.used_yen + excluded.used_yen
         where member_monthly_usage.used_yen + excluded.used_yen
@@ -224,6 +224,13 @@ function batchStatement(keyed: boolean, shape: BatchShape) {
      order by d.n`;
   });
 }
+
+/**
+ * True, once every row of the CTE `name` was written: an uncorrelated subquery runs once, to the
+ * end, before the first row of the CTE that asks it, so one phase's locks are all taken before the
+ * next phase's first (a CTE read row by row would interleave them, member by member).
+ */
+const everyRowOf = (name: string) => sql`(select count(*) from ${sql.raw(name)}) >= 0`;
 
 /** A batch takes from no lease (campaigns with leases are not batched); the slot CTEs need a leasing all the same. */
 const ALL_LEASES = { name: 'none', mayTake: () => sql`false`, givenBack: () => sql`false` };
