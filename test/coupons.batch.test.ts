@@ -147,7 +147,7 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
         'whole',
         `select 1 from campaign_budget_slots where tenant_id = '${TENANT}' and campaign_id = 'whole' for update`,
         () => issue('whole', 'whole-first'),
-        ['whole-a', 'capped', 'whole-b'].map((m) => () => issue('whole', m)),
+        ['whole-a', 'capped', 'whole-b', 'whole-c'].map((m) => () => issue('whole', m)),
       );
       await holder.query('commit');
       expect(statusOf(await firstReply)).toBe('ISSUED');
@@ -159,14 +159,14 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     } finally {
       await capper.end();
     }
-    expect(replies.map(statusOf)).toEqual(['ISSUED', 'MONTHLY_CAP', 'ISSUED']);
+    expect(replies.map(statusOf)).toEqual(['ISSUED', 'MONTHLY_CAP', 'ISSUED', 'ISSUED']);
     expect(failed).toBe(1);
-    expect(await count('coupons', `tenant_id = $1 and campaign_id = 'whole'`, [TENANT])).toBe(4);
+    expect(await count('coupons', `tenant_id = $1 and campaign_id = 'whole'`, [TENANT])).toBe(5);
     expect(await count('coupons', `tenant_id = $1 and member_id = 'capped'`, [TENANT])).toBe(0);
-    expect(await count('outbox_events', `tenant_id = $1 and payload->>'campaignId' = 'whole'`, [TENANT])).toBe(4);
+    expect(await count('outbox_events', `tenant_id = $1 and payload->>'campaignId' = 'whole'`, [TENANT])).toBe(5);
     const slot = await backend.sql.query(`select issued_yen from campaign_budget_slots where tenant_id = $1 and campaign_id = 'whole'`, [
       TENANT,
     ]);
-    expect(slot.rows[0].issued_yen).toBe(4 * 500);
+    expect(slot.rows[0].issued_yen).toBe(5 * 500);
   });
 });

@@ -8,6 +8,14 @@ import { answerOf, issueValuesOf, learnShape, type IssueBatcher, type IssueConte
 
 type Answer = IssueResult | typeof AS_TRANSACTION;
 
+/**
+ * Fewer members than this run alone: a batch's statement does more work per run than one issue's
+ * (arrays unnested, every CTE set up for all members), and in the bench a few members a statement
+ * cost PostgreSQL more per request than single statements, where eight or nine cost about half
+ * (docs/benchmarks.md, batched issues).
+ */
+export const MIN_BATCH = 4;
+
 /** How a waiting member's turn came: it leads the next batch, its row was decided in a batch, it runs alone, or the batch's answer was lost. */
 type Turn = { kind: 'lead'; batch: Waiting[] } | { kind: 'decided'; row: IssueRow } | { kind: 'alone' } | { kind: 'lost'; error: unknown };
 
@@ -118,7 +126,9 @@ export class IssueCoalescer implements IssueBatcher {
   /** Runs the batch on the leader's connection (batch[0]), hands each member its turn, and returns the leader's own answer. */
   private async lead(line: string, shape: BatchShape, batch: Waiting[], alone: () => Promise<Answer>): Promise<Answer> {
     const [leader] = batch as [Waiting, ...Waiting[]];
-    if (batch.length === 1) {
+    if (batch.length < MIN_BATCH) {
+      // Too few to pay for the batch's statement: each runs alone, side by side, and the leader's holds the line.
+      for (const waiting of batch) if (waiting !== leader) waiting.turn({ kind: 'alone' });
       try {
         return await alone();
       } finally {
