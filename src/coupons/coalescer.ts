@@ -37,7 +37,7 @@ interface Waiting {
  * one statement and one commit (issue-batch.ts), on the connection of the first of them, which
  * leads the batch in its own request's context. So a campaign has at most one statement in flight
  * from this process, and the busier it is, the more members each statement carries, up to
- * `maxMembers` (COUPON_ISSUE_BATCH_MAX; 1 turns batching off).
+ * `maxMembers` (COUPON_ISSUE_BATCH_MAX; 1, the default, is no batching).
  *
  * A member whose row the batch did not decide (ALONE), and every member of a batch that failed
  * whole, runs again in a statement of its own on its own connection. A batch whose answer was

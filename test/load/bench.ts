@@ -128,7 +128,7 @@ const BATCHED_PAIRS = [
   [LABEL.notHotBatched, LABEL.notHot, HOT_CLIENTS],
 ] as const;
 
-/** The most issues a batched server runs as one statement (COUPON_ISSUE_BATCH_MAX's default). */
+/** The most issues a batched row's server runs as one statement (COUPON_ISSUE_BATCH_MAX). */
 const BATCH_MAX = '32';
 /** The servers run as in production (benchServerEnv), so the load sends Hasura's shared secret with the x-hasura-* headers. */
 const SESSIONS = headerSessions({ 'x-action-secret': BENCH_ACTION_SECRET });
