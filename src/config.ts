@@ -107,6 +107,8 @@ export interface CouponConfig {
   businessTimeZone: string;
   /** How long a budget lease lives unless its process renews it. */
   budgetLeaseTtlMs: number;
+  /** The most issues on one campaign a process runs as one statement (coalescer.ts); 1 (the default): each issue is a statement of its own. */
+  issueBatchMax: number;
 }
 
 export interface IdempotencyConfig {
@@ -663,6 +665,7 @@ function readCoupons(env: Env): CouponConfig {
   return {
     businessTimeZone: readTimeZone(env),
     budgetLeaseTtlMs: readInt(env, 'BUDGET_LEASE_TTL_MS', 10_000, 300, 3_600_000),
+    issueBatchMax: readInt(env, 'COUPON_ISSUE_BATCH_MAX', 1, 1, 1000),
   };
 }
 

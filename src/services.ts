@@ -3,6 +3,7 @@ import { systemClock, type Clock } from './clock.js';
 import type { AppConfig } from './config.js';
 import { documentIssuing, type DocumentIssuing } from './contracts/service.js';
 import { splitByCoupons, type BudgetSplit } from './coupons/campaigns.js';
+import { IssueCoalescer } from './coupons/coalescer.js';
 import { CampaignShapes } from './coupons/issue-statement.js';
 import { BudgetLeases, productLeasing, type BudgetLeasing } from './coupons/leases.js';
 import { splitCheckout, type CheckoutAlgorithm } from './checkout/flow.js';
@@ -85,6 +86,8 @@ export interface AppServices {
   paymentsWaiting: PaymentWaitingRoom;
   /** The shapes of the campaigns this process issued on (which statement an issue runs). */
   campaignShapes: CampaignShapes;
+  /** This process's concurrent issues per campaign, batched into one statement (COUPON_ISSUE_BATCH_MAX). */
+  issueCoalescer: IssueCoalescer;
   algorithms: Algorithms;
 }
 
@@ -117,6 +120,7 @@ export function buildServices(
     payments: paymentProviderOf(config),
     paymentsWaiting,
     campaignShapes: new CampaignShapes(),
+    issueCoalescer: new IssueCoalescer(config.coupons.issueBatchMax),
     algorithms,
     metrics: createMetrics(database.pool.counts, database.db, admission, {
       waiting: () => paymentsWaiting.waiting,

@@ -18,7 +18,7 @@ import { COUPON_ISSUED_TOPIC, type IssueRequest, type IssueResult } from './issu
 /** The SQLSTATE of coupon_issue_refused() (db/migrations/008_one_statement_issue.sql); its message is the outcome. */
 export const ISSUE_REFUSED = 'CR001';
 
-interface IssueValues extends FinishBase {
+export interface IssueValues extends FinishBase {
   tenantId: string;
   campaignId: string;
   memberId: string;
@@ -38,9 +38,10 @@ interface IssueValues extends FinishBase {
   traceparent: string | null;
 }
 
-type Outcome = 'AS_TRANSACTION' | 'KEY_HELD' | 'NOT_FOUND' | 'OTHER_SHAPE' | 'ALREADY_ISSUED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED' | 'ISSUE';
+export type Outcome =
+  'AS_TRANSACTION' | 'KEY_HELD' | 'NOT_FOUND' | 'OTHER_SHAPE' | 'ALREADY_ISSUED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED' | 'ISSUE';
 
-interface IssueRow {
+export interface IssueRow {
   outcome: Outcome;
   id: string | null;
   campaign_id: string | null;
@@ -53,6 +54,12 @@ interface IssueRow {
   /** Coupons left in this process's own lease, when the issue took from it. */
   own_lease_left: number | null;
 }
+
+/** A coupon row `k` as JSON writes IssueResult (its time as Date.prototype.toJSON does), so that a replay reads as the first answer did. */
+export const couponJson = (status: string, k: string) =>
+  sql.raw(`jsonb_build_object('status', '${status}', 'coupon', jsonb_build_object('id', ${k}.id, 'campaignId', ${k}.campaign_id,
+    'memberId', ${k}.member_id, 'month', ${k}.month, 'amountYen', ${k}.amount_yen,
+    'issuedAt', to_char(${k}.issued_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))`);
 
 /**
  * The whole issue as one statement (docs/design.md §4), the same in both ways it runs: as its own
@@ -81,11 +88,6 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing, shape: BuiltFor)
   const name = `coupons.issue.one${variant}${leasing === productLeasing ? '' : `.${leasing.name}`}${keyed ? '+key' : ''}`;
   return prepare<IssueValues & Partial<ClaimValues>, IssueRow>(name, (p) => {
     const rows = { tenantId: p.tenantId, campaignId: p.campaignId, holder: p.leaseHolder, leasing };
-    // A coupon as JSON writes IssueResult (its time as Date.prototype.toJSON does), so that a replay reads as the first answer did.
-    const couponJson = (status: string, k: string) =>
-      sql.raw(`jsonb_build_object('status', '${status}', 'coupon', jsonb_build_object('id', ${k}.id, 'campaignId', ${k}.campaign_id,
-        'memberId', ${k}.member_id, 'month', ${k}.month, 'amountYen', ${k}.amount_yen,
-        'issuedAt', to_char(${k}.issued_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))`);
     return sql`
     with guard as (
       select current_setting('lock_timeout')::interval between interval '1 millisecond' and make_interval(secs => ${p.lockTimeoutMs}::int / 1000.0)
@@ -225,6 +227,17 @@ export class CampaignShapes {
   }
 }
 
+/** What runs a one-statement issue together with others on its campaign (coalescer.ts); `alone` runs it in a statement of its own. */
+export interface IssueBatcher {
+  issue(
+    db: Kysely<DB>,
+    request: IssueRequest,
+    bookkeeping: Bookkeeping<IssueResult>,
+    context: IssueContext,
+    alone: () => Promise<IssueResult | typeof AS_TRANSACTION>,
+  ): Promise<IssueResult | typeof AS_TRANSACTION>;
+}
+
 /** What an issue runs under, whichever way: the timeouts its statement checks for, and the process's leases. */
 export interface IssueContext {
   timeouts: Pick<TransactionSettings, 'lockTimeoutMs' | 'statementTimeoutMs'>;
@@ -235,6 +248,8 @@ export interface IssueContext {
   deadline: number;
   /** Told each time a one-statement issue met a race and runs again (SQLSTATE 40001, for a metric). */
   onRace?: () => void;
+  /** Batches this process's concurrent one-statement issues per campaign; without it each issue is a statement of its own. */
+  coalescer?: IssueBatcher;
 }
 
 const refusal = (status: 'MONTHLY_CAP' | 'BUDGET_EXCEEDED') => new RollbackAndReturn<IssueResult>({ status, coupon: null });
@@ -256,10 +271,42 @@ export async function runIssue(
   executor: Kysely<DB> | Transaction<DB>,
   request: IssueRequest,
   bookkeeping: Bookkeeping<IssueResult>,
-  { timeouts, leases, shapes }: IssueContext,
+  context: IssueContext,
 ): Promise<IssueResult | typeof AS_TRANSACTION> {
+  const { tenantId, campaignId } = request;
+  const { leases, shapes } = context;
+  const values = issueValuesOf(request, bookkeeping, context);
+  const statements = statementsFor(leases.leasing);
+  const run = async (shape: BuiltFor): Promise<IssueRow> => {
+    const statement = statements[shape];
+    try {
+      const row = bookkeeping.claim
+        ? (await statement.keyed.execute(executor, { ...values, ...bookkeeping.claim })).rows[0]!
+        : (await statement.plain.execute(executor, values)).rows[0]!;
+      learnShape(shapes, request, row);
+      return row;
+    } catch (error) {
+      if (sqlStateOf(error) !== ISSUE_REFUSED) throw error;
+      const outcome = (error as Error).message;
+      if (outcome === 'MONTHLY_CAP' || outcome === 'BUDGET_EXCEEDED') throw refusal(outcome);
+      throw error;
+    }
+  };
+  let row = await run(shapes.get(tenantId, campaignId) ?? 'any');
+  // It wrote nothing: the campaign is not of the shape this process knew it by (learned again now).
+  if (row.outcome === 'OTHER_SHAPE') row = await run('any');
+  if (row.outcome === 'OTHER_SHAPE') throw new Error('issueCoupon: the statement built for any campaign answered OTHER_SHAPE');
+  return answerOf(row, request, bookkeeping, leases);
+}
+
+/** The values of one issue's statement (and of its member in a batch, issue-batch.ts), made in the request's own context. */
+export function issueValuesOf(
+  request: IssueRequest,
+  bookkeeping: Bookkeeping<IssueResult>,
+  { timeouts, leases }: IssueContext,
+): IssueValues {
   const { tenantId, memberId, campaignId, now } = request;
-  const values: IssueValues = {
+  return {
     tenantId,
     campaignId,
     memberId,
@@ -274,27 +321,30 @@ export async function runIssue(
     traceparent: tracing.enabled ? traceparentOf() : null,
     ...bookkeeping.finishInStatement(),
   };
-  const statements = statementsFor(leases.leasing);
-  const run = async (shape: BuiltFor): Promise<IssueRow> => {
-    const statement = statements[shape];
-    try {
-      const row = bookkeeping.claim
-        ? (await statement.keyed.execute(executor, { ...values, ...bookkeeping.claim })).rows[0]!
-        : (await statement.plain.execute(executor, values)).rows[0]!;
-      if (row.budget_slots !== null && row.budget_lease_coupons !== null) {
-        shapes.learned(tenantId, campaignId, shapeOf(row.budget_slots, row.budget_lease_coupons));
-      }
-      return row;
-    } catch (error) {
-      if (sqlStateOf(error) !== ISSUE_REFUSED) throw error;
-      const outcome = (error as Error).message;
-      if (outcome === 'MONTHLY_CAP' || outcome === 'BUDGET_EXCEEDED') throw refusal(outcome);
-      throw error;
-    }
-  };
-  let row = await run(shapes.get(tenantId, campaignId) ?? 'any');
-  // It wrote nothing: the campaign is not of the shape this process knew it by (learned again now).
-  if (row.outcome === 'OTHER_SHAPE') row = await run('any');
+}
+
+/** Remembers the campaign's shape from a row that read the campaign. */
+export function learnShape(
+  shapes: CampaignShapes,
+  { tenantId, campaignId }: IssueRequest,
+  row: Pick<IssueRow, 'budget_slots' | 'budget_lease_coupons'>,
+) {
+  if (row.budget_slots !== null && row.budget_lease_coupons !== null) {
+    shapes.learned(tenantId, campaignId, shapeOf(row.budget_slots, row.budget_lease_coupons));
+  }
+}
+
+/**
+ * The answer of an issue's row, the same for one statement and for a member of a batch: ISSUED
+ * and ALREADY_ISSUED are returned, a refusal is thrown as a RollbackAndReturn, a key another
+ * request holds as KeyHeldElsewhere (bookkeeping.claimed), a missing campaign as NOT_FOUND.
+ */
+export function answerOf(
+  row: IssueRow,
+  { tenantId, campaignId }: IssueRequest,
+  bookkeeping: Bookkeeping<IssueResult>,
+  leases: IssueContext['leases'],
+): IssueResult | typeof AS_TRANSACTION {
   switch (row.outcome) {
     case 'AS_TRANSACTION':
       return AS_TRANSACTION;
@@ -303,7 +353,7 @@ export async function runIssue(
     case 'NOT_FOUND':
       throw notFound('Campaign');
     case 'OTHER_SHAPE':
-      throw new Error('issueCoupon: the statement built for any campaign answered OTHER_SHAPE');
+      throw new Error('issueCoupon: an issue answered OTHER_SHAPE where it must not');
     case 'MONTHLY_CAP':
     case 'BUDGET_EXCEEDED':
       throw refusal(row.outcome);

@@ -13,9 +13,21 @@ import { isRacedIssue, runIssue, type IssueContext } from './issue-statement.js'
  * coupon) rolled back whole and runs again at once on a fresh snapshot: each race is another
  * issue's progress, and no count of them refuses while a row has room; only the deadline ends
  * them. AS_TRANSACTION when the transaction must run instead: the session lacks the timeouts, or
- * less of the deadline is left than they allow.
+ * less of the deadline is left than they allow. With a coalescer (COUPON_ISSUE_BATCH_MAX), an issue
+ * that meets others on its campaign runs in one statement with them (coalescer.ts).
  */
 export async function issueCouponInOneStatement(
+  db: Kysely<DB>,
+  request: IssueRequest,
+  bookkeeping: Bookkeeping<IssueResult>,
+  context: IssueContext,
+): Promise<IssueResult | typeof AS_TRANSACTION> {
+  const alone = () => issueAlone(db, request, bookkeeping, context);
+  return context.coalescer ? context.coalescer.issue(db, request, bookkeeping, context, alone) : alone();
+}
+
+/** One issue in a statement of its own, run again on each race. */
+async function issueAlone(
   db: Kysely<DB>,
   request: IssueRequest,
   bookkeeping: Bookkeeping<IssueResult>,

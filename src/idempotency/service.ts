@@ -101,7 +101,7 @@ export function claimCte(
       set fingerprint = excluded.fingerprint, operation = excluded.operation, response = excluded.response,
           created_at = now(), expires_at = excluded.expires_at
       where idempotency_keys.expires_at <= now()
-    returning key)`;
+    returning user_id, role, key)`;
 }
 
 const claimAlone = prepare<ClaimValues, { key: string }>('idempotency.claim', (p) => sql`with ${claimCte(p)} select key from claim`);

@@ -93,6 +93,9 @@ const LABEL = {
   hotLeases: 'hot campaign, budget leases, 1 ms round trip',
   hotSerializable: 'hot campaign, SERIALIZABLE, 1 ms round trip',
   notHot: 'not hot: reference campaigns, 1 ms round trip',
+  oursBatched: 'conditional updates (ours), batched',
+  hotOneSlotBatched: 'hot campaign, 1 budget slot, batched, 1 ms round trip',
+  notHotBatched: 'not hot: reference campaigns, batched, 1 ms round trip',
 } as const;
 
 /** What the baseline's rows are called: the same label, measured on the other checkout (`--baseline`). */
@@ -117,6 +120,16 @@ const HOT_LEASE_COUPONS = 50;
 /** Half the round trip to a database in a neighbouring zone of the same region. */
 const ONE_WAY_DELAY_MS = 0.5;
 const FEATURE_CLIENTS = 32;
+
+/** Each batched row and the unbatched row it is measured beside. */
+const BATCHED_PAIRS = [
+  [LABEL.oursBatched, LABEL.ours, FEATURE_CLIENTS],
+  [LABEL.hotOneSlotBatched, LABEL.hotOneSlot, HOT_CLIENTS],
+  [LABEL.notHotBatched, LABEL.notHot, HOT_CLIENTS],
+] as const;
+
+/** The most issues a batched row's server runs as one statement (COUPON_ISSUE_BATCH_MAX). */
+const BATCH_MAX = '32';
 /** The servers run as in production (benchServerEnv), so the load sends Hasura's shared secret with the x-hasura-* headers. */
 const SESSIONS = headerSessions({ 'x-action-secret': BENCH_ACTION_SECRET });
 
@@ -126,7 +139,8 @@ Runs the coupon reference scenario (scaled to --members: 6 requests each) agains
 through the real HTTP endpoint, keyed and through /actions, the same unit of work behind a bare
 node:http server and straight through pg; then one hot campaign (4,000 members, 128 clients) with 1 and with 16 budget slots,
 with budget leases and at SERIALIZABLE, and the reference campaigns under the same load, behind a
-TCP proxy that adds ${ONE_WAY_DELAY_MS} ms each way. Every row runs --repeat times, all rows
+TCP proxy that adds ${ONE_WAY_DELAY_MS} ms each way. Rows marked batched run a server with issue batching on
+(COUPON_ISSUE_BATCH_MAX=${BATCH_MAX}); every other row issues one statement per request. Every row runs --repeat times, all rows
 interleaved, and the table shows the medians. Prints one table and checks the targets.
 
 --baseline DIR   also runs the servers of another checkout (its own npm ci done) on a database of
@@ -249,7 +263,12 @@ async function throughEndpoint(
  * pg, without HTTP or GraphQL, with the same number of requests in flight.
  */
 function rawTarget(databaseUrl: string, sql: pg.Pool) {
-  const config = loadConfig({ DATABASE_URL: databaseUrl, NODE_ENV: 'production', ACTION_SECRET: BENCH_ACTION_SECRET });
+  const config = loadConfig({
+    DATABASE_URL: databaseUrl,
+    NODE_ENV: 'production',
+    ACTION_SECRET: BENCH_ACTION_SECRET,
+    COUPON_ISSUE_BATCH_MAX: '1',
+  });
   const log = createLogger('silent');
   const database = createDatabase(
     {
@@ -329,6 +348,9 @@ const median = (values: number[]) => {
 /** CPU milliseconds the server process used per request, from its own CPU time over the run; null for a row without one (raw). */
 const serverCpuMs = (figures: Figures) => figures.cpuMsPerRequest['server'] ?? null;
 
+/** CPU milliseconds PostgreSQL (all its processes) used per request over the run; null for a row without it (raw). */
+const postgresCpuMs = (figures: Figures) => figures.cpuMsPerRequest['PostgreSQL'] ?? null;
+
 /** The median of a figure over a row's runs, or '-' where the row has none. */
 const medianOf = (row: Row, figure: (f: Figures) => number | null, digits: number) => {
   const values = row.runs.map(figure).filter((v): v is number => v !== null);
@@ -349,6 +371,7 @@ const COLUMNS: Column[] = [
   },
   { header: 'p99 ms', cell: (row) => medianOf(row, (r) => r.p99, 1) },
   { header: 'server CPU ms/req', cell: (row) => medianOf(row, serverCpuMs, 2) },
+  { header: 'PostgreSQL CPU ms/req', cell: (row) => medianOf(row, postgresCpuMs, 2) },
   { header: 'violations', cell: (row) => String(Math.max(...row.runs.map((r) => r.violations))) },
   { header: 'retries', cell: (row) => medianOf(row, (r) => r.retries, 0) },
   { header: 'TRY_AGAIN', cell: (row) => String(Math.max(...row.runs.map((r) => r.tryAgain))) },
@@ -479,6 +502,31 @@ function targets(rows: Row[]): string[] {
       verdict(ratio >= 0.9, `hot campaign, one budget row against the not-hot campaigns: ${ratio.toFixed(2)} of the req/s (target 0.9)`),
     );
   }
+  for (const [batchedLabel, unbatchedLabel, clients] of BATCHED_PAIRS) {
+    const [batched, unbatched] = [find(batchedLabel, clients), find(unbatchedLabel, clients)];
+    if (!batched || !unbatched) continue;
+    const cpu = pairedRatio(batched, unbatched, postgresCpuMs);
+    lines.push(
+      verdict(
+        cpu <= 0.5,
+        `${batchedLabel}: PostgreSQL CPU per request ${cpu.toFixed(2)}x the unbatched row's (${medianOf(batched, postgresCpuMs, 2)} vs ${medianOf(unbatched, postgresCpuMs, 2)} ms; target at most 0.5x, median of the interleaved pairs)`,
+      ),
+    );
+    const rate = pairedRatio(batched, unbatched);
+    const p99 = [batched, unbatched].map((r) => median(r.runs.map((run) => run.p99)));
+    lines.push(`INFO ${batchedLabel}: ${rate.toFixed(2)}x the req/s, p99 ${p99[1]!.toFixed(1)} -> ${p99[0]!.toFixed(1)} ms`);
+    if (batchedLabel === LABEL.hotOneSlotBatched) {
+      lines.push(verdict(rate >= 1.25, `hot campaign, one budget row, batched: ${rate.toFixed(2)}x the unbatched req/s (target 1.25x)`));
+    }
+    if (batchedLabel === LABEL.oursBatched) {
+      lines.push(
+        verdict(
+          p99[0]! <= p99[1]! + 5,
+          `batched p99 at 32 clients ${p99[0]!.toFixed(1)} ms against ${p99[1]!.toFixed(1)} unbatched (target at most 5 ms above)`,
+        ),
+      );
+    }
+  }
   const strands = (r: Row) => r.runs.some((run) => (run.strandedAtFirstRefusalYen ?? 0) + (run.strandedAtEndYen ?? 0) > 0);
   const hotRows = correct.filter((r) => r.runs.some((run) => run.strandedAtEndYen !== null));
   const [hotHere, hotBefore] = [hotRows.filter((r) => !r.label.endsWith(BEFORE)), hotRows.filter((r) => r.label.endsWith(BEFORE))];
@@ -558,6 +606,11 @@ async function startSide(project: string | null, members: number, withPeers: boo
   targets.set('distant serializable', far(await start(proxy.databaseUrl, 'serializable')));
   // The slots' naive twin (test/naive/budget-split.ts): its hot row strands a remainder in every slot.
   if (withPeers) targets.set('distant naive split', far(await start(proxy.databaseUrl, 'naive-split')));
+  // Batching on: this checkout's rows marked batched (a baseline's servers know no batching).
+  if (withPeers) {
+    targets.set('batched', near(await start(database.databaseUrl, 'conditional', { COUPON_ISSUE_BATCH_MAX: BATCH_MAX })));
+    targets.set('distant batched', far(await start(proxy.databaseUrl, 'conditional', { COUPON_ISSUE_BATCH_MAX: BATCH_MAX })));
+  }
   return {
     database,
     sql,
@@ -640,6 +693,8 @@ async function main() {
     for (const clients of concurrency) {
       // Each comparison's rows sit next to each other, so every pair is measured under the same load of the machine.
       paired(LABEL.ours, clients, (side, id) => throughEndpoint(side.targets.get('conditional')!, reference(id), clients));
+      if (clients === FEATURE_CLIENTS)
+        row(LABEL.oursBatched, clients, (id) => throughEndpoint(here.targets.get('batched')!, reference(id), clients));
       row(LABEL.bare, clients, (id) => throughEndpoint(here.targets.get('bare')!, reference(id), clients));
       if (clients === FEATURE_CLIENTS) {
         paired(LABEL.keyed, clients, (side, id) =>
@@ -659,12 +714,16 @@ async function main() {
     const hot = (side: (typeof sides)[number], key: string, scenario: CouponScenario) =>
       throughEndpoint(side.targets.get(key)!, scenario, HOT_CLIENTS, {}, true);
     paired(LABEL.hotOneSlot, HOT_CLIENTS, (side, id) => hot(side, 'distant', hotCampaignScenario(id, HOT_MEMBERS, 1)));
+    row(LABEL.hotOneSlotBatched, HOT_CLIENTS, (id) => hot(here, 'distant batched', hotCampaignScenario(id, HOT_MEMBERS, 1)));
     paired(LABEL.hotSixteenSlots, HOT_CLIENTS, (side, id) => hot(side, 'distant', hotCampaignScenario(id, HOT_MEMBERS, HOT_SLOTS)));
     row(LABEL.hotSixteenSlotsNaive, HOT_CLIENTS, (id) => hot(here, 'distant naive split', hotCampaignScenario(id, HOT_MEMBERS, HOT_SLOTS)));
     paired(LABEL.hotLeases, HOT_CLIENTS, (side, id) => hot(side, 'distant', leased(id)));
     paired(LABEL.hotSerializable, HOT_CLIENTS, (side, id) => hot(side, 'distant serializable', hotCampaignScenario(id, HOT_MEMBERS, 1)));
     paired(LABEL.notHot, HOT_CLIENTS, (side, id) =>
       throughEndpoint(side.targets.get('distant')!, reference(id, 1, hotMembers), HOT_CLIENTS),
+    );
+    row(LABEL.notHotBatched, HOT_CLIENTS, (id) =>
+      throughEndpoint(here.targets.get('distant batched')!, reference(id, 1, hotMembers), HOT_CLIENTS),
     );
 
     for (let repeat = 1; repeat <= repeats; repeat++) {

@@ -193,6 +193,8 @@ export function benchServerEnv(databaseUrl: string, strategy: string): Record<st
     RUN_WORKERS: 'false',
     NODE_ENV: 'production',
     ACTION_SECRET: BENCH_ACTION_SECRET,
+    // One statement per issue: the rows marked batched start their servers with batching on.
+    COUPON_ISSUE_BATCH_MAX: '1',
   };
 }
 

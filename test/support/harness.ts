@@ -87,8 +87,11 @@ function statementWatcher(onStatement: (kind: string) => void): KyselyPlugin {
 
 export async function createTestBackend(options: TestBackendOptions = {}): Promise<TestBackend> {
   const url = options.databaseUrl ?? (await createTestDatabaseUrl());
-  // DB_PREPARED_STATEMENTS=false reaches every backend of the run (CI's pass through PgBouncer sets it).
-  const inherited = process.env['DB_PREPARED_STATEMENTS'] ? { DB_PREPARED_STATEMENTS: process.env['DB_PREPARED_STATEMENTS'] } : {};
+  // DB_PREPARED_STATEMENTS=false reaches every backend of the run (CI's pass through PgBouncer sets it),
+  // and COUPON_ISSUE_BATCH_MAX (the suite with issue batching on: 32).
+  const inherited = Object.fromEntries(
+    ['DB_PREPARED_STATEMENTS', 'COUPON_ISSUE_BATCH_MAX'].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])),
+  );
   const config = loadConfig({ NODE_ENV: 'test', DATABASE_URL: url, ...inherited, ...options.env });
   // Tracing, when the test configures an OTLP endpoint: one exporter per process, this backend's.
   const stopTracing = startTracing(config.tracing);

@@ -100,6 +100,7 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
       timeouts: services.transactions,
       leases: services.budgetLeases,
       shapes: services.campaignShapes,
+      coalescer: services.issueCoalescer,
       deadline,
       onRace: () => services.metrics.transactionRetries.inc({ sqlstate: '40001' }),
     };

@@ -1,0 +1,172 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
+import { asTenantAdmin, asUser, createTenant, createTestBackend, gql, gqlOk, type TestBackend } from './support/harness.js';
+import { waitFor, waitForLockWaiter } from './support/wait.js';
+
+// The coalescer over real HTTP: issues on one campaign that arrive while a statement for it is in
+// flight run as one statement when it ends. A transaction of the test's own holds the row the
+// statement in flight needs, so that the others are seen queued before it is let go.
+
+const TENANT = 'batched';
+/** Two members tap twice each, one once. */
+const TAPS = ['tap-a', 'tap-b', 'tap-a', 'tap-c', 'tap-b'];
+const CAP = 2_000;
+
+describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
+  let backend: TestBackend;
+  let holder: pg.Client;
+  beforeAll(async () => {
+    backend = await createTestBackend({ env: { COUPON_ISSUE_BATCH_MAX: '32' } });
+    await createTenant(backend, TENANT, CAP);
+    holder = new pg.Client({ connectionString: backend.databaseUrl });
+    await holder.connect();
+  });
+  afterAll(async () => {
+    await holder.end();
+    await backend.close();
+  });
+
+  const createCampaign = (id: string, budgetYen: number, budgetSlots = 1) =>
+    gqlOk(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id, name: id, discountYen: 500, budgetYen, budgetSlots } },
+      asTenantAdmin(TENANT),
+    );
+  const issue = (campaignId: string, member: string, key?: string) =>
+    gql(
+      backend.app.fetch,
+      IssueCouponDocument,
+      { input: { campaignId } },
+      { ...asUser(TENANT, member), ...(key ? { 'idempotency-key': key } : {}) },
+    );
+  const statusOf = (reply: Awaited<ReturnType<typeof issue>>) => reply.body.data?.issueCoupon.status ?? JSON.stringify(reply.body.errors);
+  const count = async (table: string, where: string, params: unknown[]) =>
+    Number((await backend.sql.query(`select count(*) as n from ${table} where ${where}`, params)).rows[0].n);
+  const coalescer = () => backend.services.issueCoalescer;
+
+  /** Sends `first` (its statement then waits on what `hold` locked), then `rest` once the first waits, and resolves once all of `rest` are queued behind it. */
+  async function queuedBehind(
+    campaign: string,
+    hold: string,
+    first: () => ReturnType<typeof issue>,
+    rest: (() => ReturnType<typeof issue>)[],
+  ) {
+    await holder.query('begin');
+    await holder.query(hold);
+    const firstReply = first();
+    await waitForLockWaiter(backend);
+    const restReplies = rest.map((send) => send());
+    await waitFor(() => (coalescer().waiting(TENANT, campaign) === rest.length ? true : undefined), `${rest.length} issues queued`);
+    return { firstReply, restReplies };
+  }
+
+  it('issues that meet while a statement of their campaign is in flight run as one statement: each its own coupon, event, audit row and answer', async () => {
+    await createCampaign('meet', 100_000);
+    expect(statusOf(await issue('meet', 'learner'))).toBe('ISSUED');
+    const before = { ...coalescer().counts };
+    const members = Array.from({ length: 8 }, (_, i) => `meet-${i}`);
+    // One member's coupon is already there, one resends with a key: neither changes the others' answers.
+    expect(statusOf(await issue('meet', members[0]!))).toBe('ISSUED');
+    const { firstReply, restReplies } = await queuedBehind(
+      'meet',
+      `select 1 from campaign_budget_slots where tenant_id = '${TENANT}' and campaign_id = 'meet' for update`,
+      () => issue('meet', 'meet-first'),
+      members.map((m, i) => () => issue('meet', m, i === 3 ? 'meet-key' : undefined)),
+    );
+    await holder.query('commit');
+    expect(statusOf(await firstReply)).toBe('ISSUED');
+    const replies = await Promise.all(restReplies);
+    expect(replies.map(statusOf)).toEqual(['ALREADY_ISSUED', ...members.slice(1).map(() => 'ISSUED')]);
+    expect(coalescer().counts.batches - before.batches).toBe(1);
+    expect(coalescer().counts.members - before.members).toBe(members.length);
+    expect(coalescer().counts.failed - before.failed).toBe(0);
+    for (const [i, reply] of replies.entries()) {
+      expect(reply.body.data?.issueCoupon.coupon).toMatchObject({
+        memberId: members[i],
+        campaignId: 'meet',
+        amountYen: 500,
+      });
+    }
+    const coupons = await backend.sql.query(`select member_id, id from coupons where tenant_id = $1 and campaign_id = 'meet'`, [TENANT]);
+    expect(coupons.rows).toHaveLength(members.length + 2);
+    expect(await count('outbox_events', `tenant_id = $1 and payload->>'campaignId' = 'meet'`, [TENANT])).toBe(members.length + 2);
+    expect(await count('audit_log', `tenant_id = $1 and operation = 'issueCoupon' and entity_ids[2] = 'meet'`, [TENANT])).toBe(
+      members.length + 3,
+    );
+    const slot = await backend.sql.query(`select issued_yen from campaign_budget_slots where tenant_id = $1 and campaign_id = 'meet'`, [
+      TENANT,
+    ]);
+    expect(slot.rows[0].issued_yen).toBe((members.length + 2) * 500);
+    // The keyed member's stored answer replays as it was first given.
+    const resent = await issue('meet', members[3]!, 'meet-key');
+    expect(resent.headers.get('idempotent-replayed')).toBe('true');
+    expect(resent.body.data).toEqual(replies[3]!.body.data);
+  });
+
+  it('a double tap in the queue runs in the next batch, never twice in one: one coupon, ALREADY_ISSUED for the other', async () => {
+    await createCampaign('taps', 100_000);
+    expect(statusOf(await issue('taps', 'learner'))).toBe('ISSUED');
+    const { firstReply, restReplies } = await queuedBehind(
+      'taps',
+      `select 1 from campaign_budget_slots where tenant_id = '${TENANT}' and campaign_id = 'taps' for update`,
+      () => issue('taps', 'taps-first'),
+      TAPS.map((m) => () => issue('taps', m)),
+    );
+    await holder.query('commit');
+    await firstReply;
+    const statuses = (await Promise.all(restReplies)).map(statusOf);
+    // Which of a member's taps is queued first is up to the server: one of them is ISSUED, the other ALREADY_ISSUED.
+    const byMember = (member: string) => statuses.filter((_, i) => TAPS[i] === member).sort();
+    expect(byMember('tap-a')).toEqual(['ALREADY_ISSUED', 'ISSUED']);
+    expect(byMember('tap-b')).toEqual(['ALREADY_ISSUED', 'ISSUED']);
+    expect(byMember('tap-c')).toEqual(['ISSUED']);
+    expect(await count('coupons', `tenant_id = $1 and campaign_id = 'taps'`, [TENANT])).toBe(5);
+  });
+
+  it('a batch whose member meets a month row gone to the cap meanwhile fails whole, and its members run alone: the others issue, that one is refused', async () => {
+    await createCampaign('whole', 100_000);
+    expect(statusOf(await issue('whole', 'learner'))).toBe('ISSUED');
+    // capped's month row exists, so a transaction of the test's can lock it and take it to the cap.
+    await backend.sql.query(
+      `insert into member_monthly_usage (tenant_id, member_id, month, used_yen)
+       select $1, 'capped', month, 0 from coupons where tenant_id = $1 and member_id = 'learner' and campaign_id = 'whole'`,
+      [TENANT],
+    );
+    let replies: Awaited<ReturnType<typeof issue>>[] = [];
+    let failed = 0;
+    // A second transaction takes capped's month row to the cap, uncommitted: the batch's snapshot reads room, its write waits.
+    const capper = new pg.Client({ connectionString: backend.databaseUrl });
+    await capper.connect();
+    try {
+      await capper.query('begin');
+      await capper.query(`update member_monthly_usage set used_yen = $2 where tenant_id = $1 and member_id = 'capped'`, [TENANT, CAP]);
+      const before = { ...coalescer().counts };
+      const { firstReply, restReplies } = await queuedBehind(
+        'whole',
+        `select 1 from campaign_budget_slots where tenant_id = '${TENANT}' and campaign_id = 'whole' for update`,
+        () => issue('whole', 'whole-first'),
+        ['whole-a', 'capped', 'whole-b', 'whole-c'].map((m) => () => issue('whole', m)),
+      );
+      await holder.query('commit');
+      expect(statusOf(await firstReply)).toBe('ISSUED');
+      await waitFor(() => (coalescer().counts.batches > before.batches ? true : undefined), 'the batch');
+      await waitForLockWaiter(backend);
+      await capper.query('commit');
+      replies = await Promise.all(restReplies);
+      failed = coalescer().counts.failed - before.failed;
+    } finally {
+      await capper.end();
+    }
+    expect(replies.map(statusOf)).toEqual(['ISSUED', 'MONTHLY_CAP', 'ISSUED', 'ISSUED']);
+    expect(failed).toBe(1);
+    expect(await count('coupons', `tenant_id = $1 and campaign_id = 'whole'`, [TENANT])).toBe(5);
+    expect(await count('coupons', `tenant_id = $1 and member_id = 'capped'`, [TENANT])).toBe(0);
+    expect(await count('outbox_events', `tenant_id = $1 and payload->>'campaignId' = 'whole'`, [TENANT])).toBe(5);
+    const slot = await backend.sql.query(`select issued_yen from campaign_budget_slots where tenant_id = $1 and campaign_id = 'whole'`, [
+      TENANT,
+    ]);
+    expect(slot.rows[0].issued_yen).toBe(5 * 500);
+  });
+});
