@@ -28,6 +28,8 @@ interface HoldingProxy {
   holding(): Promise<void>;
   /** Delivers the held answer; resolves once that connection is closed (its client gave up on it). */
   release(): Promise<void>;
+  /** Closes the connection whose answer is held instead, as a node that shuts down closes it. */
+  drop(): void;
   close(): Promise<void>;
 }
 
@@ -69,9 +71,14 @@ async function startHoldingProxy(port: number): Promise<HoldingProxy> {
     holding: () => (held ? Promise.resolve() : new Promise<void>((resolve) => (onHolding = resolve))),
     async release() {
       const { client, release } = held!;
+      held = null;
       const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
       release();
       await closed;
+    },
+    drop() {
+      held!.client.destroy();
+      held = null;
     },
     async close() {
       for (const socket of sockets) socket.destroy();
@@ -92,8 +99,6 @@ describe('a late "standby" answer during a switchover', () => {
     await chmod(root, 0o755);
     [first, second] = await Promise.all([startServer(root, 'first'), startServer(root, 'second')]);
     proxy = await startHoldingProxy(second.postgres.port);
-    await acceptWrites(first, true);
-    await acceptWrites(second, false);
     backend = await createTestBackend({
       databaseUrl: `postgres://postgres:${PASSWORD}@127.0.0.1:${first.postgres.port},127.0.0.1:${proxy.port}/${DATABASE}?target_session_attrs=read-write`,
       // The held connection must outlive the whole trial: only its late answer is under test.
@@ -114,8 +119,24 @@ describe('a late "standby" answer during a switchover', () => {
   const createTenant = (id: string) =>
     gql(backend.app.fetch, CreateTenantDocument, { input: { id, name: id } }, { ...asOperator(), 'idempotency-key': `key-${id}` });
 
+  /** Sent until it is served: the test before may have left every host failing for a moment. */
+  async function served(id: string) {
+    for (let i = 0; ; i++) {
+      if (errorCodes(await createTenant(`${id}-${i}`)).length === 0) return;
+      await sleep(100);
+    }
+  }
+
+  /** The pool's connections closed from the server side: the next requests need new ones. */
+  async function closePoolConnections() {
+    for (const server of [first, second])
+      await server.admin.query('select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1', [TEST_APP]);
+  }
+
   it('does not mark the promoted host failing: once a connection found it writable, every request is served', async () => {
-    expect(errorCodes(await createTenant('before'))).toEqual([]);
+    await acceptWrites(first, true);
+    await acceptWrites(second, false);
+    await served('before');
 
     // The switchover begins: the primary stops taking writes, and the next connection to the
     // standby asks whether it does; its answer ("on") is held.
@@ -126,23 +147,34 @@ describe('a late "standby" answer during a switchover', () => {
 
     // The standby is promoted, and a connection finds it writable (the health check's or a request's).
     await acceptWrites(second, true);
-    for (let i = 0; ; i++) {
-      const answer = await createTenant(`promoted-${i}`);
-      if (errorCodes(answer).length === 0) break;
-      await sleep(100);
-    }
+    await served('promoted');
     await caught;
 
     // Only now does the held answer arrive: "a standby", about a moment long gone.
     await proxy.release();
 
     // The connections the pool holds go away (as at any restart), so the next requests need new ones.
-    await second.admin.query('select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1', [TEST_APP]);
+    await closePoolConnections();
     const answers = [];
     for (let i = 0; i < 10; i++) answers.push(await createTenant(`after-${i}`));
     const reasons = answers
       .flatMap((answer) => answer.body.errors ?? [])
       .map((error) => `${error.extensions?.['reason']}: ${error.message}`);
     expect(reasons).toEqual([]);
+  });
+
+  it('a new connection closed by the server during its target check fails that attempt, and the process goes on serving', async () => {
+    await acceptWrites(first, false);
+    await acceptWrites(second, true);
+    await served('ready');
+    proxy.holdNextTargetCheck();
+    await closePoolConnections();
+    const request = createTenant('dropped');
+    await proxy.holding();
+    // As a node that shuts down between the handshake and the first query closes a connection.
+    proxy.drop();
+    const answer = await request;
+    expect(answer.status).toBe(200);
+    await served('after-drop');
   });
 });

@@ -94,16 +94,13 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
       env: {
         ...process.env,
         NODE_ENV: 'development',
-        LOG_LEVEL: 'info', // DEBUG
+        LOG_LEVEL: 'warn',
         PORT: String(port),
         DATABASE_URL: databaseUrl,
         REQUEST_DEADLINE_MS: String(DEADLINE_MS),
         NOTIFY_WEBHOOK_URL: `${webhook.origin}/hook`,
       },
     });
-    const debugLog = (await import('node:fs')).createWriteStream('/work/tmp/issue-34-patroni/server.log'); // DEBUG
-    server.stdout!.on('data', (c: Buffer) => debugLog.write(c)); // DEBUG
-    server.stderr!.on('data', (c: Buffer) => debugLog.write(c)); // DEBUG
     server.stdout!.on('data', (chunk: Buffer) => (serverOutput = (serverOutput + chunk.toString()).slice(-20_000)));
     server.stderr!.on('data', (chunk: Buffer) => (serverOutput = (serverOutput + chunk.toString()).slice(-20_000)));
     for (const deadline = Date.now() + 60_000; !serverOutput.includes('Listening on'); await sleep(100)) {
@@ -264,6 +261,8 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
   }
 
   async function expectLoadHeld(run: Awaited<ReturnType<typeof runLoadTool>['done']>) {
+    // A server that died (an unhandled error) shows as the load's failures; say so first.
+    expect(server.exitCode, `the server exited: ${serverOutput.slice(-4_000)}`).toBeNull();
     expect(run.summary, run.output).not.toBeNull();
     expect(run.summary!.violations, run.output).toEqual([]);
     expect(run.code, run.output).toBe(0);

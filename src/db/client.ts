@@ -300,6 +300,12 @@ export function clientClass(settings: ClientSettings): { Client: typeof pg.Clien
           }),
         settings.connectTimeoutMs,
       );
+      // Between the handshake and the end of the target check nobody listens to this client yet (its
+      // pool does once connect() settles), and pg emits 'error' when the server closes it there, as
+      // a node does that shuts down: with no listener that would end the process. The check's
+      // query fails with the same error, so open() reports it.
+      const untilSettled = () => {};
+      this.on('error', untilSettled);
       try {
         await super.connect();
         if (!(await this.isTarget())) {
@@ -323,6 +329,7 @@ export function clientClass(settings: ClientSettings): { Client: typeof pg.Clien
       } finally {
         connected = true;
         clearTimeout(timer);
+        this.off('error', untilSettled);
       }
     }
 
