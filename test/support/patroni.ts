@@ -302,7 +302,7 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
     async kill(node) {
       const pids = await postgresPids(node);
       node.process?.kill('SIGKILL');
-      for (const pid of pids.slice(0, 1)) process.kill(pid, 'SIGKILL');
+      for (const pid of pids.slice(0, 1)) signalIfAlive(pid, 'SIGKILL');
       if (node.process && node.process.exitCode === null) await new Promise((resolve) => node.process!.once('exit', resolve));
       node.process = null;
       // The backends notice their postmaster's death and exit; wait so that the port is free for the next start.
@@ -313,7 +313,7 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
     freeze(node, frozen) {
       const signal = frozen ? 'SIGSTOP' : 'SIGCONT';
       node.process?.kill(signal);
-      void postgresPids(node).then((pids) => pids.forEach((pid) => process.kill(pid, signal)));
+      void postgresPids(node).then((pids) => pids.forEach((pid) => signalIfAlive(pid, signal)));
     },
     start,
     async switchover(candidate) {
@@ -357,7 +357,7 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
         }
         await sleep(100);
       }
-      for (const node of nodes) for (const pid of await postgresPids(node)) process.kill(pid, 'SIGKILL');
+      for (const node of nodes) for (const pid of await postgresPids(node)) signalIfAlive(pid, 'SIGKILL');
       for (const child of children) child.kill('SIGKILL');
       await rm(root, { recursive: true, force: true });
     },
@@ -371,6 +371,15 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
     throw error;
   }
   return cluster;
+}
+
+/** A process listed a moment ago may have exited since (a backend that saw its postmaster die): not an error. */
+function signalIfAlive(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
 }
 
 async function alive(pid: number): Promise<boolean> {
