@@ -1,5 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
+/** The trials that start a cluster, a second PostgreSQL, a production build or a clone, or take minutes. */
+const SLOW = 'test/**/*.slow.test.ts';
+
 export default defineConfig({
   resolve: {
     // Node resolves `graphql` (no "exports" map) to its CommonJS build, so libraries loaded by Node
@@ -7,16 +10,23 @@ export default defineConfig({
     alias: [{ find: /^graphql$/, replacement: 'graphql/index.js' }],
   },
   test: {
-    include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
+    // After each file's own hooks: ends what it started and left running (test/support/processes.ts).
+    setupFiles: ['test/support/end-processes.ts'],
     // The default output, and the figures each test measured (test/support/figures-reporter.ts).
     reporters: ['default', './test/support/figures-reporter.ts'],
-    // Concurrency suites run hundreds of requests against a real PostgreSQL on a shared 2-core machine.
-    testTimeout: 120_000,
-    hookTimeout: 120_000,
+    // A bound for a hang, not a measure of speed: on a shared 2-core machine at a load of 20, a test
+    // that starts server processes, or sends hundreds of requests to a real PostgreSQL, takes minutes.
+    testTimeout: 300_000,
+    hookTimeout: 300_000,
     pool: 'forks',
     maxWorkers: 2,
     // Files, and the tests inside each, run in a new order every time: no test may lean on another's rows.
     sequence: { shuffle: { files: true, tests: true } },
+    // `npm test` runs the fast project, `npm run test:slow` the slow one, `npm run test:all` both.
+    projects: [
+      { extends: true, test: { name: 'fast', include: ['test/**/*.test.ts'], exclude: [SLOW, 'test/fixtures/**'] } },
+      { extends: true, test: { name: 'slow', include: [SLOW], exclude: ['test/fixtures/**'] } },
+    ],
   },
 });

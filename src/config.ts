@@ -326,17 +326,27 @@ function readStripeApiUrl(env: Env): string {
   return url.origin;
 }
 
+/** Transaction 2 needs this much of a checkout's deadline after the call; the call is given the rest, up to PAYMENTS_TIMEOUT_MS. */
+export const PAYMENT_RECORD_MARGIN_MS = 1_000;
+/** Less than this left for the call: it is not sent, and the reconciler sends it. */
+export const PAYMENT_CALL_MIN_MS = 200;
+
 function readPayments(env: Env, deadlineMs: number): PaymentsConfig {
   const secretKey = readString(env, 'STRIPE_SECRET_KEY');
   if (secretKey !== null && !/^(sk|rk)_(test|live)_[A-Za-z0-9_]{1,240}$/.test(secretKey)) {
     // The value itself never goes into a message: it is a secret.
     throw new ConfigError('STRIPE_SECRET_KEY', 'expected a Stripe secret or restricted key (sk_live_…, sk_test_…, rk_live_…, rk_test_…)');
   }
-  const timeoutMs = readInt(env, 'PAYMENTS_TIMEOUT_MS', Math.min(5_000, Math.floor(deadlineMs / 2)), 100, 60_000);
-  if (timeoutMs >= deadlineMs) {
+  const fitting = Math.min(5_000, Math.floor(deadlineMs / 2), deadlineMs - PAYMENT_RECORD_MARGIN_MS);
+  const timeoutMs = readInt(env, 'PAYMENTS_TIMEOUT_MS', Math.max(fitting, PAYMENT_CALL_MIN_MS), PAYMENT_CALL_MIN_MS, 60_000);
+  // A call that does not fit would never be sent by a request (too little of its deadline left):
+  // only the reconciler would charge, a minute later. Refused where it was asked for: an explicit
+  // timeout, or a deadline that leaves no room while a real provider is configured.
+  if (timeoutMs + PAYMENT_RECORD_MARGIN_MS > deadlineMs && (env['PAYMENTS_TIMEOUT_MS'] !== undefined || secretKey !== null)) {
     throw new ConfigError(
-      'PAYMENTS_TIMEOUT_MS',
-      `must be below REQUEST_DEADLINE_MS (${deadlineMs}): the outcome is recorded in the same request, after the call`,
+      env['PAYMENTS_TIMEOUT_MS'] !== undefined ? 'PAYMENTS_TIMEOUT_MS' : 'REQUEST_DEADLINE_MS',
+      `a payment call of ${timeoutMs} ms must leave ${PAYMENT_RECORD_MARGIN_MS} ms of REQUEST_DEADLINE_MS (${deadlineMs}) ` +
+        'to record its outcome in the same request',
     );
   }
   return {

@@ -1,4 +1,5 @@
 import cluster from 'node:cluster';
+import path from 'node:path';
 import { bootstrap, onShutdown, run, type StopReason } from './process/bootstrap.js';
 import { REPLACED, STOP, STOPPING, startHttpProcesses, type StopMessage } from './cluster.js';
 import { isDevMode, type AppConfig } from './config.js';
@@ -7,6 +8,7 @@ import { describeDatabaseUrl } from './db/connect.js';
 import type { EmbeddedPostgres } from './dev/embedded-postgres.js';
 import type { Logger } from './logger.js';
 import { serveClusterScrapes } from './metrics/cluster.js';
+import { envFileValue } from './process/env-file.js';
 import { openDatabase } from './process/open-database.js';
 import { startBackend } from './backend.js';
 import { buildServices } from './services.js';
@@ -18,10 +20,16 @@ function baseUrl(host: string, port: number): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-/** Where the data is: the embedded server's full connection string (development only), or DATABASE_URL's host. */
-function databaseLine(config: AppConfig, embedded: EmbeddedPostgres | null): string {
-  // db:url finds the data folder the same way: a folder of one's own must be named to it too.
-  const folder = config.embeddedPostgres.dataDir === null ? '' : `EMBEDDED_PG_DATA_DIR=${config.embeddedPostgres.dataDir} `;
+/**
+ * Where the data is: the embedded server's full connection string (development only), or
+ * DATABASE_URL's host. db:url finds the data folder the same way, so a folder of one's own is named
+ * in its command, unless the env file already names it (db:url reads that file too).
+ */
+function databaseLine(config: AppConfig, embedded: EmbeddedPostgres | null, envFile: string | null): string {
+  const { dataDir } = config.embeddedPostgres;
+  const fromEnvFile = envFileValue(envFile, 'EMBEDDED_PG_DATA_DIR');
+  const dbUrlFindsIt = dataDir === null || (fromEnvFile !== null && path.resolve(fromEnvFile) === dataDir);
+  const folder = dbUrlFindsIt ? '' : `EMBEDDED_PG_DATA_DIR=${dataDir} `;
   if (embedded) return `${embedded.connectionString()}   (${folder}npm run -s db:url prints it)`;
   return `${describeDatabaseUrl(config.database.url!)} (DATABASE_URL)`;
 }
@@ -53,7 +61,7 @@ function printBanner(config: AppConfig, port: number, processes: string, databas
   const graphql = graphiqlOptions(config) === false ? 'GraphQL:             ' : 'GraphQL and GraphiQL:';
   console.log(`
   Listening on:         ${config.server.host}:${port}${listeningNote(config)}
-  ${graphql} ${base}/graphql
+  ${graphql} ${base}/graphql${graphiqlOptions(config) === false ? '' : `   (GraphiQL: ${base}/graphiql)`}
   Health: ${base}/health   Ready: ${base}/ready   Metrics: ${base}/metrics${config.edge.metricsToken === null ? ' (open: no METRICS_TOKEN)' : ''}
   Hasura Actions:       POST ${base}/actions
   Database:             ${database}
@@ -72,9 +80,9 @@ function graceFor(config: AppConfig, reason: StopReason): number {
 }
 
 /** One process: the database, the HTTP server and the background workers. */
-async function single(config: AppConfig, log: Logger) {
+async function single(config: AppConfig, log: Logger, envFile: string | null) {
   const backend = await startBackend({ config, log, watchDatabase: true });
-  banner(log, config, backend.http.port, '1', databaseLine(config, backend.embedded));
+  banner(log, config, backend.http.port, '1', databaseLine(config, backend.embedded, envFile));
   onShutdown(log, (reason) => backend.stop({ graceMs: graceFor(config, reason) }));
   process.on('SIGHUP', () => log.warn('SIGHUP reloads the HTTP processes of WEB_CONCURRENCY > 1; a single process is restarted instead'));
 }
@@ -85,7 +93,7 @@ async function single(config: AppConfig, log: Logger) {
  * share the port and serve HTTP. SIGHUP replaces them one at a time (the rolling reload); one that
  * dies is replaced.
  */
-async function primary(config: AppConfig, log: Logger) {
+async function primary(config: AppConfig, log: Logger, envFile: string | null) {
   const opened = await openDatabase({ config, log, seed: true, schema: 'migrate', watchDatabase: true }, 'mutation-backend-primary');
   const databaseUrl = config.database.url ?? opened.embedded!.connectionString();
   const workers = config.process.runWorkers ? startWorkers(buildServices(config, opened.database, log)) : null;
@@ -93,7 +101,13 @@ async function primary(config: AppConfig, log: Logger) {
   let listening = 0;
   cluster.on('listening', (_worker, address) => {
     if (++listening === config.process.webConcurrency)
-      banner(log, config, address.port, `${config.process.webConcurrency} (node:cluster, one port)`, databaseLine(config, opened.embedded));
+      banner(
+        log,
+        config,
+        address.port,
+        `${config.process.webConcurrency} (node:cluster, one port)`,
+        databaseLine(config, opened.embedded, envFile),
+      );
   });
   const processes = startHttpProcesses({
     count: config.process.webConcurrency,
@@ -151,5 +165,5 @@ run(async () => {
       'METRICS_TOKEN is not set: /metrics answers anyone who can reach this server; set it, or keep /metrics off the public network',
     );
   }
-  return config.process.webConcurrency > 1 ? primary(config, log) : single(config, log);
+  return config.process.webConcurrency > 1 ? primary(config, log, envFile) : single(config, log, envFile);
 });

@@ -12,7 +12,7 @@ import { conditionalUpdates, type CouponIssuer } from './coupons/issuer.js';
 import type { Database } from './db/database.js';
 import type { RootPool } from './db/database.js';
 import type { DatabaseHealth } from './db/health.js';
-import { defaultBackoff, type TransactionSettings } from './db/transaction.js';
+import { transactionSettingsOf, type TransactionSettings } from './db/transaction.js';
 import { huddleOperations, type HuddleOperations } from './huddles/service.js';
 import type { Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
@@ -122,12 +122,6 @@ export function buildServices(
       waiting: () => paymentsWaiting.waiting,
       reconcileForMs: config.payments.reconcileForMs,
     }),
-    transactions: {
-      lockTimeoutMs: config.database.lockTimeoutMs,
-      statementTimeoutMs: config.database.statementTimeoutMs,
-      idleInTransactionTimeoutMs: config.database.idleInTransactionTimeoutMs,
-      maxAttempts: config.requests.transactionMaxAttempts,
-      ...defaultBackoff,
-    },
+    transactions: transactionSettingsOf(config),
   };
 }

@@ -10,6 +10,9 @@ import { startStripeStub, type StripeStub } from './support/stripe-stub.js';
 // and the stub's own ledger are counted with SQL and the stub's charges, not read off the answers.
 // test/checkout.naive.test.ts runs the same against the naive twins.
 
+/** TRY_AGAIN reasons of a request that waited on another's lock or turn: a busy machine's, never the provider's. */
+const WAITING_ON_ANOTHER = ['busy', 'pool', 'shed', '55P03', '40001', '40P01'];
+
 describe('checkout when the payment provider loses answers', () => {
   let stub: StripeStub;
   let backend: ServedBackend;
@@ -33,8 +36,12 @@ describe('checkout when the payment provider loses answers', () => {
       reconcile: () => backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!),
     });
     await annotate(`split checkout under faults: ${JSON.stringify(result)}`);
-    // Nothing is an error: an unknown outcome is PENDING.
-    expect(Object.keys(result.answers).sort()).toEqual(['COUPON_UNAVAILABLE', 'DECLINED', 'PAID', 'PENDING']);
+    // Nothing the provider does is an error: an unknown outcome is PENDING. On a busy machine a
+    // request waiting on another's row (the same coupon, the same key) may run out of turns or lock
+    // waits and answer TRY_AGAIN, having written nothing; nothing else may.
+    const statuses = Object.keys(result.answers).filter((status) => status !== 'TRY_AGAIN');
+    expect(statuses.sort()).toEqual(['COUPON_UNAVAILABLE', 'DECLINED', 'PAID', 'PENDING']);
+    expect(Object.keys(result.tryAgainReasons).filter((reason) => !WAITING_ON_ANOTHER.includes(reason))).toEqual([]);
     expect(result.slowestMs).toBeLessThan(backend.config.requests.deadlineMs);
     expect(result.contradictions).toEqual([]);
     expect(result.violationsAnswered).toEqual([]);

@@ -70,6 +70,7 @@ describe('checkout, one request at a time', () => {
       confirm: 'true',
       'automatic_payment_methods[enabled]': 'true',
       'automatic_payment_methods[allow_redirects]': 'never',
+      error_on_requires_action: 'true',
       'metadata[order_id]': order.id,
     });
     const tables = await readCheckoutTables(backend.sql, TENANT);
@@ -150,6 +151,51 @@ describe('checkout, one request at a time', () => {
     const tables = await readCheckoutTables(backend.sql, TENANT);
     expect(tables.events.get(answer.order!.id)!.get('order.paid')).toBe(1);
     expect(tables.couponRedeemed.get(coupon)).toBe(1);
+  });
+
+  it("a charge below the provider's 50-yen minimum is BAD_USER_INPUT before anything is written, nobody called", async () => {
+    const coupon = await couponOf('below-minimum');
+    const requests = stub.requests.length;
+    const countOrders = async () =>
+      (await backend.sql.query('select count(*)::int as n from orders where member_id = $1', ['below-minimum'])).rows[0].n;
+    const response = await checkout({ amountYen: 520, couponId: coupon, paymentMethod: 'pm_card_visa' }, 'below-minimum');
+    expect(errorCodes(response)).toEqual(['BAD_USER_INPUT']);
+    expect(response.body.errors![0]!.message).toMatch(/leaves 20 yen to charge; the payment provider charges 50 yen at least/);
+    expect(errorCodes(await checkout({ amountYen: 49, paymentMethod: 'pm_card_visa' }, 'below-minimum'))).toEqual(['BAD_USER_INPUT']);
+    expect(stub.requests.length).toBe(requests);
+    expect(await countOrders()).toBe(0);
+    const mine = await gqlOk(fetch, MyCouponsDocument, {}, asUser(TENANT, 'below-minimum'));
+    expect(mine.myCoupons.find((c) => c.id === coupon)!.status).toBe('AVAILABLE');
+    // 50 yen, and a coupon that covers all (nothing to charge), are both fine.
+    expect(
+      (await checkout({ amountYen: 550, couponId: coupon, paymentMethod: 'pm_card_visa' }, 'below-minimum')).body.data!.checkout.status,
+    ).toBe('PAID');
+  });
+
+  it('a payment method the provider does not have (its 400) is DECLINED for good: the order CANCELED, the coupon given back', async () => {
+    const coupon = await couponOf('missing-method');
+    const answer = (await checkout({ amountYen: 900, couponId: coupon, paymentMethod: 'pm_does_not_exist' }, 'missing-method')).body.data!
+      .checkout;
+    expect(answer).toMatchObject({ status: 'DECLINED', order: { status: 'CANCELED' } });
+    const intent = await backend.sql.query('select status, decline_code from payment_intents where order_id = $1', [answer.order!.id]);
+    expect(intent.rows[0]).toEqual({ status: 'declined', decline_code: 'resource_missing' });
+    const mine = await gqlOk(fetch, MyCouponsDocument, {}, asUser(TENANT, 'missing-method'));
+    expect(mine.myCoupons.find((c) => c.id === coupon)!.status).toBe('AVAILABLE');
+  });
+
+  it('a keyed resend of a payment older than PAYMENTS_RECONCILE_FOR asks nobody: the provider may have forgotten the key', async () => {
+    const input = { amountYen: 1_000, paymentMethod: 'pm_card_visa__error500_3' };
+    const first = (await checkout(input, 'old-resend', { 'idempotency-key': 'old-1' })).body.data!.checkout;
+    expect(first.status).toBe('PENDING');
+    const requests = stub.requests.length;
+    await backend.sql.query("update payment_intents set created_at = now() - interval '2 days' where order_id = $1", [first.order!.id]);
+    const again = await checkout(input, 'old-resend', { 'idempotency-key': 'old-1' });
+    expect(again.body.data!.checkout).toMatchObject({ status: 'PENDING', order: { id: first.order!.id, status: 'PENDING_PAYMENT' } });
+    expect(stub.requests.length).toBe(requests);
+    // Within the limit, the same resend asks again (and the provider's answer settles it).
+    await backend.sql.query('update payment_intents set created_at = now() where order_id = $1', [first.order!.id]);
+    await checkout(input, 'old-resend', { 'idempotency-key': 'old-1' });
+    expect(stub.requests.length).toBe(requests + 1);
   });
 
   it('a resend with the same Idempotency-Key is the same order and the same charge; another request under the key is refused', async () => {

@@ -168,8 +168,18 @@ describe('single rules', () => {
   it('payments: a key is never echoed in a refusal; the timeout stays below the deadline; the API URL is scheme, host and port', () => {
     expect(() => loadConfig({ STRIPE_SECRET_KEY: 'sk_live_but with spaces' })).toThrow(/^STRIPE_SECRET_KEY: expected a Stripe secret/);
     expect(() => loadConfig({ STRIPE_SECRET_KEY: 'sk_live_but with spaces' })).not.toThrow(/with spaces/);
-    expect(() => loadConfig({ REQUEST_DEADLINE_MS: '3000', PAYMENTS_TIMEOUT_MS: '3000' })).toThrow(/^PAYMENTS_TIMEOUT_MS: must be below/);
+    expect(() => loadConfig({ REQUEST_DEADLINE_MS: '3000', PAYMENTS_TIMEOUT_MS: '3000' })).toThrow(
+      /^PAYMENTS_TIMEOUT_MS: a payment call of 3000 ms must leave 1000 ms/,
+    );
+    expect(() => loadConfig({ REQUEST_DEADLINE_MS: '3000', PAYMENTS_TIMEOUT_MS: '2001' })).toThrow(/^PAYMENTS_TIMEOUT_MS: a payment call/);
+    expect(loadConfig({ REQUEST_DEADLINE_MS: '3000', PAYMENTS_TIMEOUT_MS: '2000' }).payments.timeoutMs).toBe(2000);
+    expect(() => loadConfig({ PAYMENTS_TIMEOUT_MS: '150' })).toThrow(/^PAYMENTS_TIMEOUT_MS: /);
     expect(loadConfig({ REQUEST_DEADLINE_MS: '3000' }).payments.timeoutMs).toBe(1500);
+    // A deadline too short for any call: refused only where a real provider would be asked.
+    expect(() => loadConfig({ REQUEST_DEADLINE_MS: '1000', STRIPE_SECRET_KEY: 'sk_test_abc' })).toThrow(
+      /^REQUEST_DEADLINE_MS: a payment call/,
+    );
+    expect(loadConfig({ REQUEST_DEADLINE_MS: '1000' }).payments.timeoutMs).toBe(200);
     expect(loadConfig({}).payments).toMatchObject({
       secretKey: null,
       apiUrl: 'https://api.stripe.com',

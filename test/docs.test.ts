@@ -2,8 +2,11 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { seedIfEmpty } from '../src/db/seed.js';
 import { schema } from '../src/graphql/schema.js';
+import { comparable, runShellExamples, shellExamples, type ShellExample } from './support/doc-examples.js';
+import { serveTestBackend, type ServedBackend } from './support/harness.js';
 
 /**
  * The documentation against the repository: links lead somewhere, the design sections the code
@@ -161,6 +164,10 @@ describe('the documentation', () => {
     expect(problems).toEqual([]);
   });
 
+  it('the README stays under 200 lines: detail goes to docs/', async () => {
+    expect((await read('README.md')).trimEnd().split('\n').length).toBeLessThan(200);
+  });
+
   it('names only npm scripts that exist', async () => {
     const scripts = Object.keys((JSON.parse(await read('package.json')) as { scripts: Record<string, string> }).scripts);
     const unknown: string[] = [];
@@ -188,5 +195,101 @@ describe('the documentation', () => {
       roots.filter((field) => !named.has(field)),
       'root fields missing from the Operations table of docs/client-guide.md: add a row saying who may call each',
     ).toEqual([]);
+  });
+});
+
+describe("the client guide's shell examples", () => {
+  const GUIDE = 'docs/client-guide.md';
+  /** The examples a reader runs: not the ones that start a server or name the servers' addresses. */
+  const startsOrNamesAServer = (example: ShellExample) => /\bnpm start\b/.test(example.commands) || /^API=/m.test(example.commands);
+  let examples: ShellExample[];
+  let api: ServedBackend;
+  let secured: ServedBackend;
+
+  beforeAll(async () => {
+    const all = shellExamples(await read(GUIDE));
+    examples = all.filter((example) => !startsOrNamesAServer(example));
+    // The second server as the guide starts it: its own secret and origins, on the first one's database.
+    const second = all.find((example) => /\bnpm start\b/.test(example.commands))!.commands;
+    const setting = (name: string) => new RegExp(`\\b${name}=(\\S+)`).exec(second)![1]!;
+    api = await serveTestBackend({ env: { NODE_ENV: 'development' } });
+    await seedIfEmpty(api.database.db);
+    secured = await serveTestBackend({
+      databaseUrl: api.databaseUrl,
+      env: { NODE_ENV: 'development', ACTION_SECRET: setting('ACTION_SECRET'), CORS_ORIGINS: setting('CORS_ORIGINS') },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await secured?.close();
+    await api?.close();
+  });
+
+  it("the README's first command names the address GraphiQL is served at", async () => {
+    const quickStart = /```sh\n([\s\S]*?)```/.exec(await read('README.md'))![1]!;
+    const graphiql = /GraphiQL at http:\/\/localhost:4000(\/\S*)/.exec(quickStart)?.[1];
+    expect(graphiql, 'the README names where GraphiQL is').toBeDefined();
+    // Not followed: a browser sent on from /graphql would hide that the README names the wrong address.
+    const response = await fetch(`${api.origin}${graphiql}`, { headers: { accept: 'text/html' }, redirect: 'manual' });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(await response.text()).toMatch(/graphiql/i);
+  });
+
+  it('run in order on a freshly seeded database and answer what the guide shows, ids and times aside', async () => {
+    const shown = examples.filter((example) => example.answer !== null);
+    expect(shown.length, `${GUIDE}: the shell examples with an answer`).toBeGreaterThanOrEqual(12);
+    const printed = await runShellExamples(examples, { API: api.origin, SECURED: secured.origin });
+    const expected = comparable(examples.map((example) => example.answer ?? ''));
+    const actual = comparable(printed);
+    const differences = examples
+      .map((example, i) => ({
+        where: `${GUIDE}:${example.line}`,
+        shown: expected[i],
+        printed: actual[i],
+        hasAnswer: example.answer !== null,
+      }))
+      .filter(({ shown, printed, hasAnswer }) => hasAnswer && shown !== printed)
+      .map(({ where, shown, printed }) => ({ where, shown, printed }));
+    expect(differences).toEqual([]);
+  });
+});
+
+describe('the chapter on adding an operation', () => {
+  const CHAPTER = 'docs/adding-an-operation.md';
+
+  it('shows only code that is in the file each snippet names, line for line and in order', async () => {
+    const snippets = [...(await read(CHAPTER)).matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((match) => match[1]!.trimEnd().split('\n'));
+    expect(snippets.length).toBeGreaterThanOrEqual(2);
+    const problems: string[] = [];
+    for (const [first, ...lines] of snippets) {
+      const file = /^\/\/ ((?:src|test)\/\S+\.ts)$/.exec(first!)?.[1];
+      if (!file) {
+        problems.push(`a snippet starts "${first}", not "// <the file it comes from>"`);
+        continue;
+      }
+      // Trimmed lines, so that an excerpt from inside a block may lose its indentation.
+      const source = (await read(file)).split('\n').map((line) => line.trim());
+      let at = 0;
+      for (const line of lines.map((text) => text.trim()).filter((text) => text !== '')) {
+        const found = source.indexOf(line, at);
+        if (found === -1) {
+          problems.push(`${file}: no line "${line}" after line ${at} of it`);
+          break;
+        }
+        at = found + 1;
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('names the migration a new table would be: the next number after the last in db/migrations/', async () => {
+    const numbers = (await readdir(path.join(ROOT, 'db/migrations')))
+      .map((name) => Number(/^(\d+)_/.exec(name)?.[1]))
+      .filter(Number.isFinite);
+    const next = String(Math.max(...numbers) + 1).padStart(3, '0');
+    const named = [...(await read(CHAPTER)).matchAll(/db\/migrations\/(\d{3})_<what>\.sql/g)].map((match) => match[1]);
+    expect(named.length).toBeGreaterThanOrEqual(1);
+    expect(named.filter((number) => number !== next)).toEqual([]);
   });
 });

@@ -18,7 +18,7 @@ import { migrateDatabaseAt } from './support/tool-database.js';
  * of this file's own: one that accepts writes and one that does not (default_transaction_read_only,
  * which a session sees exactly as it sees a hot standby: transaction_read_only is on and a write
  * fails with 25006). Then the two swap, as a failover does, while the server keeps its pool.
- * The real failover, with Patroni and replication, is test/patroni.failover.test.ts.
+ * The real failover, with Patroni and replication, is test/patroni.failover.slow.test.ts.
  *
  * A second server process of the same code (`racing`) reaches the second host through a proxy
  * that can hold the answer to a new connection's target_session_attrs check: a switchover's race,

@@ -567,9 +567,9 @@ describe('JWT_SECRET configuration errors name their field', () => {
     for (const secret of accepted) expect(configWith(secret).identity.jwt).not.toBeNull();
   });
 
-  it("accepts the README's provider example", () => {
-    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-    const example = /### JWT_SECRET[\s\S]*?```json\n([\s\S]*?)```/.exec(readme)?.[1];
+  it("accepts docs/operations.md's provider example", () => {
+    const operations = readFileSync(new URL('../docs/operations.md', import.meta.url), 'utf8');
+    const example = /^## JWT_SECRET$[\s\S]*?```json\n([\s\S]*?)```/m.exec(operations)?.[1];
     expect(example).toBeDefined();
     expect(loadConfig({ JWT_SECRET: example! }).identity.jwt).toMatchObject({ algorithms: ['RS256'], keys: { source: 'jwk_url' } });
   });

@@ -5,13 +5,21 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MigrationConfig } from '../src/config.js';
-import { MIGRATIONS_DIR, MigrationBlockedError, MigrationLockBusyError, migrate, type Blocker } from '../src/db/migrate.js';
+import {
+  ForeignInvalidIndexError,
+  MIGRATIONS_DIR,
+  MigrationBlockedError,
+  MigrationLockBusyError,
+  migrate,
+  type Blocker,
+} from '../src/db/migrate.js';
 import type { LoadResult } from './load/run.js';
 import { couponsScenario } from './load/scenarios/coupons.js';
 import { startSteadyLoad } from './load/steady-load.js';
 import { migrateInOneTransaction } from './naive/migrate.js';
-import { createTestBackend, createTestDatabaseUrl, serveOverHttp, type TestBackend } from './support/harness.js';
+import { createTestBackend, createTestDatabaseUrl, serveOverHttp, TEST_APP, type TestBackend } from './support/harness.js';
 import { openToolDatabase } from './support/tool-database.js';
+import { waitFor } from './support/wait.js';
 
 /** The project's migrations plus `extra` (file name -> SQL), in a folder of their own. */
 async function migrationsWith(extra: Record<string, string>): Promise<{ dir: string; remove(): Promise<void> }> {
@@ -242,6 +250,99 @@ describe('the migration runner', () => {
       expect(rows).toEqual([{ valid: true }]);
     } finally {
       await reader.end();
+      await migrations.remove();
+    }
+  });
+
+  it("an invalid index by the name a migration builds: someone else's stops start-up, saying what to do; the runner's own (a build that stopped half-way) is dropped and built again", async () => {
+    const version = '910_coupons_by_amount';
+    const migrations = await migrationsWith({
+      [`${version}.sql`]:
+        '-- migrate: no-transaction\nCREATE INDEX CONCURRENTLY IF NOT EXISTS coupons_by_amount ON coupons (amount_yen);\n',
+    });
+    const index = async () =>
+      (
+        await backend.sql.query<{ table: string; valid: boolean }>(
+          "select indrelid::regclass::text as table, indisvalid as valid from pg_index where indexrelid = to_regclass('coupons_by_amount')",
+        )
+      ).rows;
+    const recorded = async () => (await backend.sql.query('select 1 from schema_migrations where version = $1', [version])).rowCount;
+    try {
+      // A unique build that meets duplicates fails half-way and leaves its index invalid: as a killed one does.
+      await backend.sql.query('create table crash_dup (x int); insert into crash_dup values (1), (1)');
+      await expect(backend.sql.query('create unique index concurrently coupons_by_amount on crash_dup (x)')).rejects.toThrow(
+        /could not create unique index/,
+      );
+      expect(await index()).toEqual([{ table: 'crash_dup', valid: false }]);
+
+      const refused = await migrate(backend.database.db, migrations.dir, { settings: settings() }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(ForeignInvalidIndexError);
+      expect((refused as Error).message).toContain('DROP INDEX CONCURRENTLY IF EXISTS coupons_by_amount');
+      expect(await index()).toEqual([{ table: 'crash_dup', valid: false }]);
+      expect(await recorded()).toBe(0);
+
+      // What a runner killed mid-build leaves: the build written down, its index invalid.
+      await backend.sql.query('insert into schema_migration_builds (index_name, version) values ($1, $2)', ['coupons_by_amount', version]);
+      expect(await migrate(backend.database.db, migrations.dir, { settings: settings() })).toEqual([version]);
+      expect(await index()).toEqual([{ table: 'coupons', valid: true }]);
+      expect(await recorded()).toBe(1);
+      expect((await backend.sql.query("select 1 from schema_migration_builds where index_name = 'coupons_by_amount'")).rowCount).toBe(0);
+    } finally {
+      await backend.sql.query('drop index if exists coupons_by_amount; drop table if exists crash_dup');
+      await migrations.remove();
+    }
+  });
+
+  it('two runners starting at once on a concurrent build take turns: the index is built once, valid, and recorded once', async () => {
+    const version = '912_coupons_by_month';
+    const migrations = await migrationsWith({
+      [`${version}.sql`]: '-- migrate: no-transaction\nCREATE INDEX CONCURRENTLY IF NOT EXISTS coupons_by_month ON coupons (month);\n',
+    });
+    // A writer the builds wait behind, so that both runners are at the build at once.
+    const writer = await session(backend.databaseUrl);
+    const other = nextVersion(backend);
+    try {
+      await writer.query('begin');
+      await writer.query('lock table coupons in row exclusive mode');
+      const runners = [backend.database.db, other.db].map((db) => migrate(db, migrations.dir, { settings: settings() }));
+      // One waits behind the writer in its build, the other for the migration lock the first holds.
+      await waitFor(async () => {
+        const { rows } = await backend.sql.query<{ waiting: number }>(
+          "select count(*)::int as waiting from pg_stat_activity where datname = current_database() and application_name in ($1, 'next-version') and wait_event_type = 'Lock'",
+          [TEST_APP],
+        );
+        return rows[0]!.waiting >= 2 ? true : undefined;
+      }, 'both runners waiting');
+      await writer.query('commit');
+      const applied = (await Promise.all(runners)).flat();
+      expect(applied).toEqual([version]);
+      const { rows } = await backend.sql.query<{ valid: boolean }>(
+        "select indisvalid as valid from pg_index where indexrelid = to_regclass('coupons_by_month')",
+      );
+      expect(rows).toEqual([{ valid: true }]);
+      const { rowCount } = await backend.sql.query('select 1 from schema_migrations where version = $1', [version]);
+      expect(rowCount).toBe(1);
+    } finally {
+      await writer.end();
+      await other.close();
+      await backend.sql.query('drop index if exists coupons_by_month');
+      await migrations.remove();
+    }
+  });
+
+  it('refuses a CREATE INDEX CONCURRENTLY without a name, which it could not know as its own', async () => {
+    const migrations = await migrationsWith({
+      '911_unnamed.sql': '-- migrate: no-transaction\nCREATE INDEX CONCURRENTLY ON coupons (amount_yen);\n',
+    });
+    try {
+      await expect(migrate(backend.database.db, migrations.dir, { settings: settings() })).rejects.toThrow(
+        'Migration 911_unnamed builds an index CONCURRENTLY without a name: name it',
+      );
+      const { rowCount } = await backend.sql.query(
+        "select 1 from pg_indexes where tablename = 'coupons' and indexdef like '%(amount_yen)%'",
+      );
+      expect(rowCount).toBe(0);
+    } finally {
       await migrations.remove();
     }
   });

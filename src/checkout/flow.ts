@@ -1,5 +1,6 @@
-import type { Transaction } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type { Clock } from '../clock.js';
+import { PAYMENT_CALL_MIN_MS, PAYMENT_RECORD_MARGIN_MS } from '../config.js';
 import type { DB } from '../db/schema.js';
 import { TryAgainError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -34,6 +35,8 @@ export interface SettleDeps {
   provider: PaymentProvider;
   /** PAYMENTS_TIMEOUT_MS. */
   timeoutMs: number;
+  /** PAYMENTS_RECONCILE_FOR: an older payment is not asked again, by a resend as by the reconciler. */
+  reconcileForMs: number;
   /** Epoch ms: the request's deadline. */
   deadline: number;
   /** A short transaction of its own (the runner, with the request's deadline). */
@@ -58,22 +61,20 @@ export interface CheckoutAlgorithm {
   reconcile(deps: ReconcileDeps): Promise<ReconcilePass>;
 }
 
-/** Transaction 2 needs this much of the deadline after the call; a call is given the rest, up to PAYMENTS_TIMEOUT_MS. */
-export const RECORD_MARGIN_MS = 1_000;
-/** Less than this left for the call: it is not sent, and the reconciler sends it. */
-const SHORTEST_CALL_MS = 200;
-
 /** A pending order and its payment, as committed: what a resend of the checkout continues from. */
 async function pendingPayment(
   trx: Transaction<DB>,
   tenantId: string,
   orderId: string,
-): Promise<{ order: Order; payment: ChargeRequest | null }> {
+  reconcileForMs: number,
+): Promise<{ order: Order; payment: ChargeRequest | null; tooOld: boolean }> {
   const row = await trx
     .selectFrom('orders as o')
     .leftJoin('payment_intents as p', (join) => join.onRef('p.tenant_id', '=', 'o.tenant_id').onRef('p.order_id', '=', 'o.id'))
     .selectAll('o')
     .select(['p.idempotency_key', 'p.amount_yen as intent_amount_yen', 'p.payment_method', 'p.status as intent_status'])
+    // The reconciler's own limit (reconciler.ts), read on the database's clock as it reads it.
+    .select(sql<boolean>`p.created_at <= now() - make_interval(secs => ${reconcileForMs / 1000})`.as('too_old'))
     .where('o.tenant_id', '=', tenantId)
     .where('o.id', '=', orderId)
     .executeTakeFirstOrThrow();
@@ -81,6 +82,7 @@ async function pendingPayment(
   const pending = order.status === 'PENDING_PAYMENT' && row.intent_status === 'pending';
   return {
     order,
+    tooOld: row.too_old === true,
     payment: pending
       ? { idempotencyKey: row.idempotency_key!, tenantId, orderId, amountYen: row.intent_amount_yen!, paymentMethod: row.payment_method! }
       : null,
@@ -94,19 +96,26 @@ async function pendingPayment(
  * answered as it stands, a pending one asks the provider again with the same request and key, so
  * the charge is the first one's. An unknown outcome, a call that no longer fits in the deadline, a
  * turn that did not come back or a transaction 2 that could not commit answers PENDING: the order
- * stays PENDING_PAYMENT and the reconciler settles it.
+ * stays PENDING_PAYMENT and the reconciler settles it. A resend of a payment older than
+ * PAYMENTS_RECONCILE_FOR asks nobody, as the reconciler would not.
  */
 export async function settleCheckout(reservation: Reservation, replayed: boolean, deps: SettleDeps): Promise<CheckoutResult> {
   if (reservation.status === 'COUPON_UNAVAILABLE') return { status: 'COUPON_UNAVAILABLE', order: null };
   if (reservation.status === 'PAID') return resultOf(reservation.order);
   const { tenantId } = reservation.payment;
-  const { order, payment } = replayed
-    ? await deps.inTransaction((trx) => pendingPayment(trx, tenantId, reservation.order.id))
-    : reservation;
+  const { order, payment, tooOld } = replayed
+    ? await deps.inTransaction((trx) => pendingPayment(trx, tenantId, reservation.order.id, deps.reconcileForMs))
+    : { ...reservation, tooOld: false };
   if (payment === null) return resultOf(order);
   const log = deps.log.child({ orderId: order.id });
-  const callMs = Math.min(deps.timeoutMs, deps.deadline - Date.now() - RECORD_MARGIN_MS);
-  if (callMs < SHORTEST_CALL_MS) {
+  if (tooOld) {
+    // The provider may have forgotten the key by now (Stripe keeps keys 24 hours): a resend could
+    // be a second charge. The order waits for an operator (npm run reconcile lists it).
+    log.warn('checkout: a resend of a payment older than PAYMENTS_RECONCILE_FOR is not sent again; the order stays pending');
+    return resultOf(order);
+  }
+  const callMs = Math.min(deps.timeoutMs, deps.deadline - Date.now() - PAYMENT_RECORD_MARGIN_MS);
+  if (callMs < PAYMENT_CALL_MIN_MS) {
     log.warn(
       { leftMs: deps.deadline - Date.now() },
       'checkout: too little of the deadline left to ask the payment provider; the reconciler will',

@@ -101,3 +101,22 @@ export function recordOutcome(trx: Transaction<DB>, tenantId: string, orderId: s
   if (outcome.kind === 'succeeded') return recordPaid(trx, { tenantId, orderId, intentId: outcome.intentId, now });
   return recordDeclined(trx, { tenantId, orderId, intentId: outcome.intentId, declineCode: outcome.declineCode, now });
 }
+
+/** What an operator found at the provider for a payment nobody resends any more (npm run reconcile -- --settle). */
+export type OperatorFinding = { kind: 'paid'; intentId: string } | { kind: 'canceled' };
+
+/** The decline code an order canceled by an operator carries: no charge was found at the provider. */
+export const OPERATOR_CANCELED = 'operator_found_no_charge';
+
+/**
+ * Settles a pending payment by what an operator found in the provider's dashboard (a succeeded
+ * PaymentIntent for the order's metadata order_id, or none), through the same statements as
+ * transaction 2: the first writer still wins, so an order settled meanwhile is answered as it is.
+ */
+export function recordOperatorFinding(trx: Transaction<DB>, tenantId: string, orderId: string, finding: OperatorFinding, now: Date) {
+  const outcome: KnownOutcome =
+    finding.kind === 'paid'
+      ? { kind: 'succeeded', intentId: finding.intentId }
+      : { kind: 'declined', intentId: null, declineCode: OPERATOR_CANCELED };
+  return recordOutcome(trx, tenantId, orderId, outcome, now);
+}

@@ -1,7 +1,8 @@
 import { sql, type Transaction } from 'kysely';
 import type { DB } from '../db/schema.js';
 import { RollbackAndReturn } from '../db/transaction.js';
-import type { ChargeRequest } from '../payments/provider.js';
+import { badInput } from '../errors.js';
+import { MINIMUM_CHARGE_YEN, type ChargeRequest } from '../payments/provider.js';
 import { ORDER_CREATED_TOPIC, orderPayload, toOrder, type Order, type OrderColumns } from './orders.js';
 import { recordPaid } from './record.js';
 
@@ -32,6 +33,14 @@ export type Reservation =
 /** The key every call about the order sends: Stripe's scope is the account, and the order's id is unique in it. */
 export const paymentKeyOf = (orderId: string) => `checkout-${orderId}`;
 
+/** Thrown inside transaction 1, so that the coupon's hold rolls back with everything else. */
+const belowMinimumCharge = (amountYen: number, discountYen: number, chargedYen: number) =>
+  badInput(
+    `amountYen ${amountYen} less the coupon's ${discountYen} leaves ${chargedYen} yen to charge; the payment provider charges ` +
+      `${MINIMUM_CHARGE_YEN} yen at least: pay ${MINIMUM_CHARGE_YEN - chargedYen} yen more, or without the coupon`,
+    'amountYen',
+  );
+
 const couponUnavailable = () => new RollbackAndReturn<Reservation>({ status: 'COUPON_UNAVAILABLE' });
 
 /**
@@ -44,7 +53,8 @@ const couponUnavailable = () => new RollbackAndReturn<Reservation>({ status: 'CO
  * and voided_at is null`), which decides and writes on the coupon's own row: two checkouts with one
  * coupon, or a checkout and a redeem, queue on its row lock and the second re-checks against the
  * first one's commit. A coupon held by another order, redeemed, voided, another member's or
- * none at all is COUPON_UNAVAILABLE, and everything rolls back (RollbackAndReturn). An order with
+ * none at all is COUPON_UNAVAILABLE, and everything rolls back (RollbackAndReturn); so does a charge
+ * below the provider's minimum, a BAD_USER_INPUT error. An order with
  * nothing to charge (the coupon covers the amount) is paid here: no provider, no intent.
  */
 export async function reserveOrder(trx: Transaction<DB>, request: CheckoutRequest): Promise<Reservation> {
@@ -61,6 +71,7 @@ export async function reserveOrder(trx: Transaction<DB>, request: CheckoutReques
     discountYen = coupon.amount_yen;
   }
   const chargedYen = Math.max(amountYen - discountYen, 0);
+  if (chargedYen > 0 && chargedYen < MINIMUM_CHARGE_YEN) throw belowMinimumCharge(amountYen, discountYen, chargedYen);
   const payment: ChargeRequest = {
     idempotencyKey: paymentKeyOf(orderId),
     tenantId,

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { hostLabel, type DatabaseTarget } from '../database-url.js';
 import { preparedNameOf } from './prepared.js';
 import { callLimit, currentTransaction, CLIENT_LIMIT_MARGIN_MS, deadlineError, type CallLimit } from './scope.js';
-import { SqlState, sqlStateOf } from './sqlstate.js';
+import { SqlState, sqlStateOf, stopsWrites } from './sqlstate.js';
 
 /**
  * The connections themselves: which host one goes to, how long it may take to open, how long a
@@ -32,6 +32,8 @@ export interface HostFailure {
   host: string;
   kind: HostFailureKind;
   message: string;
+  /** The server's SQLSTATE when it answered with a refusal (53300: no connection slot left). */
+  sqlState?: string;
 }
 
 function failureText(failure: HostFailure): string {
@@ -104,7 +106,10 @@ function kindOf(error: unknown, timedOut: boolean): HostFailureKind {
   return 'error';
 }
 
-export type Trouble = { kind: 'stall'; limitMs: number; source: string } | { kind: 'host'; failure: HostFailure };
+export type Trouble =
+  | { kind: 'stall'; limitMs: number; source: string }
+  | { kind: 'host'; failure: HostFailure }
+  | { kind: 'resources'; sqlState: string; message: string };
 
 interface HostState {
   /** Since when the host fails, and how; null while it works (or was never tried). */
@@ -118,8 +123,8 @@ interface HostState {
  * worked last), which hosts fail, and the generation of connections: when one connection stops
  * answering, those opened before it are suspect and are not handed out again.
  *
- * It emits 'trouble' (with a Trouble) when a connection stalls or a host fails (the health watcher
- * then checks at once, and the log says what happened) and 'recovered' when a host that failed
+ * It emits 'trouble' (with a Trouble) when a connection stalls, a host fails or a statement fails
+ * for want of resources (the health watcher then checks at once, and the log says what happened) and 'recovered' when a host that failed
  * connects again.
  */
 export class DatabasePath extends EventEmitter {
@@ -189,6 +194,11 @@ export class DatabasePath extends EventEmitter {
   connectionStalled(limitMs: number, source: string): void {
     this.generation++;
     this.emit('trouble', { kind: 'stall', limitMs, source } satisfies Trouble);
+  }
+
+  /** A statement failed for want of disk, memory or I/O (sqlstate.ts, stopsWrites): writes fail until the database has them again. */
+  resourcesShort(sqlState: string, message: string): void {
+    this.emit('trouble', { kind: 'resources', sqlState, message } satisfies Trouble);
   }
 
   /** Every host failed its last attempt: no connection can be expected right now. */
@@ -322,6 +332,7 @@ export function clientClass(settings: ClientSettings): { Client: typeof pg.Clien
           message: timedOut
             ? `did not complete a connection within ${settings.connectTimeoutMs} ms (DB_POOL_CONNECT_TIMEOUT_MS)`
             : (error as Error).message,
+          ...(sqlStateOf(error) !== null ? { sqlState: sqlStateOf(error)! } : {}),
         };
         path.hostFailed(this.hostIndex, failure, attempt);
         this.cut();
@@ -419,6 +430,8 @@ export function clientClass(settings: ClientSettings): { Client: typeof pg.Clien
               path.hostDemoted(this.hostIndex, { host, kind: 'standby', message: 'stopped accepting writes (25006: a standby now)' });
               this.retire('standby');
             }
+            const state = sqlStateOf(error);
+            if (state !== null && stopsWrites(state)) path.resourcesShort(state, (error as Error).message);
             reject(error as Error);
           },
         );

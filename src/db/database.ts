@@ -14,13 +14,14 @@ import {
 import { parseDatabaseUrl, type DatabaseTarget } from '../database-url.js';
 import type { Logger } from '../logger.js';
 import { inSpan, SpanKind, traceparentOf, tracing } from '../tracing.js';
-import { DatabasePath, type Trouble } from './client.js';
+import { ConnectError, DatabasePath, type Trouble } from './client.js';
 import { HEALTH_CHECK_LIMIT_MS, watchHealth, type DatabaseHealth } from './health.js';
 import { createGuardedPool, POOL_END_LIMIT_MS, type GuardedPool, type PoolOptions } from './pool.js';
 import { preparedNameOf } from './prepared.js';
 import type { DB } from './schema.js';
 import { currentTransaction, withCallLimit } from './scope.js';
-import { isConnectionFailure } from './sqlstate.js';
+import { watchResources, type ResourceWatch } from './resources.js';
+import { isConnectionFailure, SqlState, sqlStateOf, stopsWrites } from './sqlstate.js';
 
 /** The root Kysely instance over the guarded pool: what the transaction runner opens transactions on. */
 export type RootPool = Kysely<DB>;
@@ -170,6 +171,60 @@ function tracedConnection(connection: DatabaseConnection): DatabaseConnection {
   return traced;
 }
 
+const selectOne = (db: Kysely<DB>) => withCallLimit(HEALTH_CHECK_LIMIT_MS, () => sql`select 1`.execute(db));
+
+/**
+ * A write that needs a new page on the database's disk: a temporary table's first row extends a
+ * file of its own, so it fails while the disk is full (53100), as the requests' inserts do, where a
+ * `select 1` would succeed. Dropped at commit; run only during a resource episode.
+ */
+const writeOnePage = (db: Kysely<DB>) =>
+  withCallLimit(HEALTH_CHECK_LIMIT_MS, () =>
+    db.transaction().execute(async (trx) => {
+      await sql`create temporary table health_write_check (filler text) on commit drop`.execute(trx);
+      await sql`insert into health_write_check values (repeat('x', 100))`.execute(trx);
+    }),
+  );
+
+/** PostgreSQL answered, but had no connection slot left for us (53300). */
+const refusedForSlots = (error: unknown) =>
+  error instanceof ConnectError && error.failures.some((failure) => failure.sqlState === SqlState.tooManyConnections);
+
+/**
+ * One health check over the health pool's connection: `select 1`, or during a resource episode a
+ * write (writeOnePage), whose success ends the episode. A held connection found dead is replaced
+ * once, at once, rather than counting the database down until the next check. When no new
+ * connection can be had because another application holds every slot of max_connections (53300),
+ * the database is up, and this server serves as long as its requests' pool holds connections: it
+ * is ready if the pool holds any, since those still answer.
+ */
+async function checkDatabase(healthDb: Kysely<DB>, requests: GuardedPool, resources: ResourceWatch): Promise<void> {
+  const probe = async () => {
+    if (!resources.current()) return void (await selectOne(healthDb));
+    try {
+      await writeOnePage(healthDb);
+    } catch (error) {
+      // Still short: the episode goes on (it says so once, resources.ts) and keeps /ready at 503.
+      const state = sqlStateOf(error);
+      if (state !== null && stopsWrites(state)) return;
+      throw error;
+    }
+    resources.writesWork();
+  };
+  try {
+    try {
+      await probe();
+    } catch (error) {
+      // Only a held connection found dead is worth a second try; a new one that failed would fail again.
+      if (!isConnectionFailure(error) || error instanceof ConnectError) throw error;
+      await probe();
+    }
+  } catch (error) {
+    if (refusedForSlots(error) && !resources.current() && requests.counts.totalCount > 0) return;
+    throw error;
+  }
+}
+
 class TimedPostgresDialect extends PostgresDialect {
   constructor(private readonly settings: PostgresDialectConfig) {
     super(settings);
@@ -203,6 +258,8 @@ const TROUBLE_LOG_INTERVAL_MS = 1_000;
 function logTrouble(path: DatabasePath, log: Logger) {
   const lastLogged = new Map<string, number>();
   path.on('trouble', (trouble: Trouble) => {
+    // Shortages are logged once per episode (resources.ts), not once a second.
+    if (trouble.kind === 'resources') return;
     const key = trouble.kind === 'host' ? `${trouble.failure.host} ${trouble.failure.kind}` : 'stall';
     const now = Date.now();
     if (now - (lastLogged.get(key) ?? 0) < TROUBLE_LOG_INTERVAL_MS) return;
@@ -244,13 +301,25 @@ export function createDatabase(options: DatabaseOptions, log: Logger): Database 
   const db = kysely(pool, options.plugins);
   const background = kysely(backgroundPool);
   const healthDb = kysely(healthPool);
-  const health = watchHealth(
-    path,
-    async () => {
-      await withCallLimit(HEALTH_CHECK_LIMIT_MS, () => sql`select 1`.execute(healthDb));
+  const resources = watchResources(path, log);
+  const watched = watchHealth(path, () => checkDatabase(healthDb, pool, resources), {
+    intervalMs: options.healthCheckIntervalMs ?? DEFAULT_HEALTH_CHECK_INTERVAL_MS,
+    log,
+    logOutages: options.logOutages ?? false,
+  });
+  const health: DatabaseHealth = {
+    ...watched,
+    // Unavailable from the first failed write on, not from the next check: a load balancer should stop sending at once.
+    async current() {
+      const state = await watched.current();
+      const episode = resources.current();
+      return episode && state.available ? { available: false, reason: episode.firstMessage, downSince: episode.since } : state;
     },
-    { intervalMs: options.healthCheckIntervalMs ?? DEFAULT_HEALTH_CHECK_INTERVAL_MS, log, logOutages: options.logOutages ?? false },
-  );
+    stop() {
+      watched.stop();
+      resources.stop();
+    },
+  };
   let closed: Promise<void> | null = null;
   return {
     db,

@@ -198,6 +198,13 @@ export interface SchemaMigrationsTable {
   applied_at: Defaulted<Date>;
 }
 
+/** A CREATE INDEX CONCURRENTLY the migration runner started and has not yet recorded as applied. */
+export interface SchemaMigrationBuildsTable {
+  index_name: string;
+  version: string;
+  started_at: Defaulted<Date>;
+}
+
 export interface DB {
   tenants: TenantsTable;
   contracts: ContractsTable;
@@ -217,6 +224,7 @@ export interface DB {
   audit_log: AuditLogTable;
   adoptions: AdoptionsTable;
   schema_migrations: SchemaMigrationsTable;
+  schema_migration_builds: SchemaMigrationBuildsTable;
 }
 
 export type TenantRow = Selectable<TenantsTable>;

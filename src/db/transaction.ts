@@ -1,12 +1,13 @@
+import type { AppConfig } from '../config.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Kysely, Transaction } from 'kysely';
-import { AppError, tryAgain } from '../errors.js';
+import { AppError, tryAgain, type TryAgainError } from '../errors.js';
 import { SpanStatusCode, startSpan, traceContext } from '../tracing.js';
 import { ConnectError, DatabaseUnavailableError, publicFailureSummary, QueryTimeoutError } from './client.js';
 import { PoolExhaustedError } from './pool.js';
 import type { DB } from './schema.js';
 import { deadlineError, withTransactionScope, type TransactionMark } from './scope.js';
-import { isConnectionFailure, isRetryableContention, sqlStateOf, SqlState } from './sqlstate.js';
+import { isConnectionFailure, isResourceShortage, isRetryableContention, resourceShortageWords, sqlStateOf, SqlState } from './sqlstate.js';
 
 export { deadlineError };
 
@@ -21,6 +22,17 @@ export interface TransactionSettings {
 }
 
 export const defaultBackoff = { baseDelayMs: 5, maxDelayMs: 250 } as const;
+
+/** The settings every transaction of this process runs with, from DB_LOCK_TIMEOUT_MS and friends. */
+export function transactionSettingsOf(config: Pick<AppConfig, 'database' | 'requests'>): TransactionSettings {
+  return {
+    lockTimeoutMs: config.database.lockTimeoutMs,
+    statementTimeoutMs: config.database.statementTimeoutMs,
+    idleInTransactionTimeoutMs: config.database.idleInTransactionTimeoutMs,
+    maxAttempts: config.requests.transactionMaxAttempts,
+    ...defaultBackoff,
+  };
+}
 
 export type Isolation = 'read committed' | 'serializable';
 export type AccessMode = 'read write' | 'read only';
@@ -282,6 +294,31 @@ function failureReason(error: unknown): string {
   return sqlStateOf(error) ?? 'connection';
 }
 
+/**
+ * How long a client should wait after each shortage: a full disk waits for an operator or for
+ * autovacuum, memory and connection slots free up as other work ends.
+ */
+const SHORTAGE_RETRY_AFTER_MS: Readonly<Record<string, number>> = {
+  [SqlState.diskFull]: 5_000,
+  [SqlState.outOfMemory]: 1_000,
+  [SqlState.tooManyConnections]: 1_000,
+};
+const OTHER_SHORTAGE_RETRY_AFTER_MS = 2_000;
+
+/**
+ * Class 53 or 58 (sqlstate.ts): the database refused the work for want of disk, memory, connection
+ * slots or I/O, not for anything in the request. The statement failed with an error, so its
+ * transaction rolled back: nothing was written, and the same request succeeds once the resource is back.
+ */
+export function resourceShortage(state: string, attempt: number): TryAgainError {
+  const words = resourceShortageWords(state);
+  return tryAgain(`${words[0]!.toUpperCase()}${words.slice(1)} (${state}); nothing was written: resend the request`, {
+    attempts: attempt,
+    reason: state,
+    retryAfterMs: SHORTAGE_RETRY_AFTER_MS[state] ?? OTHER_SHORTAGE_RETRY_AFTER_MS,
+  });
+}
+
 /** Maps infrastructure failures to TRY_AGAIN, each naming what ran out; business errors and bugs pass through unchanged. */
 export function translate(
   error: unknown,
@@ -302,6 +339,8 @@ export function translate(
     );
   }
   if (error instanceof ConnectError) {
+    const refusedFor = error.failures.find((failure) => failure.sqlState !== undefined && isResourceShortage({ code: failure.sqlState }));
+    if (refusedFor) return resourceShortage(refusedFor.sqlState!, attempt);
     return tryAgain(
       `No database connection could be opened (${publicFailureSummary(error.failures)}); resend the request`,
       details('connect', RECONNECT_AFTER_MS),
@@ -325,6 +364,7 @@ export function translate(
       details(SqlState.readOnlyTransaction, RECONNECT_AFTER_MS),
     );
   }
+  if (isResourceShortage(error)) return resourceShortage(sqlStateOf(error)!, attempt);
   if (isConnectionFailure(error)) {
     return tryAgain('The database connection was lost; resend the request with the same Idempotency-Key', {
       attempts: attempt,

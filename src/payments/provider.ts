@@ -37,6 +37,12 @@ export interface PaymentProvider {
   charge(request: ChargeRequest, timeoutMs: number): Promise<ChargeOutcome>;
 }
 
+/**
+ * Stripe's smallest charge in JPY (its "Minimum and maximum charge amounts": ¥50). A smaller one is a
+ * 400 that no resend changes, so checkout refuses it before anything is written.
+ */
+export const MINIMUM_CHARGE_YEN = 50;
+
 /** A reason short enough for a log field and the intent's last_error. */
 export function shortReason(reason: string): string {
   return reason.replace(/\s+/g, ' ').slice(0, 200);

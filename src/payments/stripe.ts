@@ -20,6 +20,9 @@ export function paymentIntentParams(request: ChargeRequest): Stripe.PaymentInten
     confirm: true,
     payment_method: request.paymentMethod,
     automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
+    // A card that asks for 3-D Secure is then a 402 card_error (authentication_required), an
+    // outcome, instead of a 200 `requires_action` that only a browser could take further.
+    error_on_requires_action: true,
     metadata: { order_id: request.orderId, tenant_id: request.tenantId },
   };
 }
@@ -71,9 +74,12 @@ function outcomeOfIntent(intent: Stripe.PaymentIntent): ChargeOutcome {
 }
 
 /**
- * A 402 card_error is the decline; everything else is not known. The reason names the error's
- * type, status and code, never its message or stack, which could carry what the provider echoed
- * back of the request.
+ * A 402 card_error is the decline. A 400 invalid_request_error (a payment method that does not
+ * exist, an amount Stripe refuses) is refused for good: Stripe answers it again to every resend and
+ * made no charge, so it settles the order as a decline with the error's code. A 400
+ * idempotency_error is not: the key's first request may have charged. Everything else is not known.
+ * The reason names the error's type, status and code, never its message or stack, which could carry
+ * what the provider echoed back of the request.
  */
 function outcomeOfError(error: unknown): ChargeOutcome {
   if (error instanceof Stripe.errors.StripeCardError) {
@@ -82,6 +88,9 @@ function outcomeOfError(error: unknown): ChargeOutcome {
       intentId: error.payment_intent?.id ?? null,
       declineCode: error.decline_code ?? error.code ?? 'card_declined',
     };
+  }
+  if (error instanceof Stripe.errors.StripeInvalidRequestError && error.statusCode === 400) {
+    return { kind: 'declined', intentId: error.payment_intent?.id ?? null, declineCode: error.code ?? 'invalid_request' };
   }
   if (error instanceof Stripe.errors.StripeConnectionError) {
     return { kind: 'unknown', reason: /timeout/i.test(error.message) ? 'timed out' : 'connection lost before an answer' };

@@ -35,3 +35,16 @@ export function loadEnvFile(env: NodeJS.ProcessEnv = process.env, cwd = process.
   }
   return file;
 }
+
+/**
+ * The value the env file `file` (as `loadEnvFile` returned it) gives `name`, or null: what another
+ * command run from the same folder would read when its shell does not set `name` itself.
+ */
+export function envFileValue(file: string | null, name: string): string | null {
+  if (file === null) return null;
+  try {
+    return parseEnv(readFileSync(file, 'utf8'))[name] ?? null;
+  } catch {
+    return null;
+  }
+}

@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -11,6 +11,7 @@ import { clientClass, ConnectError, DatabasePath } from '../../src/db/client.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
 import { createLogger } from '../../src/logger.js';
 import { freePort, listenOnLoopback } from '../support/ports.js';
+import { spawnRecorded } from '../support/processes.js';
 import { throughProxy } from './delay-proxy.js';
 
 const PROJECT = fileURLToPath(new URL('../..', import.meta.url));
@@ -108,7 +109,7 @@ async function startProcess(
   nodeArgs: string[] = [],
 ): Promise<ChildOfOurs> {
   // A compiled entry (dist/…js) runs on node alone, as in production.
-  const child = spawn(process.execPath, [...nodeArgs, ...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry, ...args], {
+  const child = spawnRecorded(process.execPath, [...nodeArgs, ...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry, ...args], {
     cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

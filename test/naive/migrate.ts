@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Kysely } from 'kysely';
 import { listMigrations } from '../../src/db/migrate.js';
 import type { DB } from '../../src/db/schema.js';
@@ -20,6 +21,45 @@ export async function migrateInOneTransaction(db: Kysely<DB>, dir: string): Prom
       if (done.has(migration.version)) continue;
       await sql.raw(await readFile(migration.file, 'utf8')).execute(trx);
       await trx.insertInto('schema_migrations').values({ version: migration.version }).execute();
+      applied.push(migration.version);
+    }
+    return applied;
+  });
+}
+
+/**
+ * The no-transaction runner as it was before the builds were written down: the invalid indexes it
+ * finds when it starts are taken for someone else's, so the half-built index of a run killed
+ * mid-build is among them, `CREATE INDEX CONCURRENTLY IF NOT EXISTS` skips it, and the migration
+ * is recorded with the index invalid. Like it, a build whose lock wait (`lockTimeoutMs`) timed out
+ * is tried again.
+ */
+export async function migrateTakingInvalidIndexesForOthers(db: Kysely<DB>, dir: string, lockTimeoutMs: number): Promise<string[]> {
+  return db.connection().execute(async (conn) => {
+    await sql`select set_config('lock_timeout', ${String(lockTimeoutMs)}, false)`.execute(conn);
+    const invalid = async () => {
+      const { rows } = await sql<{ name: string }>`
+        select c.relname as name from pg_index i join pg_class c on c.oid = i.indexrelid where not i.indisvalid`.execute(conn);
+      return rows.map((row) => row.name);
+    };
+    const done = new Set((await conn.selectFrom('schema_migrations').select('version').execute()).map((r) => r.version));
+    const applied: string[] = [];
+    for (const migration of await listMigrations(dir)) {
+      if (done.has(migration.version)) continue;
+      const baseline = new Set(await invalid());
+      const text = await readFile(migration.file, 'utf8');
+      for (;;) {
+        try {
+          await sql.raw(text).execute(conn);
+          break;
+        } catch (error) {
+          if ((error as { code?: string }).code !== '55P03') throw error;
+          await sleep(100);
+        }
+      }
+      const left = (await invalid()).filter((name) => !baseline.has(name));
+      if (left.length > 0) throw new Error(`Migration ${migration.version} left ${left.join(', ')} invalid`);
+      await conn.insertInto('schema_migrations').values({ version: migration.version }).execute();
       applied.push(migration.version);
     }
     return applied;

@@ -155,6 +155,8 @@ export interface FaultScenarioResult {
   answers: Record<string, number>;
   /** The same, by kind of request. */
   byLabel: Record<string, number>;
+  /** TRY_AGAIN answers by their reason (extensions.reason): what ran out. */
+  tryAgainReasons: Record<string, number>;
   /** Answers that contradict the order as finally committed (a PAID answer for an order not PAID, …). */
   contradictions: string[];
   /** The slowest answer, against the request's deadline. */
@@ -214,6 +216,7 @@ export async function runFaultScenario(
     const byLabel: Record<string, number> = {};
     let slowestMs = 0;
     const answered: { send: Send; status: string; orderId: string | null }[] = [];
+    const tryAgainReasons: Record<string, number> = {};
     for (const { send, reply } of replies) {
       slowestMs = Math.max(slowestMs, reply.latencyMs);
       const answer = reply.body.data?.['checkout'] as { status: string; order: { id: string } | null } | undefined;
@@ -221,6 +224,10 @@ export async function runFaultScenario(
       answers[status] = (answers[status] ?? 0) + 1;
       byLabel[`${send.label} ${status}`] = (byLabel[`${send.label} ${status}`] ?? 0) + 1;
       answered.push({ send, status, orderId: answer?.order?.id ?? null });
+      if (status === 'TRY_AGAIN') {
+        const reason = String(reply.body.errors?.[0]?.extensions?.['reason'] ?? 'none');
+        tryAgainReasons[reason] = (tryAgainReasons[reason] ?? 0) + 1;
+      }
     }
     const violationsAnswered = checkoutViolations(await readCheckoutTables(backend.sql, tenantId), stub, tenantId, false);
     let passes = 0;
@@ -243,14 +250,17 @@ export async function runFaultScenario(
       if (status === 'COUPON_UNAVAILABLE' && orderId !== null) return [`${send.label}: COUPON_UNAVAILABLE with an order`];
       return [];
     });
-    // Each keyed pair is one order.
+    // Each keyed pair is one order (a TRY_AGAIN wrote nothing and names none).
     const pairs = new Map<string, Set<string | null>>();
-    for (const { send, orderId } of answered) if (send.key) pairs.set(send.key, (pairs.get(send.key) ?? new Set()).add(orderId));
+    for (const { send, status, orderId } of answered) {
+      if (send.key && status !== 'TRY_AGAIN') pairs.set(send.key, (pairs.get(send.key) ?? new Set()).add(orderId));
+    }
     for (const [key, orders] of pairs) if (orders.size !== 1) contradictions.push(`key ${key} answered ${orders.size} different orders`);
     return {
       requests: sends.length,
       answers,
       byLabel,
+      tryAgainReasons,
       contradictions,
       slowestMs,
       violationsAnswered,

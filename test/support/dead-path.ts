@@ -7,7 +7,7 @@ import { runOnSchedule } from '../load/run.js';
 import { percentile } from '../load/stats.js';
 
 /**
- * The dead-path trials (test/dead-path.test.ts, and `tsx test/load/dead-path.ts` for the figures at
+ * The dead-path trials (test/dead-path.slow.test.ts, and `tsx test/load/dead-path.ts` for the figures at
  * the default settings): createContractDocument sent on a fixed schedule, each with a key of its
  * own, whatever the server does, so that a stall shows as latency and every answer can be
  * checked against the table afterwards.

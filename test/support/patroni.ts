@@ -1,4 +1,4 @@
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, chown, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -6,6 +6,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { freePort } from './ports.js';
+import { spawnRecorded } from './processes.js';
 
 /**
  * A real PostgreSQL HA cluster on loopback, as teams run one on their own machines: one etcd and
@@ -169,7 +170,7 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
   const children = new Set<ChildProcess>();
   const output: string[] = [];
   const launch = (command: string, args: string[], label: string) => {
-    const child = spawn(command, args, {
+    const child = spawnRecorded(command, args, {
       ...(runAs ?? {}),
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -146,9 +146,27 @@ export async function startStripeStub(options: StripeStubOptions): Promise<Strip
         message: 'Invalid amount',
       });
     }
+    // Stripe's minimum charge in JPY, and its answer to a payment method it does not have: both
+    // 400s, answered again to every resend of the key.
+    if (amount < 50) {
+      return stripeError(400, {
+        type: 'invalid_request_error',
+        code: 'amount_too_small',
+        param: 'amount',
+        message: 'Amount must be at least ¥50 jpy',
+      });
+    }
     const decline = DECLINES[method];
-    if (decline !== undefined || !PAYS.has(method)) {
-      const code = decline ?? 'invalid_payment_method';
+    if (decline === undefined && !PAYS.has(method)) {
+      return stripeError(400, {
+        type: 'invalid_request_error',
+        code: 'resource_missing',
+        param: 'payment_method',
+        message: `No such PaymentMethod: '${method}'`,
+      });
+    }
+    if (decline !== undefined) {
+      const code = decline;
       return stripeError(402, {
         type: 'card_error',
         code: 'card_declined',

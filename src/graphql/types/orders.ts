@@ -86,6 +86,7 @@ function settleDeps(ctx: Context, provider: PaymentProvider): SettleDeps {
   return {
     provider,
     timeoutMs: services.config.payments.timeoutMs,
+    reconcileForMs: services.config.payments.reconcileForMs,
     deadline: ctx.deadline,
     inTransaction: async (work) => (await ctx.database.inTransaction({ deadline: ctx.deadline }, work)).value,
     stepOut: (wait) => ctx.turn.stepOut(wait),

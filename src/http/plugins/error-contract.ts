@@ -4,7 +4,8 @@ import { AppError, ErrorCode, isErrorCode } from '../../errors.js';
 import type { Context, ReportingServerContext, RequestReport } from '../../graphql/context.js';
 import { toGraphQLError } from '../../graphql/errors.js';
 import type { Logger } from '../../logger.js';
-import { sqlStateOf } from '../../db/sqlstate.js';
+import { isResourceShortage, sqlStateOf } from '../../db/sqlstate.js';
+import { resourceShortage } from '../../db/transaction.js';
 import { currentRequestScope } from '../../request-scope.js';
 import { retryAfterHeader } from '../error-status.js';
 
@@ -22,14 +23,23 @@ export function clientErrorCode(error: unknown): ErrorCode | null {
 }
 
 /**
- * Yoga's error masking: an AppError is what the client reads (its code and details); anything else
- * is a bug, logged with its SQLSTATE and answered INTERNAL_SERVER_ERROR with nothing of its cause.
+ * Yoga's error masking: an AppError is what the client reads (its code and details); a database
+ * error of class 53 or 58 (disk, memory, connection slots, I/O) is TRY_AGAIN; anything else is a bug, logged with its SQLSTATE and answered INTERNAL_SERVER_ERROR with nothing of its cause.
  */
 export function maskUnexpected(log: Logger) {
   return (error: unknown): GraphQLError => {
     if (isOriginalGraphQLError(error)) return error;
     const original = error instanceof GraphQLError ? (error.originalError ?? error) : error;
     if (original instanceof AppError) return toGraphQLError(original, error instanceof GraphQLError ? error : undefined);
+    // A shortage met outside the runners (which translate it themselves) is still the database's want, not a bug.
+    if (isResourceShortage(original)) {
+      const shortage = resourceShortage(sqlStateOf(original)!, 1);
+      // The database's own message names its files: the client reads what ran out instead.
+      return new GraphQLError(shortage.message, {
+        ...(error instanceof GraphQLError ? { nodes: error.nodes ?? null, path: error.path ?? null } : {}),
+        extensions: { ...shortage.extensions },
+      });
+    }
     log.error({ err: original, sqlState: sqlStateOf(original) ?? undefined }, 'unexpected error, masked for the client');
     return new GraphQLError('Internal server error', {
       ...(error instanceof GraphQLError ? { nodes: error.nodes ?? null, path: error.path ?? null } : {}),

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadEnvFile } from '../src/process/env-file.js';
+import { envFileValue, loadEnvFile } from '../src/process/env-file.js';
 import { ConfigError } from '../src/config.js';
 import { runScript } from './support/scripts.js';
 
@@ -24,6 +24,15 @@ describe('the .env file', () => {
     const env: NodeJS.ProcessEnv = { PORT: '4999', ACTION_SECRET: '' };
     expect(loadEnvFile(env, folder)).toBe(path.join(folder, '.env'));
     expect(env).toEqual({ PORT: '4999', ACTION_SECRET: '', LOG_LEVEL: 'debug', DATABASE_URL: FROM_FILE });
+  });
+
+  it("tells what the file gives a variable, whatever the environment says: the banner leaves out of db:url's command what the file already names", async () => {
+    const file = path.join(folder, 'banner.env');
+    await writeFile(file, 'EMBEDDED_PG_DATA_DIR=.data/mine\n');
+    expect(envFileValue(file, 'EMBEDDED_PG_DATA_DIR')).toBe('.data/mine');
+    expect(envFileValue(file, 'PORT')).toBeNull();
+    expect(envFileValue(null, 'EMBEDDED_PG_DATA_DIR')).toBeNull();
+    expect(envFileValue(path.join(folder, 'gone.env'), 'EMBEDDED_PG_DATA_DIR')).toBeNull();
   });
 
   it('reads ENV_FILE instead when it names a file, none when it is /dev/null, and stops on a named file that is missing', async () => {

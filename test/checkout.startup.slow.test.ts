@@ -24,7 +24,7 @@ describe('the payment provider at start-up', () => {
     });
     const output = captureOutput(child);
     try {
-      await waitFor(() => (/Payments: +.*\n/.test(output()) ? true : undefined), 'the banner', 60_000);
+      await waitFor(() => (/Payments: +.*\n/.test(output()) ? true : undefined), 'the banner', 240_000);
       return output();
     } finally {
       await stopScript(child);

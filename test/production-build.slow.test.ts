@@ -1,4 +1,4 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEmptyDatabaseUrl } from './support/harness.js';
 import { freePort } from './support/ports.js';
+import { spawnRecorded } from './support/processes.js';
 import { captureOutput } from './support/scripts.js';
 
 const run = promisify(execFile);
@@ -17,7 +18,7 @@ const SECRET = 'production-secret-0123456789';
 
 /** Runs the compiled server with plain node (no TypeScript loader) in `root`. */
 function startCompiled(root: string, env: Record<string, string>) {
-  const child = spawn(process.execPath, ['dist/main.js'], {
+  const child = spawnRecorded(process.execPath, ['dist/main.js'], {
     cwd: root,
     env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir(), NODE_ENV: 'production', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

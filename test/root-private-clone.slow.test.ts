@@ -1,27 +1,25 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, cp, lstat, mkdtemp, readlink, rm, stat } from 'node:fs/promises';
+import { chmod, lstat, mkdtemp, readlink, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_HEADERS } from '../src/http/graphiql.js';
+import { copyCheckout } from './support/checkout-copy.js';
 import { freePort } from './support/ports.js';
+import { spawnRecorded } from './support/processes.js';
 import { captureOutput } from './support/scripts.js';
 
 const run = promisify(execFile);
-const PROJECT = fileURLToPath(new URL('..', import.meta.url));
-/** What a fresh clone does not have: installed packages and what running the project leaves behind. */
-const NOT_CLONED = new Set(['node_modules', '.data', 'dist', '.git', 'artifacts']);
 const asRoot = process.getuid?.() === 0;
 if (!asRoot) console.warn('root-private-clone test skipped: it is about running as root (CI runs it)');
 
 /** The environment of a person's shell: none of this test run's own settings. */
 function shellEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env = Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !/^(VITEST|DATABASE_URL$|PGBOUNCER$|NODE_ENV$|TEST_)/.test(name)),
+    Object.entries(process.env).filter(([name]) => !/^(VITEST|DATABASE_URL$|PGBOUNCER$|NODE_ENV$|ENV_FILE$|TEST_)/.test(name)),
   );
   return { ...env, NO_COLOR: '1', ...extra };
 }
@@ -39,11 +37,7 @@ describe.skipIf(!asRoot)('as root, from a clone in a private folder', () => {
   beforeAll(async () => {
     root = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-private-'));
     clone = path.join(root, 'clone');
-    await cp(PROJECT, clone, { recursive: true, filter: (source) => !NOT_CLONED.has(path.basename(source)) });
-    // Installed packages as `npm ci` would leave them: linked when on the same disk, else copied.
-    await run('cp', ['-al', path.join(PROJECT, 'node_modules'), path.join(clone, 'node_modules')]).catch(() =>
-      run('cp', ['-a', path.join(PROJECT, 'node_modules'), path.join(clone, 'node_modules')]),
-    );
+    await copyCheckout(clone);
     shared = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-shared-'));
     await chmod(shared, 0o755);
   });
@@ -68,9 +62,8 @@ describe.skipIf(!asRoot)('as root, from a clone in a private folder', () => {
   });
 
   it('npm start serves the demo data, saying in one line where the binaries and the data went', async () => {
-    const child = spawn('npm', ['start'], {
+    const child = spawnRecorded('npm', ['start'], {
       cwd: clone,
-      detached: true,
       env: shellEnv({
         NODE_ENV: 'development',
         LOG_LEVEL: 'info',

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import os from 'node:os';
@@ -13,6 +13,7 @@ import { sendDocument, type Sample, type Trial } from './support/dead-path.js';
 import { startFaultProxy, type FaultProxy } from './support/fault-proxy.js';
 import { patroniMissing, startPatroniCluster, SUPERUSER_PASSWORD, type PatroniCluster, type PatroniNode } from './support/patroni.js';
 import { freePort, listenOnLoopback, type LoopbackServer } from './support/ports.js';
+import { spawnRecorded } from './support/processes.js';
 
 /**
  * A real failover: etcd and two Patroni nodes on loopback (synchronous_mode), the server as its
@@ -90,7 +91,7 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
       }),
     );
     const port = await freePort();
-    server = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    server = spawnRecorded(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: PROJECT,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
@@ -135,7 +136,7 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', (
    */
   function runLoadTool(seconds: number, tag: string, closed?: number) {
     const json = path.join(os.tmpdir(), `patroni-load-${process.pid}-${tag}.json`);
-    const child = spawn(
+    const child = spawnRecorded(
       process.execPath,
       [
         '--import',

@@ -134,13 +134,14 @@ describe('npm run load --rate: the open model keeps its schedule', () => {
         sql: null,
       });
       expect(result.outcomes).toEqual({ PONG: 280 });
-      // A closed model stops sending once its lanes all wait (32 by default); this one kept going.
-      // (A bound on lateness, not exact times: the machine is shared and its scheduler may pause us.)
+      // A closed model stops sending once its lanes all wait (32 by default): it could send no more
+      // than 32 in the stall. This one kept going. How many more depends on how often a busy
+      // machine's scheduler lets this process run, so the bound is the closed model's, twice over.
       const inStall = (ms: number) => ms >= STALL_FROM_MS && ms < STALL_UNTIL_MS;
       const dueInStall = result.samples.filter((s) => inStall(s.dueMs));
       const sentInStall = result.samples.filter((s) => inStall(s.sentMs));
       expect(dueInStall.length).toBeGreaterThanOrEqual(190);
-      expect(sentInStall.length).toBeGreaterThanOrEqual(dueInStall.length * 0.6);
+      expect(sentInStall.length).toBeGreaterThan(2 * 32);
       // Latency runs from the scheduled time: nothing due in the stall could be answered before it
       // ended. The server counts from the first request it saw, the tool from its own start, so the
       // two windows may sit a few milliseconds apart: only requests well inside the stall are judged.

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -10,6 +10,7 @@ import { couponsScenario } from './load/scenarios/coupons.js';
 import { startSteadyLoad } from './load/steady-load.js';
 import { createTestDatabaseUrl } from './support/harness.js';
 import { freePort } from './support/ports.js';
+import { spawnRecorded } from './support/processes.js';
 import { captureOutput } from './support/scripts.js';
 
 /**
@@ -39,7 +40,7 @@ interface Server {
 async function startServer(env: Record<string, string>): Promise<Server> {
   const port = await freePort();
   const databaseUrl = await createTestDatabaseUrl();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawnRecorded(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     cwd: PROJECT,
     env: {
       ...process.env,

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -18,6 +17,7 @@ import {
 import { startFaultProxy, type FaultProxy } from './support/fault-proxy.js';
 import { createTestBackend, createTestDatabaseUrl, serveOverHttp, type TestBackend } from './support/harness.js';
 import { freePort } from './support/ports.js';
+import { spawnRecorded } from './support/processes.js';
 import { captureOutput } from './support/scripts.js';
 
 const PROJECT = fileURLToPath(new URL('..', import.meta.url));
@@ -233,7 +233,7 @@ describe('SIGTERM with a dead path', () => {
     const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
     const direct = new pg.Pool({ connectionString: databaseUrl, max: 1 });
     // node itself, not tsx (which would pass signals on to a child): the signal reaches the server, and so would SIGKILL.
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    const child = spawnRecorded(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: PROJECT,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {

@@ -10,8 +10,9 @@ import { captureOutput, spawnScript, stopScript } from './support/scripts.js';
 
 const lines = (output: string, message: string) => output.split('\n').filter((line) => line.includes(message));
 
-async function until(condition: () => boolean | Promise<boolean>, what: string) {
-  for (const deadline = Date.now() + 30_000; Date.now() < deadline; await sleep(100)) if (await condition()) return;
+/** Waits for what the server prints; on a busy machine its start and its checks take what they take, up to the test's timeout. */
+async function until(condition: () => boolean | Promise<boolean>, what: string, ms = 120_000) {
+  for (const deadline = Date.now() + ms; Date.now() < deadline; await sleep(100)) if (await condition()) return;
   throw new Error(`timed out waiting for ${what}`);
 }
 

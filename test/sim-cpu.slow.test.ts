@@ -1,8 +1,9 @@
-import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
 import { measureCpu, processTree } from './load/cpu.js';
+import { spawnRecorded } from './support/processes.js';
 
 // The bench's CPU per request of PostgreSQL (what npm run sim is calibrated with) is the CPU of a
 // process tree whose children come and go: a backend that exits between the two samples must
@@ -22,14 +23,14 @@ child.on('exit', () => console.log('reaped'));
 setInterval(() => {}, 1000);
 `;
 
-const started: ReturnType<typeof spawn>[] = [];
+const started: ChildProcess[] = [];
 afterEach(() => {
   for (const process of started.splice(0)) process.kill('SIGKILL');
 });
 
 describe('CPU of a process tree', () => {
   it('counts a child that exits between the two samples (its CPU moves to the parent\u2019s children\u2019s times)', async () => {
-    const parent = spawn(process.execPath, ['-e', PARENT], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const parent = spawnRecorded(process.execPath, ['-e', PARENT], { stdio: ['pipe', 'pipe', 'inherit'] });
     started.push(parent);
     const lines = createInterface({ input: parent.stdout! })[Symbol.asyncIterator]();
     const first = String((await lines.next()).value);
