@@ -50,7 +50,9 @@ interface LoadSummary {
   violations: string[] | null;
 }
 
-describe.skipIf(missing !== null)('a Patroni cluster failing over under load', () => {
+// In the order written, not shuffled: each trial leaves the cluster as the next one needs it, and
+// the asynchronous one, whose hard kill may leave the old leader to rewind, comes last.
+describe.skipIf(missing !== null)('a Patroni cluster failing over under load', { shuffle: false }, () => {
   let cluster: PatroniCluster;
   let proxies: Map<string, FaultProxy>;
   let server: ChildProcess;
