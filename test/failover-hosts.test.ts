@@ -9,6 +9,7 @@ import { createLogger } from '../src/logger.js';
 import { mutate } from '../src/client/mutate.js';
 import { CreateTenantDocument } from './generated/graphql.js';
 import { asOperator, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
+import { startHoldingProxy, type HoldingProxy } from './support/holding-proxy.js';
 import { freePort } from './support/ports.js';
 import { migrateDatabaseAt } from './support/tool-database.js';
 
@@ -18,8 +19,14 @@ import { migrateDatabaseAt } from './support/tool-database.js';
  * which a session sees exactly as it sees a hot standby: transaction_read_only is on and a write
  * fails with 25006). Then the two swap, as a failover does, while the server keeps its pool.
  * The real failover, with Patroni and replication, is test/patroni.failover.slow.test.ts.
+ *
+ * A second server process of the same code (`racing`) reaches the second host through a proxy
+ * that can hold the answer to a new connection's target_session_attrs check: a switchover's race,
+ * made to last (see the last two tests).
  */
 const PASSWORD = 'failover-test-password';
+/** The racing server's connections, told apart from the other server's. */
+const RACING_APP = 'test-app-racing';
 const DATABASE = 'app';
 
 interface Server {
@@ -85,6 +92,8 @@ describe('a multi-host DATABASE_URL with target_session_attrs=read-write', () =>
   let first: Server;
   let second: Server;
   let backend: TestBackend;
+  let proxy: HoldingProxy;
+  let racing: TestBackend;
 
   beforeAll(async () => {
     root = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-hosts-'));
@@ -94,9 +103,17 @@ describe('a multi-host DATABASE_URL with target_session_attrs=read-write', () =>
       databaseUrl: `postgres://postgres:${PASSWORD}@127.0.0.1:${first.postgres.port},127.0.0.1:${second.postgres.port}/${DATABASE}?target_session_attrs=read-write`,
       env: { DB_POOL_MAX: '4' },
     });
+    proxy = await startHoldingProxy(second.postgres.port);
+    racing = await createTestBackend({
+      databaseUrl: `postgres://postgres:${PASSWORD}@127.0.0.1:${first.postgres.port},127.0.0.1:${proxy.port}/${DATABASE}?target_session_attrs=read-write&application_name=${RACING_APP}`,
+      // The held connection must outlive the whole trial: only its late answer is under test.
+      env: { DB_POOL_MAX: '2', DB_POOL_CONNECT_TIMEOUT_MS: '60000', REQUEST_DEADLINE_MS: '3000' },
+    });
   });
 
   afterAll(async () => {
+    await racing?.close();
+    await proxy?.close();
     await backend?.close();
     for (const server of [first, second]) {
       await server?.admin.end();
@@ -171,5 +188,70 @@ describe('a multi-host DATABASE_URL with target_session_attrs=read-write', () =>
     } finally {
       await primaryIs('first');
     }
+  });
+
+  const createTenantRacing = (id: string) =>
+    gql(racing.app.fetch, CreateTenantDocument, { input: { id, name: id } }, { ...asOperator(), 'idempotency-key': `key-${id}` });
+
+  /** Sent until it is served: the test before may have left every host failing for a moment. */
+  async function servedRacing(id: string) {
+    for (let i = 0; ; i++) {
+      if (errorCodes(await createTenantRacing(`${id}-${i}`)).length === 0) return;
+      await sleep(100);
+    }
+  }
+
+  /** The racing server's request connections closed from the server side (not its health check's, last seen running its select 1). */
+  async function closePoolConnections() {
+    for (const server of [first, second])
+      await server.admin.query(
+        "select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1 and query not like 'select 1%'",
+        [RACING_APP],
+      );
+  }
+
+  it('does not mark the promoted host failing: once a connection found it writable, every request is served', async () => {
+    await acceptWrites(first, true);
+    await acceptWrites(second, false);
+    await servedRacing('race-before');
+
+    // The switchover begins: the primary stops taking writes, and the next connection to the
+    // standby asks whether it does; its answer ("on") is held.
+    proxy.holdNextTargetCheck();
+    await acceptWrites(first, false);
+    const caught = createTenantRacing('race-caught');
+    await proxy.holding();
+
+    // The standby is promoted, and a connection finds it writable (the health check's or a request's).
+    await acceptWrites(second, true);
+    await servedRacing('race-promoted');
+    await caught;
+
+    // Only now does the held answer arrive: "a standby", about a moment long gone.
+    await proxy.release();
+
+    // The connections the pool holds go away (as at any restart), so the next requests need new ones.
+    await closePoolConnections();
+    const answers = [];
+    for (let i = 0; i < 10; i++) answers.push(await createTenantRacing(`race-after-${i}`));
+    const reasons = answers
+      .flatMap((answer) => answer.body.errors ?? [])
+      .map((error) => `${error.extensions?.['reason']}: ${error.message}`);
+    expect(reasons).toEqual([]);
+  });
+
+  it('a new connection closed by the server during its target check fails that attempt, and the process goes on serving', async () => {
+    await acceptWrites(first, false);
+    await acceptWrites(second, true);
+    await servedRacing('race-ready');
+    proxy.holdNextTargetCheck();
+    await closePoolConnections();
+    const request = createTenantRacing('race-dropped');
+    await proxy.holding();
+    // As a node that shuts down between the handshake and the first query closes a connection.
+    proxy.drop();
+    const answer = await request;
+    expect(answer.status).toBe(200);
+    await servedRacing('race-after-drop');
   });
 });

@@ -114,6 +114,8 @@ export type Trouble =
 interface HostState {
   /** Since when the host fails, and how; null while it works (or was never tried). */
   failing: HostFailure | null;
+  /** The newest attempt begun when the host last worked: a failure of an attempt begun no later is old news. */
+  workedAsOf: number;
 }
 
 /**
@@ -129,14 +131,17 @@ export class DatabasePath extends EventEmitter {
   readonly hosts: DatabaseTarget['hosts'];
   private readonly state: HostState[];
   private preferred = 0;
-  private lastTryWhileDown = 0;
+  /** performance.now() of the last attempt let through while every host failed (a clock that never steps back). */
+  private lastTryWhileDown = -Infinity;
+  /** Numbers the attempts to open a connection, in the order they begin. */
+  private attempts = 0;
   /** Bumped when a connection stalls: idle connections of an older generation are closed, not reused. */
   generation = 0;
 
   constructor(readonly target: DatabaseTarget) {
     super();
     this.hosts = target.hosts;
-    this.state = target.hosts.map(() => ({ failing: null }));
+    this.state = target.hosts.map(() => ({ failing: null, workedAsOf: 0 }));
   }
 
   /** The host a new connection tries first. */
@@ -144,25 +149,45 @@ export class DatabasePath extends EventEmitter {
     return this.preferred;
   }
 
+  /** An attempt to open a connection begins: its number, for hostWorked and hostFailed. */
+  attemptBegins(): number {
+    return ++this.attempts;
+  }
+
+  /** The host took a connection, or answered on one (the health check's): it works now. */
   hostWorked(index: number): void {
     const wasDown = this.isDown();
-    this.state[index]!.failing = null;
+    const host = this.state[index]!;
+    host.failing = null;
+    // Every attempt begun so far began before this news: their failures no longer count.
+    host.workedAsOf = this.attempts;
     this.preferred = index;
     if (wasDown) this.emit('recovered');
   }
 
-  hostFailed(index: number, failure: HostFailure): void {
-    if (failure.kind === 'error') return;
-    this.state[index]!.failing = failure;
+  /**
+   * An attempt to open a connection on the host failed. An attempt begun before the host last
+   * worked says nothing new: during a failover, the answer "a standby" to an attempt that began
+   * before the promotion can arrive after another connection found the promoted host writable,
+   * and would otherwise mark the one host that works as failing.
+   */
+  hostFailed(index: number, failure: HostFailure, attempt = this.attempts): void {
+    const host = this.state[index]!;
+    if (attempt <= host.workedAsOf) return;
     // The next connection tries the host after it; several failures at once move on only once.
+    // A failure that is not an outage (a password, too many connections) marks nothing, but the
+    // next attempt still tries the next host: one host that fails oddly must not hold every attempt.
     if (this.preferred === index) this.preferred = (index + 1) % this.hosts.length;
+    if (failure.kind === 'error') return;
+    host.failing = failure;
     this.emit('trouble', { kind: 'host', failure } satisfies Trouble);
   }
 
   /** A host turned into a standby under our feet: the connections opened to it before are suspect too. */
   hostDemoted(index: number, failure: HostFailure): void {
     this.generation++;
-    this.hostFailed(index, failure);
+    // News about a connection that worked: it counts whenever the connection was opened.
+    this.hostFailed(index, failure, Infinity);
   }
 
   /** A connection stopped answering: the ones opened before it may sit on the same dead path. */
@@ -191,7 +216,7 @@ export class DatabasePath extends EventEmitter {
    */
   admitNewConnection(): DatabaseUnavailableError | null {
     if (!this.isDown()) return null;
-    const now = Date.now();
+    const now = performance.now();
     const wait = this.lastTryWhileDown + UNREACHABLE_RETRY_MS - now;
     if (wait <= 0) {
       this.lastTryWhileDown = now;
@@ -213,6 +238,12 @@ export interface ClientSettings {
    * suspect (see DatabasePath.generation). The health check's does not: it only reports.
    */
   stallsEvict: boolean;
+  /**
+   * Every statement answered on a connection of this pool tells the path its host works (the
+   * health check's): otherwise a connection kept open by the health check could find the database
+   * back while the path, which hears only of new connections, still holds every host failing.
+   */
+  answersConfirmHost?: boolean;
 }
 
 type QueryCallback = (error: Error | null, result?: pg.QueryResult) => void;
@@ -266,6 +297,7 @@ export function clientClass(settings: ClientSettings): { Client: typeof pg.Clien
 
     private async open(): Promise<pg.Client> {
       const host = hostLabel(path.hosts[this.hostIndex]!);
+      const attempt = path.attemptBegins();
       let timedOut = false;
       let connected = false;
       // One turn later, as for statements (see limited()): a handshake answered while the loop was blocked is read first.
@@ -278,6 +310,12 @@ export function clientClass(settings: ClientSettings): { Client: typeof pg.Clien
           }),
         settings.connectTimeoutMs,
       );
+      // Between the handshake and the end of the target check nobody listens to this client yet (its
+      // pool does once connect() settles), and pg emits 'error' when the server closes it there, as
+      // a node does that shuts down: with no listener that would end the process. The check's
+      // query fails with the same error, so open() reports it.
+      const untilSettled = () => {};
+      this.on('error', untilSettled);
       try {
         await super.connect();
         if (!(await this.isTarget())) {
@@ -296,12 +334,13 @@ export function clientClass(settings: ClientSettings): { Client: typeof pg.Clien
             : (error as Error).message,
           ...(sqlStateOf(error) !== null ? { sqlState: sqlStateOf(error)! } : {}),
         };
-        path.hostFailed(this.hostIndex, failure);
+        path.hostFailed(this.hostIndex, failure, attempt);
         this.cut();
         throw Object.assign(new ConnectError([failure]), { cause: error });
       } finally {
         connected = true;
         clearTimeout(timer);
+        this.off('error', untilSettled);
       }
     }
 
@@ -378,6 +417,7 @@ export function clientClass(settings: ClientSettings): { Client: typeof pg.Clien
             if (settled) return;
             settled = true;
             clearTimeout(timer);
+            if (settings.answersConfirmHost) path.hostWorked(this.hostIndex);
             resolve(result);
           },
           (error: unknown) => {

@@ -290,9 +290,11 @@ export function createDatabase(options: DatabaseOptions, log: Logger): Database 
     path,
     { failFast: true },
   );
-  // The health check tries even while every host fails: it is what notices the database coming back.
+  // The health check tries even while every host fails: it is what notices the database coming back,
+  // on a new connection or on the one it keeps, and what it finds the requests' connections go by.
   const healthPool = createGuardedPool({ ...options, max: 1, applicationName: `${options.applicationName}-health` }, log, path, {
     failFast: false,
+    answersConfirmHost: true,
   });
   const kysely = (guarded: GuardedPool, plugins: KyselyPlugin[] = []) =>
     new Kysely<DB>({ dialect: new TimedPostgresDialect({ pool: guarded.kyselyPool }), plugins });

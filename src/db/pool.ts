@@ -148,6 +148,8 @@ export interface GuardOptions {
    * (requests, background work); the health check tries anyway and only reports.
    */
   failFast: boolean;
+  /** Each answer on its connections tells the path the host works (the health check's pool; see ClientSettings). */
+  answersConfirmHost?: boolean;
 }
 
 export function createGuardedPool(options: PoolOptions, log: Logger, path: DatabasePath, guard: GuardOptions): GuardedPool {
@@ -157,6 +159,7 @@ export function createGuardedPool(options: PoolOptions, log: Logger, path: Datab
     statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
     preparedStatements: options.preparedStatements,
     stallsEvict: guard.failFast,
+    answersConfirmHost: guard.answersConfirmHost ?? false,
   });
   const raw = new pg.Pool({
     max: options.max,

@@ -1,9 +1,10 @@
-import { execFileSync, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, chown, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import { freePort } from './ports.js';
 import { spawnRecorded } from './processes.js';
 
@@ -13,6 +14,8 @@ import { spawnRecorded } from './processes.js';
  * that Patroni bootstraps, replicates and fails over. Everything runs as the `postgres` user (as
  * root, PostgreSQL refuses to run) in a temporary folder.
  */
+
+const execFileAsync = promisify(execFile);
 
 export const PG_BIN_DIR = process.env['PATRONI_PG_BIN_DIR'] ?? '/usr/lib/postgresql/15/bin';
 const PATRONI = '/usr/bin/patroni';
@@ -35,6 +38,11 @@ export interface ClusterSettings {
   loopWait: number;
   retryTimeout: number;
   synchronousMode: boolean;
+  /**
+   * Patroni's failsafe_mode (3.0 and later): while etcd cannot be reached, the leader stays primary
+   * as long as every other member answers it over the REST API, instead of demoting itself.
+   */
+  failsafeMode: boolean;
 }
 
 export interface PatroniNode {
@@ -85,6 +93,7 @@ function nodeConfig(node: PatroniNode, scope: string, etcdPort: number, root: st
           retry_timeout: settings.retryTimeout,
           maximum_lag_on_failover: 1_048_576,
           synchronous_mode: settings.synchronousMode,
+          failsafe_mode: settings.failsafeMode,
           postgresql: {
             use_pg_rewind: true,
             use_slots: true,
@@ -143,6 +152,10 @@ export interface PatroniCluster {
   start(node: PatroniNode): void;
   switchover(candidate: PatroniNode): Promise<string>;
   setSynchronousMode(on: boolean): Promise<void>;
+  /** SIGKILL of etcd: the cluster's DCS gone. */
+  killEtcd(): Promise<void>;
+  /** etcd again, on its data folder and ports. */
+  startEtcd(): void;
   stop(): Promise<void>;
 }
 
@@ -179,21 +192,25 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
   const etcdDir = path.join(root, 'etcd');
   await mkdir(etcdDir, { mode: 0o700 });
   await own(etcdDir);
-  launch(
-    ETCD,
-    [
-      '--name=etcd0',
-      `--data-dir=${etcdDir}`,
-      `--listen-client-urls=http://127.0.0.1:${etcdClient}`,
-      `--advertise-client-urls=http://127.0.0.1:${etcdClient}`,
-      `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
-      `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
-      `--initial-cluster=etcd0=http://127.0.0.1:${etcdPeer}`,
-      '--enable-v2=true',
-      '--log-level=error',
-    ],
-    'etcd',
-  );
+  let etcd: ChildProcess | null = null;
+  const startEtcd = () => {
+    etcd = launch(
+      ETCD,
+      [
+        '--name=etcd0',
+        `--data-dir=${etcdDir}`,
+        `--listen-client-urls=http://127.0.0.1:${etcdClient}`,
+        `--advertise-client-urls=http://127.0.0.1:${etcdClient}`,
+        `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
+        `--initial-cluster=etcd0=http://127.0.0.1:${etcdPeer}`,
+        '--enable-v2=true',
+        '--log-level=error',
+      ],
+      'etcd',
+    );
+  };
+  startEtcd();
   const scope = `mb-${process.pid}-${Date.now().toString(36)}`;
   const nodes: PatroniNode[] = [];
   for (let i = 0; i < settings.nodes; i++) {
@@ -286,7 +303,7 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
     async kill(node) {
       const pids = await postgresPids(node);
       node.process?.kill('SIGKILL');
-      for (const pid of pids.slice(0, 1)) process.kill(pid, 'SIGKILL');
+      for (const pid of pids.slice(0, 1)) signalIfAlive(pid, 'SIGKILL');
       if (node.process && node.process.exitCode === null) await new Promise((resolve) => node.process!.once('exit', resolve));
       node.process = null;
       // The backends notice their postmaster's death and exit; wait so that the port is free for the next start.
@@ -297,20 +314,18 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
     freeze(node, frozen) {
       const signal = frozen ? 'SIGSTOP' : 'SIGCONT';
       node.process?.kill(signal);
-      void postgresPids(node).then((pids) => pids.forEach((pid) => process.kill(pid, signal)));
+      void postgresPids(node).then((pids) => pids.forEach((pid) => signalIfAlive(pid, signal)));
     },
     start,
     async switchover(candidate) {
       const leader = await cluster.leader();
-      return execFileSync(
+      // Not execFileSync: the test's own probes and samplers keep running while patronictl waits.
+      const { stdout } = await execFileAsync(
         PATRONICTL,
         ['-c', leader.configFile, 'switchover', '--leader', leader.name, '--candidate', candidate.name, '--force'],
-        {
-          ...(runAs ?? {}),
-          cwd: root,
-          env: { ...process.env, LC_ALL: 'C.UTF-8' },
-        },
-      ).toString();
+        { ...(runAs ?? {}), cwd: root, env: { ...process.env, LC_ALL: 'C.UTF-8' } },
+      );
+      return stdout;
     },
     async setSynchronousMode(on) {
       const leader = await cluster.leader();
@@ -319,6 +334,15 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
       settings.synchronousMode = on;
       await cluster.waitHealthy();
     },
+    async killEtcd() {
+      const running = etcd;
+      etcd = null;
+      if (!running || running.exitCode !== null || running.signalCode !== null) return;
+      const exited = new Promise((resolve) => running.once('exit', resolve));
+      running.kill('SIGKILL');
+      await exited;
+    },
+    startEtcd,
     async stop() {
       for (const node of nodes) {
         cluster.freeze(node, false);
@@ -334,7 +358,7 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
         }
         await sleep(100);
       }
-      for (const node of nodes) for (const pid of await postgresPids(node)) process.kill(pid, 'SIGKILL');
+      for (const node of nodes) for (const pid of await postgresPids(node)) signalIfAlive(pid, 'SIGKILL');
       for (const child of children) child.kill('SIGKILL');
       await rm(root, { recursive: true, force: true });
     },
@@ -348,6 +372,15 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
     throw error;
   }
   return cluster;
+}
+
+/** A process listed a moment ago may have exited since (a backend that saw its postmaster die): not an error. */
+function signalIfAlive(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
 }
 
 async function alive(pid: number): Promise<boolean> {
