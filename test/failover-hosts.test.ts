@@ -213,14 +213,23 @@ describe('a multi-host DATABASE_URL with target_session_attrs=read-write', () =>
   it('does not mark the promoted host failing: once a connection found it writable, every request is served', async () => {
     await acceptWrites(first, true);
     await acceptWrites(second, false);
+    // A connection to the second host left in the pool by the test before would serve the writes
+    // below without a new connection, so without the target check this test holds.
+    await closePoolConnections();
     await servedRacing('race-before');
 
     // The switchover begins: the primary stops taking writes, and the next connection to the
     // standby asks whether it does; its answer ("on") is held.
     proxy.holdNextTargetCheck();
     await acceptWrites(first, false);
-    const caught = createTenantRacing('race-caught');
-    await proxy.holding();
+    const held = proxy.holding();
+    let caught = createTenantRacing('race-caught-0');
+    for (let i = 1; !(await Promise.race([held.then(() => true), caught.then(() => false)])); i++) {
+      // Answered without a new connection to the second host (a test before left it judged failing
+      // for a moment): the next request asks again.
+      await sleep(100);
+      caught = createTenantRacing(`race-caught-${i}`);
+    }
 
     // The standby is promoted, and a connection finds it writable (the health check's or a request's).
     await acceptWrites(second, true);
