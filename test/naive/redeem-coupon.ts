@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { COUPON_REDEEMED_TOPIC, type CouponRedeemer, type RedeemResult } from '../../src/coupons/redeem.js';
 import { RollbackAndReturn } from '../../src/db/transaction.js';
@@ -8,7 +9,11 @@ import { notFound } from '../../src/errors.js';
  * decide in TypeScript, then write. On READ COMMITTED two requests that read `redeemed_at is null`
  * before either commits both redeem: two REDEEMED answers, two `coupon.redeemed` events (the
  * discount handed out twice), and the later one's time overwrites the earlier one's.
+ * THINK_MS stands in for the work such code does between its read and its write (an ORM's load and
+ * save, a call to the till): without it a quiet machine may run the pool's few transactions one
+ * after another and hide the race the test is there to show.
  */
+const THINK_MS = 5;
 export const naiveRedeemer: CouponRedeemer = {
   async redeem(trx, { tenantId, memberId, couponId, now }) {
     const found = await trx
@@ -29,6 +34,7 @@ export const naiveRedeemer: CouponRedeemer = {
     };
     if (found.voided_at !== null) throw new RollbackAndReturn<RedeemResult>({ status: 'VOIDED', coupon, redeemedAt: null });
     if (found.redeemed_at !== null) return { status: 'ALREADY_REDEEMED', coupon, redeemedAt: found.redeemed_at };
+    await sleep(THINK_MS);
     await trx.updateTable('coupons').set({ redeemed_at: now }).where('tenant_id', '=', tenantId).where('id', '=', couponId).execute();
     await sql`insert into outbox_events (tenant_id, topic, payload)
               values (${tenantId}, ${COUPON_REDEEMED_TOPIC}, ${JSON.stringify({ couponId, tenantId, redeemedAt: now.toISOString() })}::jsonb)`.execute(
