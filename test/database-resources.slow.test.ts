@@ -169,7 +169,7 @@ async function expectNothingLost(backend: TestBackend, send: (index: number, att
  * The disk under the cluster fills up: a tmpfs of its own, filled to a few hundred kilobytes with
  * a ballast file, then by the requests' own writes. The WAL lives beside it on the ordinary disk:
  * a WAL that cannot grow makes PostgreSQL PANIC and restart, which is a database outage
- * (database-outage.test.ts, faults.test.ts), while a full disk under the tables is what makes
+ * (database-outage.test.ts, faults.slow.test.ts), while a full disk under the tables is what makes
  * every insert fail with 53100 and leaves the database answering.
  */
 describe('the disk under the database fills up', () => {
