@@ -5,7 +5,14 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedIfEmpty } from '../src/db/seed.js';
 import { schema } from '../src/graphql/schema.js';
-import { comparable, runShellExamples, shellExamples, type ShellExample } from './support/doc-examples.js';
+import {
+  comparable,
+  excerptProblems,
+  runShellExamples,
+  shellExamples,
+  typescriptBlocks,
+  type ShellExample,
+} from './support/doc-examples.js';
 import { serveTestBackend, type ServedBackend } from './support/harness.js';
 
 /**
@@ -259,26 +266,15 @@ describe('the chapter on adding an operation', () => {
   const CHAPTER = 'docs/adding-an-operation.md';
 
   it('shows only code that is in the file each snippet names, line for line and in order', async () => {
-    const snippets = [...(await read(CHAPTER)).matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((match) => match[1]!.trimEnd().split('\n'));
-    expect(snippets.length).toBeGreaterThanOrEqual(2);
+    const blocks = typescriptBlocks(await read(CHAPTER));
+    expect(blocks.length).toBeGreaterThanOrEqual(2);
     const problems: string[] = [];
-    for (const [first, ...lines] of snippets) {
-      const file = /^\/\/ ((?:src|test)\/\S+\.ts)$/.exec(first!)?.[1];
-      if (!file) {
-        problems.push(`a snippet starts "${first}", not "// <the file it comes from>"`);
+    for (const block of blocks) {
+      if (block.file === null || !/^(src|test)\//.test(block.file)) {
+        problems.push(`the snippet at line ${block.line} starts "${block.lines[0]}", not "// <the file it comes from>"`);
         continue;
       }
-      // Trimmed lines, so that an excerpt from inside a block may lose its indentation.
-      const source = (await read(file)).split('\n').map((line) => line.trim());
-      let at = 0;
-      for (const line of lines.map((text) => text.trim()).filter((text) => text !== '')) {
-        const found = source.indexOf(line, at);
-        if (found === -1) {
-          problems.push(`${file}: no line "${line}" after line ${at} of it`);
-          break;
-        }
-        at = found + 1;
-      }
+      problems.push(...excerptProblems(block, await read(block.file)));
     }
     expect(problems).toEqual([]);
   });

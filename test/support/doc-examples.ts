@@ -75,3 +75,40 @@ export function comparable(answers: string[]): string[] {
       }),
   );
 }
+
+/** A ```ts block of a document, and the file its first line names (a `// <path>.ts` comment), if it names one. */
+export interface TypeScriptBlock {
+  line: number;
+  file: string | null;
+  /** The block's lines, the naming comment included. */
+  lines: string[];
+}
+
+export function typescriptBlocks(markdown: string): TypeScriptBlock[] {
+  return [...markdown.matchAll(FENCE)]
+    .filter((match) => match[1] === 'ts')
+    .map((match) => {
+      const lines = match[2]!.trimEnd().split('\n');
+      return {
+        line: markdown.slice(0, match.index).split('\n').length,
+        file: /^\/\/ (\S+\.ts)$/.exec(lines[0]!)?.[1] ?? null,
+        lines,
+      };
+    });
+}
+
+/**
+ * What of an excerpt is not in the file it names: its lines must be there in order, trimmed, so
+ * that an excerpt from inside a block may lose its indentation. An empty list when it all is.
+ */
+export function excerptProblems(block: TypeScriptBlock, fileText: string): string[] {
+  const source = fileText.split('\n').map((text) => text.trim());
+  let at = 0;
+  for (const text of block.lines.slice(1).map((line) => line.trim())) {
+    if (text === '') continue;
+    const found = source.indexOf(text, at);
+    if (found === -1) return [`${block.file}: no line "${text}" after line ${at} of it`];
+    at = found + 1;
+  }
+  return [];
+}
