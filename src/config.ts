@@ -619,7 +619,7 @@ function readShutdown(env: Env): ShutdownConfig {
   };
 }
 
-/** The migration runner's settings when nothing configures them (a test's template, a tool). */
+/** The migrator's settings when nothing configures them (a test's template, a tool). */
 export const MIGRATION_DEFAULTS: MigrationConfig = {
   lockTimeoutMs: 200,
   statementTimeoutMs: 600_000,

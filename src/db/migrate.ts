@@ -171,7 +171,7 @@ async function lockAndCheck(db: Kysely<DB>, trx: Transaction<DB>, version: strin
   const { lockWaitMs } = settings;
   // Local to this transaction, so they win over the role's own timeouts (LOCK_TIMEOUT_MS and
   // STATEMENT_TIMEOUT_MS, set for every session of the role): the wait for the lock is the
-  // runner's to bound.
+  // migrator's to bound.
   await sql`select set_config('lock_timeout', ${ms(lockWaitMs)}, true),
                    set_config('statement_timeout', ${ms(Math.max(lockWaitMs, settings.statementTimeoutMs))}, true)`.execute(trx);
   try {
@@ -228,7 +228,7 @@ const ANY_CONCURRENT_BUILD = /\bcreate\s+(?:unique\s+)?index\s+concurrently\b/i;
 
 /**
  * The name of the index a no-transaction migration builds (as PostgreSQL stores it: unquoted
- * names folded to lower case), or null when it builds none. A build the runner cannot name is
+ * names folded to lower case), or null when it builds none. A build the migrator cannot name is
  * refused: it could not tell the half-built index of a killed run from someone else's.
  */
 function indexBuiltBy(migration: { version: string; sql: string }): string | null {
@@ -241,13 +241,13 @@ function indexBuiltBy(migration: { version: string; sql: string }): string | nul
   if (ANY_CONCURRENT_BUILD.test(statement)) {
     throw new Error(
       `Migration ${migration.version} builds an index CONCURRENTLY without a name: name it (CREATE INDEX CONCURRENTLY IF NOT EXISTS name ON ...), ` +
-        'so that the runner knows a build that stopped half-way as its own',
+        'so that the migrator knows a build that stopped half-way as its own',
     );
   }
   return null;
 }
 
-/** An invalid index by the name a migration builds that the runner did not start: not the runner's to drop. */
+/** An invalid index by the name a migration builds that the migrator did not start: not the migrator's to drop. */
 export class ForeignInvalidIndexError extends Error {
   override name = 'ForeignInvalidIndexError';
   constructor(
@@ -255,8 +255,8 @@ export class ForeignInvalidIndexError extends Error {
     readonly index: string,
   ) {
     super(
-      `Migration ${version} builds index ${index}, but an invalid index of that name is there that this runner did not start ` +
-        `(no row in schema_migration_builds): a CREATE INDEX CONCURRENTLY of someone else's that failed or still runs, or of a runner ` +
+      `Migration ${version} builds index ${index}, but an invalid index of that name is there that this migrator did not start ` +
+        `(no row in schema_migration_builds): a CREATE INDEX CONCURRENTLY of someone else's that failed or still runs, or of a migrator ` +
         `older than that table. See whether a build still runs (select pid, query from pg_stat_progress_create_index join pg_stat_activity using (pid)); ` +
         `when none does, drop it (DROP INDEX CONCURRENTLY IF EXISTS ${index}) and start again.`,
     );
@@ -266,8 +266,8 @@ export class ForeignInvalidIndexError extends Error {
 /**
  * Takes the migration lock for the session, waiting at most MIGRATION_LOCK_WAIT_MS, until
  * released: a no-transaction migration holds it from its check to its record, so that no other
- * runner builds, drops or records the same index meanwhile. A runner killed mid-build leaves its
- * backend building, holding the lock until the build ends: the next runner waits for it.
+ * migrator builds, drops or records the same index meanwhile. A migrator killed mid-build leaves its
+ * backend building, holding the lock until the build ends: the next migrator waits for it.
  */
 async function lockSession(db: Kysely<DB>, conn: Kysely<DB>, settings: MigrationConfig): Promise<void> {
   await sql`select set_config('lock_timeout', ${ms(settings.lockWaitMs)}, false)`.execute(conn);
@@ -280,7 +280,7 @@ async function lockSession(db: Kysely<DB>, conn: Kysely<DB>, settings: Migration
 }
 
 /**
- * The backend of a runner killed mid-statement builds on (and holds the migration lock) until it
+ * The backend of a migrator killed mid-statement builds on (and holds the migration lock) until it
  * next writes to the dead socket; with this it checks every second and stops. PostgreSQL 14 and
  * later, on the systems that report a closed socket; elsewhere the build runs to its end.
  */
@@ -293,10 +293,10 @@ async function dropIndex(conn: Kysely<DB>, name: string): Promise<void> {
 }
 
 /**
- * Builds the index `index` of a CREATE INDEX CONCURRENTLY migration, known as the runner's own by
+ * Builds the index `index` of a CREATE INDEX CONCURRENTLY migration, known as the migrator's own by
  * a row of schema_migration_builds written before the build. What a run that stopped half-way left
  * is taken up: its invalid index is dropped and built again, its valid one kept. An invalid index
- * of that name that is not the runner's own is refused.
+ * of that name that is not the migrator's own is refused.
  */
 async function buildOwnIndex(conn: Kysely<DB>, migration: LoadedMigration, index: string): Promise<void> {
   const ours =
@@ -358,10 +358,10 @@ async function recordOutside(conn: Kysely<DB>, version: string, index: string | 
 /**
  * One migration marked `-- migrate: no-transaction` (a single statement such as CREATE INDEX
  * CONCURRENTLY, which cannot run in a transaction), on a connection of its own that holds the
- * migration lock from the check to the record, with the runner's timeouts set for the session and
- * reset after. An index it builds is written down as the runner's before the build; the migration
+ * migration lock from the check to the record, with the migrator's timeouts set for the session and
+ * reset after. An index it builds is written down as the migrator's before the build; the migration
  * is recorded only once that index is valid, and a build that stopped half-way (a lock wait that
- * timed out, a runner killed) is dropped and built again by the next attempt or run.
+ * timed out, a migrator killed) is dropped and built again by the next attempt or run.
  */
 async function applyOutsideTransaction(
   db: Kysely<DB>,
@@ -438,8 +438,8 @@ async function recordedVersions(db: Kysely<DB>): Promise<Set<string>> {
  * - the transaction-scoped migration lock makes concurrent start-ups take turns, each waiting at
  *   most MIGRATION_LOCK_WAIT_MS for it, and re-checking under it what another already applied (a
  *   no-transaction migration holds it for its session, from its check to its record);
- * - an index a CONCURRENTLY build leaves invalid, because it failed or its runner was killed, is
- *   the runner's own by a row of schema_migration_builds written before the build: dropped and
+ * - an index a CONCURRENTLY build leaves invalid, because it failed or its migrator was killed, is
+ *   the migrator's own by a row of schema_migration_builds written before the build: dropped and
  *   built again, and the migration recorded only once the index is valid.
  *
  * A failing migration leaves the schema as it was before that migration. Returns the versions
@@ -451,7 +451,7 @@ export async function migrate(db: Kysely<DB>, dir = MIGRATIONS_DIR, options: Mig
 }
 
 /**
- * How long the client waits for one statement of the runner: past PostgreSQL's own limits on it
+ * How long the client waits for one statement of the migrator: past PostgreSQL's own limits on it
  * (MIGRATION_STATEMENT_TIMEOUT_MS, or MIGRATION_LOCK_WAIT_MS on the migration lock), so that the
  * database's own cancel, which names the cause, comes first whenever the path works.
  */

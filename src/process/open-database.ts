@@ -103,7 +103,7 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
     await untraced(async () => {
       if (options.schema === 'require-current') await assertSchemaCurrent(database.db);
       if (options.schema === 'migrate') {
-        // The runner limits its own calls by MIGRATION_STATEMENT_TIMEOUT_MS and MIGRATION_LOCK_WAIT_MS.
+        // The migrator limits its own calls by MIGRATION_STATEMENT_TIMEOUT_MS and MIGRATION_LOCK_WAIT_MS.
         const applied = await migrate(database.db, MIGRATIONS_DIR, { settings: config.migrations, log });
         log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
         // What a coupon issue sent as one statement runs under (docs/design.md §5).
