@@ -30,7 +30,7 @@ function expectExact(result: SpreadRunResult) {
 }
 
 const describeResult = (label: string, result: SpreadRunResult) =>
-  `${label}: ${result.requests} requests, outcomes ${JSON.stringify(result.outcomes)}, reruns ${JSON.stringify(result.retries)}; ` +
+  `${label}: ${result.requests} requests, outcomes ${JSON.stringify(result.outcomes)}, reruns ${JSON.stringify(result.retries)}, TRY_AGAIN resent ${JSON.stringify(result.resent)}; ` +
   result.invariants.checks.map((c) => `${c.invariant}: ${c.counted}`).join('; ');
 
 describe('issueCoupon on the transaction path: the reference scenario, double taps together', () => {

@@ -14,6 +14,7 @@ import {
   type Blocker,
 } from '../src/db/migrate.js';
 import type { LoadResult } from './load/run.js';
+import type { GraphQLReply } from './load/client.js';
 import { couponsScenario } from './load/scenarios/coupons.js';
 import { startSteadyLoad } from './load/steady-load.js';
 import { migrateInOneTransaction } from './naive/migrate.js';
@@ -58,7 +59,10 @@ async function columnExists(backend: TestBackend, table: string, column: string)
 /** Steady coupon traffic over HTTP (open model, never resent), until stopped. */
 async function couponTraffic(backend: TestBackend, rate: number) {
   const { url, server } = await serveOverHttp(backend);
-  const scenario = couponsScenario(`migration-${Date.now().toString(36)}`, null);
+  const coupons = couponsScenario(`migration-${Date.now().toString(36)}`, null);
+  // A TRY_AGAIN counted with its reason: a request stalled behind the migration's lock gives up
+  // on a lock wait (55P03, LOCK_TIMEOUT_MS), one that a busy machine slowed on another.
+  const scenario = { ...coupons, outcomeOf: (reply: GraphQLReply) => withReason(coupons.outcomeOf(reply), reply) };
   const load = startSteadyLoad({ url, scenario, rate, connections: 32 });
   await load.started;
   return {
@@ -72,8 +76,34 @@ async function couponTraffic(backend: TestBackend, rate: number) {
   };
 }
 
+const withReason = (outcome: string, reply: GraphQLReply) =>
+  outcome === 'TRY_AGAIN' ? `TRY_AGAIN ${String(reply.body.errors?.[0]?.extensions?.['reason'])}` : outcome;
+
+/** The answers that are neither a coupon nor a refusal, by outcome (a TRY_AGAIN with its reason). */
 const errorsOf = (result: LoadResult) =>
   Object.fromEntries(Object.entries(result.outcomes).filter(([outcome]) => !['ISSUED', 'ALREADY_ISSUED', 'MONTHLY_CAP'].includes(outcome)));
+
+const errorCount = (result: LoadResult) => Object.values(errorsOf(result)).reduce((sum, count) => sum + count, 0);
+
+/**
+ * At most as many errors as the same traffic met with no migration, just before, in the same
+ * share of its requests (twice it, and one request more): a busy machine fails some requests of a
+ * 2 s deadline whatever the migration does, while traffic stalled behind a migration's lock fails
+ * most of those sent meanwhile.
+ */
+function expectNoWorseThan(baseline: LoadResult, result: LoadResult) {
+  const allowed = Math.floor((2 * errorCount(baseline) * result.requests) / Math.max(1, baseline.requests)) + 1;
+  expect(
+    errorCount(result),
+    `${JSON.stringify(errorsOf(result))}; with no migration ${JSON.stringify(errorsOf(baseline))}`,
+  ).toBeLessThanOrEqual(allowed);
+}
+
+/** Requests that gave up behind a lock: on a lock wait, a statement cut short, or their deadline. */
+const stalledOf = (result: LoadResult) =>
+  Object.entries(result.outcomes)
+    .filter(([outcome]) => /^TRY_AGAIN (55P03|57014|deadline)$/.test(outcome))
+    .reduce((sum, [, count]) => sum + count, 0);
 
 /** The next version's start-up: a pool of its own beside the serving one. */
 function nextVersion(backend: TestBackend) {
@@ -93,6 +123,9 @@ describe('a migration under traffic, behind a long reader', () => {
   it('leaves coupon traffic unharmed: short lock waits, retried until the reader is gone, and the reader named meanwhile', async () => {
     const migrations = await migrationsWith(ALTER_CAMPAIGNS);
     const reader = await session(backend.databaseUrl);
+    const withoutMigration = await couponTraffic(backend, 30);
+    await sleep(3_000);
+    const baseline = await withoutMigration.stop();
     const traffic = await couponTraffic(backend, 30);
     const next = nextVersion(backend);
     try {
@@ -118,8 +151,8 @@ describe('a migration under traffic, behind a long reader', () => {
       expect(timeouts.flatMap((t) => t.blockers.map((b) => b.pid))).toContain(reader.pid);
       await sleep(500);
       const result = await traffic.stop();
-      expect(errorsOf(result)).toEqual({});
       expect(result.requests).toBeGreaterThan(0);
+      expectNoWorseThan(baseline, result);
       expect(await columnExists(backend, 'campaigns', 'note')).toBe(true);
     } finally {
       await reader.end();
@@ -143,7 +176,7 @@ describe('a migration under traffic, behind a long reader', () => {
       await reader.query('commit');
       expect(await migrating).toContain('901_campaign_remark');
       const result = await traffic.stop();
-      expect(result.outcomes['TRY_AGAIN'] ?? 0).toBeGreaterThan(0);
+      expect(stalledOf(result), JSON.stringify(result.outcomes)).toBeGreaterThan(0);
     } finally {
       await reader.end();
       await next.close();
@@ -152,7 +185,7 @@ describe('a migration under traffic, behind a long reader', () => {
   });
 });
 
-describe('the migration runner', () => {
+describe('the migrator', () => {
   let backend: TestBackend;
   beforeAll(async () => {
     backend = await createTestBackend();

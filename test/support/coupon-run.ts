@@ -1,4 +1,5 @@
-import { LoadClient, runReleasedTogether } from '../load/client.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { LoadClient, runReleasedTogether, type GraphQLReply } from '../load/client.js';
 import { runLoad, type LoadResult } from '../load/run.js';
 import { replyOutcome } from '../load/scenario.js';
 import {
@@ -78,6 +79,29 @@ export interface SpreadRunResult {
   invariants: InvariantReport;
   /** Reruns by SQLSTATE over the backends during the run: 40001 counts issues that met a race and ran again. */
   retries: Record<string, number>;
+  /** TRY_AGAIN answers sent again, by their reason: what a client does, and what a busy machine makes happen. */
+  resent: Record<string, number>;
+}
+
+/** Resends after a TRY_AGAIN; a client past this many is one that gives up, and its answer stands. */
+const TRY_AGAIN_RESENDS = 5;
+
+/**
+ * One user action as the retry contract asks a client to carry it (docs/client-guide.md): a
+ * TRY_AGAIN is sent again after its `retryAfterMs`, and counted by its reason in `resent`. The
+ * request is the same one (an issue without a key: a TRY_AGAIN wrote nothing, or, when its reason
+ * is a lost answer, the resend finds the coupon and answers ALREADY_ISSUED).
+ */
+async function resendingTryAgain(send: () => Promise<GraphQLReply>, resent: Record<string, number>): Promise<string> {
+  for (let attempt = 0; ; attempt++) {
+    const reply = await send();
+    const outcome = replyOutcome(reply);
+    const extensions = reply.body.errors?.[0]?.extensions;
+    if (outcome !== 'TRY_AGAIN' || attempt === TRY_AGAIN_RESENDS) return outcome;
+    const reason = String(extensions?.['reason'] ?? 'none');
+    resent[reason] = (resent[reason] ?? 0) + 1;
+    await sleep(Number(extensions?.['retryAfterMs'] ?? 100));
+  }
 }
 
 /** transaction_retries_total of the backends, by SQLSTATE. */
@@ -110,9 +134,10 @@ export async function runSpread(backends: TestBackend[], scenario: CouponScenari
     for (const client of clients) await client.open();
     const requests = couponRequests(scenario, 1);
     const clientOf = (i: number) => clients[Math.floor(i / scenario.sends) % clients.length]!;
+    const resent: Record<string, number> = {};
     const outcomes = await runReleasedTogether(
       requests.map((request, i) => async () => {
-        const outcome = replyOutcome(await sendIssue(clientOf(i), scenario, sessions, request, i));
+        const outcome = await resendingTryAgain(() => sendIssue(clientOf(i), scenario, sessions, request, i), resent);
         if (outcome === 'BUDGET_EXCEEDED') probe.refused(request.campaignId);
         return outcome;
       }),
@@ -129,7 +154,7 @@ export async function runSpread(backends: TestBackend[], scenario: CouponScenari
         .map(([state, n]) => [state, n - (retriesBefore[state] ?? 0)] as const)
         .filter(([, n]) => n > 0),
     );
-    return { requests: requests.length, outcomes: counts, invariants, retries };
+    return { requests: requests.length, outcomes: counts, invariants, retries, resent };
   } finally {
     for (const client of clients) client.close();
     for (const { server } of served) await server.close();
