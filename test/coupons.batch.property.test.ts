@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Bookkeeping, KeyHeldElsewhere } from '../src/bookkeeping/bookkeeping.js';
-import { runBatch, type BatchShape } from '../src/coupons/issue-batch.js';
+import { runBatch } from '../src/coupons/issue-batch.js';
 import type { IssueRequest, IssueResult } from '../src/coupons/issue.js';
 import { CampaignShapes, issueValuesOf, runIssue, type IssueContext } from '../src/coupons/issue-statement.js';
 import { businessMonth } from '../src/coupons/month.js';
@@ -10,35 +10,39 @@ import { claimValues, type ClaimValues } from '../src/idempotency/service.js';
 import { insertCouponScenario } from './load/scenarios/coupons.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 
-// A batch's outcomes are those of its members run one after another: for any campaign state and
-// any members (a coupon already held, a month near the cap, a key fresh or held by an answered
-// request), the batch statement and the one-issue statement run on each decided member in member
+// A batch's outcomes are those of its members run one after another: for any state of one to three
+// campaigns (one slot or several, each with its room) and any members spread over them (a coupon
+// already held, a month near the cap, a key fresh or held by an answered request), the batch statement and the one-issue statement run on each decided member in member
 // order, in two tenants set up alike, give every member the same answer and leave the same
 // coupons, month rows, budget, outbox events, audit rows and stored answers. Members the batch
 // left ALONE are not decided by it and run later; the rest must form a serial order.
 
 const DISCOUNT = 100;
 const CAP = 300;
-const CAMPAIGN = 'batched';
+const campaignId = (c: number) => `batched-${c}`;
 const NOW = new Date('2026-06-15T03:00:00Z');
 const TIME_ZONE = 'Asia/Tokyo';
 
 interface MemberCase {
+  /** Which of the batch's campaigns it asks for (modulo their number). */
+  campaign: number;
   hasCoupon: boolean;
   usedYen: number;
   key: 'none' | 'fresh' | 'held';
 }
 
 interface BatchCase {
-  /** Per slot: whole coupons of room, and yen short of one more. */
-  slots: { room: number; short: number }[];
+  /** Per campaign, per slot: whole coupons of room, and yen short of one more. */
+  campaigns: { room: number; short: number }[][];
   members: MemberCase[];
 }
 
+const slots = fc.array(fc.record({ room: fc.integer({ min: 0, max: 4 }), short: fc.constantFrom(0, 50) }), { minLength: 1, maxLength: 4 });
 const cases = fc.record({
-  slots: fc.array(fc.record({ room: fc.integer({ min: 0, max: 4 }), short: fc.constantFrom(0, 50) }), { minLength: 1, maxLength: 4 }),
+  campaigns: fc.array(slots, { minLength: 1, maxLength: 3 }),
   members: fc.array(
     fc.record({
+      campaign: fc.nat({ max: 2 }),
       hasCoupon: fc.boolean(),
       usedYen: fc.constantFrom(0, 100, 200, 250, 300),
       key: fc.constantFrom('none', 'fresh', 'held') as fc.Arbitrary<MemberCase['key']>,
@@ -48,28 +52,32 @@ const cases = fc.record({
 });
 
 const memberId = (i: number) => `m-${String(i).padStart(2, '0')}`;
+/** The campaign member case `m` asks for. */
+const campaignOf = (c: BatchCase, m: MemberCase) => campaignId(m.campaign % c.campaigns.length);
 
 async function setUp(backend: TestBackend, tenantId: string, c: BatchCase) {
   await insertCouponScenario(backend.services.pool, backend.services.transactions, {
     tenantId,
     capYen: CAP,
-    campaigns: [{ id: CAMPAIGN, discountYen: DISCOUNT, budgetYen: 100_000, budgetSlots: c.slots.length }],
+    campaigns: c.campaigns.map((slots, i) => ({ id: campaignId(i), discountYen: DISCOUNT, budgetYen: 100_000, budgetSlots: slots.length })),
     members: [],
     sends: 1,
     expectedIssued: null,
   });
   const month = businessMonth(NOW, TIME_ZONE);
-  for (const [slot, { room, short }] of c.slots.entries()) {
-    await backend.sql.query(
-      `update campaign_budget_slots set budget_yen = $3, issued_yen = $4 where tenant_id = $1 and campaign_id = $2 and slot = $5`,
-      [tenantId, CAMPAIGN, 1_000 + room * DISCOUNT + short, 1_000, slot],
-    );
+  for (const [i, slots] of c.campaigns.entries()) {
+    for (const [slot, { room, short }] of slots.entries()) {
+      await backend.sql.query(
+        `update campaign_budget_slots set budget_yen = $3, issued_yen = $4 where tenant_id = $1 and campaign_id = $2 and slot = $5`,
+        [tenantId, campaignId(i), 1_000 + room * DISCOUNT + short, 1_000, slot],
+      );
+    }
   }
   for (const [i, m] of c.members.entries()) {
     if (m.hasCoupon) {
       await backend.sql.query(
         `insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at) values ($1, $2, $3, $4, $5, $6)`,
-        [tenantId, CAMPAIGN, memberId(i), month, DISCOUNT, NOW],
+        [tenantId, campaignOf(c, m), memberId(i), month, DISCOUNT, NOW],
       );
     }
     if (m.usedYen > 0) {
@@ -116,7 +124,7 @@ function membersOf(tenantId: string, c: BatchCase): Member[] {
       ...(claim ? { keyTenantId: claim.keyTenantId, keyUserId: claim.keyUserId, keyRole: claim.keyRole, key: claim.key } : {}),
     };
     return {
-      request: { tenantId, memberId: memberId(i), campaignId: CAMPAIGN, now: NOW, timeZone: TIME_ZONE },
+      request: { tenantId, memberId: memberId(i), campaignId: campaignOf(c, m), now: NOW, timeZone: TIME_ZONE },
       claim,
       bookkeeping: () => new Bookkeeping<IssueResult>(claim, base, () => ({ entityIds: [] })),
     };
@@ -147,7 +155,7 @@ async function issueAlone(backend: TestBackend, member: Member): Promise<string>
   }
 }
 
-/** What a tenant's issues left: per member its coupons, month, events, audit rows and stored answer; the budget issued. */
+/** What a tenant's issues left: per member its coupons, month, events, audit rows and stored answer; each campaign's budget issued. */
 async function standing(backend: TestBackend, tenantId: string) {
   const { rows } = await backend.sql.query<Record<string, unknown>>(
     `select m.member_id,
@@ -163,11 +171,11 @@ async function standing(backend: TestBackend, tenantId: string) {
       order by m.member_id`,
     [tenantId],
   );
-  const budget = await backend.sql.query<{ issued: number }>(
-    `select sum(issued_yen)::int as issued from campaign_budget_slots where tenant_id = $1`,
+  const budget = await backend.sql.query<{ campaign_id: string; issued: number }>(
+    `select campaign_id, sum(issued_yen)::int as issued from campaign_budget_slots where tenant_id = $1 group by campaign_id order by campaign_id`,
     [tenantId],
   );
-  return { members: rows, issuedYen: budget.rows[0]!.issued };
+  return { members: rows, issuedYen: budget.rows };
 }
 
 const statusOf = (outcome: string) => (outcome === 'ISSUE' ? 'ISSUED' : outcome);
@@ -188,23 +196,24 @@ describe('a batch of issues decides as its members would one after another', () 
         const serial = `serial-${run}`;
         await setUp(backend, batched, c);
         await setUp(backend, serial, c);
-        const shape: BatchShape = c.slots.length === 1 ? 'one row' : 'slots';
         const context = contextOf(backend);
         const members = membersOf(batched, c);
         const rows = await backend.services.pool.connection().execute((db) =>
           runBatch(
             db,
-            shape,
             members.map((m) => ({ values: issueValuesOf(m.request, m.bookkeeping(), context), claim: m.claim })),
           ),
         );
         expect(rows.map((r) => r.outcome)).not.toContain('AS_TRANSACTION');
-        // A member is left ALONE only when the slot with most room could pay for no more.
+        // A member is left ALONE only when its campaign's slot with most room could pay for no more.
         // (A member whose key turns out held counts among those the slot pays for: the allotment is made before the claims.)
-        const wants = c.members.filter((m) => !m.hasCoupon && m.usedYen + DISCOUNT <= CAP).length;
-        const most = Math.max(...c.slots.map((s) => s.room));
-        const alone = rows.filter((r) => r.outcome === 'ALONE').length;
-        expect(alone).toBe(c.slots.some((s) => s.room > 0) ? Math.max(0, wants - most) : 0);
+        for (const [i, slots] of c.campaigns.entries()) {
+          const of = (m: MemberCase) => campaignOf(c, m) === campaignId(i);
+          const wants = c.members.filter((m) => of(m) && !m.hasCoupon && m.usedYen + DISCOUNT <= CAP).length;
+          const most = Math.max(...slots.map((s) => s.room));
+          const alone = rows.filter((r, n) => r.outcome === 'ALONE' && of(c.members[n]!)).length;
+          expect(alone).toBe(slots.some((s) => s.room > 0) ? Math.max(0, wants - most) : 0);
+        }
 
         const serialMembers = membersOf(serial, c);
         const serialAnswers: (string | undefined)[] = [];
@@ -215,7 +224,9 @@ describe('a batch of issues decides as its members would one after another', () 
         expect(batchAnswers).toEqual(serialAnswers);
         // An issued coupon comes back whole, as one issue's answer carries it.
         for (const [i, row] of rows.entries()) {
-          if (row.outcome === 'ISSUE') expect(row).toMatchObject({ member_id: memberId(i), amount_yen: DISCOUNT, campaign_id: CAMPAIGN });
+          if (row.outcome === 'ISSUE') {
+            expect(row).toMatchObject({ member_id: memberId(i), amount_yen: DISCOUNT, campaign_id: campaignOf(c, c.members[i]!) });
+          }
         }
         expect(await standing(backend, batched)).toEqual(await standing(backend, serial));
       }),

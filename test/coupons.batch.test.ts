@@ -46,19 +46,21 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     Number((await backend.sql.query(`select count(*) as n from ${table} where ${where}`, params)).rows[0].n);
   const coalescer = () => backend.services.issueCoalescer;
 
-  /** Sends `first` (its statement then waits on what `hold` locked), then `rest` once the first waits, and resolves once all of `rest` are queued behind it. */
+  /** Sends `first` (its statement then waits on what `hold` locked), then `rest` (on `campaign` or several) once the first waits, and resolves once all of `rest` are queued behind it. */
   async function queuedBehind(
-    campaign: string,
+    campaign: string | string[],
     hold: string,
     first: () => ReturnType<typeof issue>,
     rest: (() => ReturnType<typeof issue>)[],
   ) {
+    const campaigns = typeof campaign === 'string' ? [campaign] : campaign;
     await holder.query('begin');
     await holder.query(hold);
     const firstReply = first();
     await waitForLockWaiter(backend);
     const restReplies = rest.map((send) => send());
-    await waitFor(() => (coalescer().waiting(TENANT, campaign) === rest.length ? true : undefined), `${rest.length} issues queued`);
+    const queued = () => campaigns.reduce((n, c) => n + coalescer().waiting(TENANT, c), 0);
+    await waitFor(() => (queued() === rest.length ? true : undefined), `${rest.length} issues queued`);
     return { firstReply, restReplies };
   }
 
@@ -103,6 +105,58 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     const resent = await issue('meet', members[3]!, 'meet-key');
     expect(resent.headers.get('idempotent-replayed')).toBe('true');
     expect(resent.body.data).toEqual(replies[3]!.body.data);
+  });
+
+  it('issues on several campaigns of a tenant that meet run as one statement: one slot of each campaign pays for all of its members, each member its own coupon', async () => {
+    // One campaign of one budget row and one of three slots, each learned first.
+    await createCampaign('across-row', 100_000);
+    await createCampaign('across-slots', 100_000, 3);
+    expect(statusOf(await issue('across-row', 'across-learner-row'))).toBe('ISSUED');
+    expect(statusOf(await issue('across-slots', 'across-learner-slots'))).toBe('ISSUED');
+    const before = { ...coalescer().counts };
+    const asks = [
+      ['across-row', 'across-a'],
+      ['across-slots', 'across-b'],
+      ['across-row', 'across-c'],
+      ['across-slots', 'across-d'],
+      ['across-slots', 'across-e'],
+    ] as const;
+    const { firstReply, restReplies } = await queuedBehind(
+      ['across-row', 'across-slots'],
+      `select 1 from campaign_budget_slots where tenant_id = '${TENANT}' and campaign_id = 'across-row' for update`,
+      () => issue('across-row', 'across-first'),
+      asks.map(
+        ([campaign, member]) =>
+          () =>
+            issue(campaign, member),
+      ),
+    );
+    await holder.query('commit');
+    expect(statusOf(await firstReply)).toBe('ISSUED');
+    const replies = await Promise.all(restReplies);
+    expect(replies.map(statusOf)).toEqual(asks.map(() => 'ISSUED'));
+    expect(coalescer().counts.batches - before.batches).toBe(1);
+    expect(coalescer().counts.members - before.members).toBe(asks.length);
+    expect(coalescer().counts.failed - before.failed).toBe(0);
+    for (const [i, reply] of replies.entries()) {
+      expect(reply.body.data?.issueCoupon.coupon).toMatchObject({ campaignId: asks[i]![0], memberId: asks[i]![1], amountYen: 500 });
+    }
+    const issued = await backend.sql.query(
+      `select campaign_id, sum(issued_yen)::int as yen, count(*) filter (where issued_yen > 0)::int as slots_used
+         from campaign_budget_slots where tenant_id = $1 and campaign_id like 'across-%' group by campaign_id order by campaign_id`,
+      [TENANT],
+    );
+    // across-slots: its learner's coupon in one slot, the batch's three taken at once from one slot (maybe the same).
+    expect(issued.rows).toEqual([
+      { campaign_id: 'across-row', yen: 4 * 500, slots_used: 1 },
+      { campaign_id: 'across-slots', yen: 4 * 500, slots_used: expect.any(Number) },
+    ]);
+    const slotYen = await backend.sql.query(
+      `select issued_yen from campaign_budget_slots where tenant_id = $1 and campaign_id = 'across-slots' and issued_yen > 0`,
+      [TENANT],
+    );
+    expect(Math.max(...slotYen.rows.map((r) => Number(r.issued_yen)))).toBeGreaterThanOrEqual(3 * 500);
+    expect(await count('outbox_events', `tenant_id = $1 and payload->>'campaignId' like 'across-%'`, [TENANT])).toBe(8);
   });
 
   it('a double tap in the queue runs in the next batch, never twice in one: one coupon, ALREADY_ISSUED for the other', async () => {

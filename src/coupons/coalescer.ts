@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Bookkeeping } from '../bookkeeping/bookkeeping.js';
 import type { DB } from '../db/schema.js';
 import { isPrimaryGone, type AS_TRANSACTION } from '../db/transaction.js';
-import { isBatchShape, runBatch, type BatchMember, type BatchShape, type MemberRow } from './issue-batch.js';
+import { isBatchShape, runBatch, type BatchMember, type MemberRow } from './issue-batch.js';
 import type { IssueRequest, IssueResult } from './issue.js';
 import { answerOf, issueValuesOf, learnShape, type IssueBatcher, type IssueContext, type IssueRow } from './issue-statement.js';
 
@@ -30,14 +30,17 @@ interface Waiting {
 }
 
 /**
- * This process's issues per campaign, batched (docs/design.md §4, "Batched issues"): an issue on a
- * campaign that has no statement in flight here runs at once, alone, as it always did (batching
- * never makes an issue wait while nothing else is queued); one that comes while a statement for its
- * campaign is in flight waits for it, and when it ends every issue that waited meanwhile runs as
- * one statement and one commit (issue-batch.ts), on the connection of the first of them, which
- * leads the batch in its own request's context. So a campaign has at most one statement in flight
- * from this process, and the busier it is, the more members each statement carries, up to
- * `maxMembers` (COUPON_ISSUE_BATCH_MAX; 1, the default, is no batching).
+ * This process's issues per tenant, batched across the tenant's campaigns (docs/design.md §4,
+ * "Batched issues"): an issue of a tenant that has no statement in flight here runs at once,
+ * alone, as it always did (batching never makes an issue wait while nothing else is queued); one
+ * that comes while a statement of its tenant is in flight waits for it, and when it ends every
+ * issue that waited meanwhile, whatever its campaign, runs as one statement and one commit
+ * (issue-batch.ts), on the connection of the first of them, which leads the batch in its own
+ * request's context. So a tenant has at most one statement in flight from this process, and the
+ * busier it is, the more members each statement carries, up to `maxMembers`
+ * (COUPON_ISSUE_BATCH_MAX; 1, the default, is no batching). The line is the tenant's, not the
+ * campaign's: a shop's sale spreads its requests over a few campaigns, each of which alone would
+ * have too few waiting at a time to pay for a batch (docs/benchmarks.md, batched issues).
  *
  * A member whose row the batch did not decide (ALONE), and every member of a batch that failed
  * whole, runs again in a statement of its own on its own connection. A batch whose answer was
@@ -48,17 +51,20 @@ interface Waiting {
  * several), are batched; campaigns with leases take from this process's own lease already.
  */
 export class IssueCoalescer implements IssueBatcher {
-  /** Per campaign with a statement in flight: the issues waiting for it. */
+  /** Per tenant with a statement in flight: the issues waiting for it. */
   private readonly lines = new Map<string, Waiting[]>();
 
-  /** Batches run, members they carried, and batches that failed whole (their members ran alone). */
-  readonly counts = { batches: 0, members: 0, failed: 0 };
+  /**
+   * Batches run, members they carried, and batches that failed whole (their members ran alone);
+   * `sizes[n]`: the times n issues that waited were let go together (n below MIN_BATCH ran alone).
+   */
+  readonly counts = { batches: 0, members: 0, failed: 0, sizes: [] as number[] };
 
   constructor(readonly maxMembers: number) {}
 
-  /** Issues on the campaign waiting for its statement in flight. */
+  /** Issues on the campaign waiting for its tenant's statement in flight. */
   waiting(tenantId: string, campaignId: string): number {
-    return this.lines.get(`${tenantId}\u0000${campaignId}`)?.length ?? 0;
+    return this.lines.get(tenantId)?.filter((w) => w.request.campaignId === campaignId).length ?? 0;
   }
 
   /** The issue, batched with others on its campaign when they meet; `alone` runs it in a statement of its own. */
@@ -71,7 +77,7 @@ export class IssueCoalescer implements IssueBatcher {
   ): Promise<Answer> {
     const shape = context.shapes.get(request.tenantId, request.campaignId);
     if (this.maxMembers < 2 || !isBatchShape(shape)) return alone();
-    const line = `${request.tenantId}\u0000${request.campaignId}`;
+    const line = request.tenantId;
     const queue = this.lines.get(line);
     if (!queue) {
       this.lines.set(line, []);
@@ -91,18 +97,18 @@ export class IssueCoalescer implements IssueBatcher {
       case 'lost':
         throw turn.error;
       case 'lead':
-        return this.lead(line, shape, turn.batch, alone);
+        return this.lead(line, turn.batch, alone);
     }
   }
 
-  /** A statement of the campaign ended: the issues that waited meanwhile become the next batch, led by the first. */
+  /** A statement of the tenant ended: the issues that waited meanwhile become the next batch, led by the first. */
   private next(line: string): void {
     const queue = this.lines.get(line)!;
     if (queue.length === 0) {
       this.lines.delete(line);
       return;
     }
-    // A member, and a key, at most once a batch: its coupon, month row and claim are each written once per statement.
+    // A member, and a key, at most once a batch (whatever the campaign): its month row and claim are each written once per statement.
     const batch: Waiting[] = [];
     const rest: Waiting[] = [];
     const taken = new Set<string>();
@@ -120,11 +126,12 @@ export class IssueCoalescer implements IssueBatcher {
       }
     }
     this.lines.set(line, rest);
+    this.counts.sizes[batch.length] = (this.counts.sizes[batch.length] ?? 0) + 1;
     batch[0]!.turn({ kind: 'lead', batch });
   }
 
   /** Runs the batch on the leader's connection (batch[0]), hands each member its turn, and returns the leader's own answer. */
-  private async lead(line: string, shape: BatchShape, batch: Waiting[], alone: () => Promise<Answer>): Promise<Answer> {
+  private async lead(line: string, batch: Waiting[], alone: () => Promise<Answer>): Promise<Answer> {
     const [leader] = batch as [Waiting, ...Waiting[]];
     if (batch.length < MIN_BATCH) {
       // Too few to pay for the batch's statement: each runs alone, side by side, and the leader's holds the line.
@@ -135,7 +142,7 @@ export class IssueCoalescer implements IssueBatcher {
         this.next(line);
       }
     }
-    // Member order is lock order: every batch takes its members' rows in the same order.
+    // Member order is lock order: every batch takes its members' rows in the same order (and its slots in campaign order).
     const members = [...batch].sort((a, b) => (a.member.values.memberId < b.member.values.memberId ? -1 : 1));
     let rows: MemberRow[];
     this.counts.batches++;
@@ -143,7 +150,6 @@ export class IssueCoalescer implements IssueBatcher {
     try {
       rows = await runBatch(
         leader.db,
-        shape,
         members.map((m) => m.member),
       );
     } catch (error) {
@@ -159,9 +165,9 @@ export class IssueCoalescer implements IssueBatcher {
       return alone();
     }
     this.next(line);
-    learnShape(leader.context.shapes, leader.request, rows[0]!);
     let own: IssueRow | null = null;
     members.forEach((waiting, i) => {
+      learnShape(leader.context.shapes, waiting.request, rows[i]!);
       const row = decided(rows[i]!);
       if (waiting === leader) own = row;
       else waiting.turn(row ? { kind: 'decided', row } : { kind: 'alone' });

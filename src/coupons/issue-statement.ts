@@ -62,6 +62,17 @@ export const couponJson = (status: string, k: string) =>
     'issuedAt', to_char(${k}.issued_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))`);
 
 /**
+ * The CTE `guard` (one row, `ok`): the session's lock and statement timeouts are both in force and
+ * within the request's (a pooler's older server connection may lack the role's defaults). A
+ * statement writes nothing without them and answers AS_TRANSACTION; one issue's and a batch's alike.
+ */
+export const timeoutGuardCte = (p: { lockTimeoutMs: unknown; statementTimeoutMs: unknown }) => sql`guard as (
+      select current_setting('lock_timeout')::interval between interval '1 millisecond' and make_interval(secs => ${p.lockTimeoutMs}::int / 1000.0)
+         and current_setting('statement_timeout')::interval between interval '1 millisecond' and make_interval(secs => ${p.statementTimeoutMs}::int / 1000.0)
+             as ok
+    )`;
+
+/**
  * The whole issue as one statement (docs/design.md §4), the same in both ways it runs: as its own
  * implicit transaction (one-statement.ts), and inside a transaction when that cannot run
  * (issue-transaction.ts). The lock order is the Idempotency-Key, the coupon's unique index entry,
@@ -89,11 +100,7 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing, shape: BuiltFor)
   return prepare<IssueValues & Partial<ClaimValues>, IssueRow>(name, (p) => {
     const rows = { tenantId: p.tenantId, campaignId: p.campaignId, holder: p.leaseHolder, leasing };
     return sql`
-    with guard as (
-      select current_setting('lock_timeout')::interval between interval '1 millisecond' and make_interval(secs => ${p.lockTimeoutMs}::int / 1000.0)
-         and current_setting('statement_timeout')::interval between interval '1 millisecond' and make_interval(secs => ${p.statementTimeoutMs}::int / 1000.0)
-             as ok
-    ), campaign as (
+    with ${timeoutGuardCte(p)}, campaign as (
       select c.discount_yen, c.budget_slots, c.budget_lease_coupons, t.monthly_cap_yen,
              ${campaignHasRoom(rows, sql`c.discount_yen`, shape)} as has_room
         from campaigns c join tenants t on t.id = c.tenant_id
