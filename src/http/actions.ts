@@ -3,11 +3,12 @@ import type { AppServices, RequestReport } from '../graphql/context.js';
 import { ErrorCode, isErrorCode } from '../errors.js';
 import { actionStatusOf, retryAfterHeader } from './error-status.js';
 import { actionDocuments } from './action-documents.js';
-import { underErrorContract } from './plugins/error-contract.js';
+import { markReplayed } from './plugins/request-outcome.js';
 import { currentRequestScope } from '../request-scope.js';
 import { isDevMode } from '../config.js';
 import { actionSecretMatches } from '../identity/session.js';
-import type { RunOperation } from './run-operation.js';
+import type { Logger } from '../logger.js';
+import type { GraphQLServer } from './yoga.js';
 import { jsonAnswer, type Answer } from './answer.js';
 
 function actionError(status: number, code: string, message: string): Answer {
@@ -47,17 +48,27 @@ function parseActionBody(raw: string): ActionBody | string {
 
 /**
  * Hasura Actions at POST /actions: `{action: {name}, input, session_variables, request_query?}`.
- * The action name is a mutation of this schema and `input` its arguments. The operation runs in
- * process as a POST of plain parameters does (src/http/run-operation.ts: the same admission,
- * plugins, caches, context and error masking), with no second HTTP request and response to build
- * and read.
+ * The action name is a mutation of this schema and `input` its arguments. The operation runs
+ * through Yoga's operation pipeline (`getResultForParams`: every plugin's hooks from onParams on,
+ * the same admission, caches, context, masking and error contract as on /graphql), with no second
+ * HTTP request and response to build and read: the answer is Hasura's shape, not a GraphQL response.
  * It answers the payload object itself with 200, or an error as a 4xx `{message, extensions:
  * {code}}` (Hasura drops the message of a 5xx).
  */
 /** `body`: the request's body when the caller has already read it (the request then has none). */
 export type ActionsHandler = (request: Request, report: RequestReport, body?: string) => Promise<Answer>;
 
-export function createActionsHandler(run: RunOperation, schema: GraphQLSchema, services: AppServices): ActionsHandler {
+/** The operation's result, or null when Yoga threw on its way (a bug: logged, answered 500). */
+async function resultOf(yoga: GraphQLServer, log: Logger, ...[payload, serverContext]: Parameters<GraphQLServer['getResultForParams']>) {
+  try {
+    return await yoga.getResultForParams(payload, serverContext);
+  } catch (error) {
+    log.error({ err: error }, 'an action failed outside its operation');
+    return null;
+  }
+}
+
+export function createActionsHandler(yoga: GraphQLServer, schema: GraphQLSchema, services: AppServices): ActionsHandler {
   const documents = actionDocuments(schema);
 
   return async (request, report, body) => {
@@ -78,16 +89,15 @@ export function createActionsHandler(run: RunOperation, schema: GraphQLSchema, s
     if (query === undefined) return actionError(404, ErrorCode.notFound, `Unknown action "${parsed.name}"`);
 
     // The action's request stands in for Yoga's: the context reads Idempotency-Key from its headers.
-    const result = await run(
-      request,
-      { query, variables: parsed.input, operationName: parsed.name },
+    const result = await resultOf(
+      yoga,
+      services.log,
+      { request, params: { query, variables: parsed.input, operationName: parsed.name } },
       { actionSessionVariables: parsed.sessionVariables, report },
     );
-    const requestId = currentRequestScope()?.requestId;
-    if (!result || Symbol.asyncIterator in result || requestId === undefined) {
-      return actionError(500, ErrorCode.internal, 'Internal server error');
-    }
-    const { data, errors } = underErrorContract(result, { requestId, report }, { hideSuggestions: !services.config.edge.introspection });
+    if (!result || Symbol.asyncIterator in result) return actionError(500, ErrorCode.internal, 'Internal server error');
+    // Under the error contract already (its plugin's onExecutionResult).
+    const { data, errors } = result;
     const first = errors?.[0];
     if (first) {
       // Leave out what Yoga's serializer leaves out: `http` and `unexpected` are the server's own notes.
@@ -99,7 +109,7 @@ export function createActionsHandler(run: RunOperation, schema: GraphQLSchema, s
       return answer;
     }
     const answer = jsonAnswer(200, data?.[parsed.name] ?? null);
-    if (report.replayed) answer.headers['idempotent-replayed'] = 'true';
+    markReplayed({ set: (name, value) => (answer.headers[name] = value) }, report);
     return answer;
   };
 }

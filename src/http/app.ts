@@ -14,8 +14,6 @@ import { getRoute } from './routes/route.js';
 import { createServeFetch } from './serve-fetch.js';
 import { createGraphQLServer, operationAdmission, type GraphQLServer } from './yoga.js';
 import { knownDocuments } from './document-cache.js';
-import { createPlainPost } from './plain-post.js';
-import { createOperationRunner } from './run-operation.js';
 
 export interface App {
   /** The whole HTTP surface as a Fetch handler: what tests call in process. */
@@ -42,9 +40,7 @@ export function createApp(services: AppServices): App {
   const gate = operationAdmission(services);
   const yoga = createGraphQLServer(services, { known, gate });
   const drain = new DrainState();
-  const run = createOperationRunner({ yoga, services, known, gate });
-  const actions = createActionsHandler(run, schema, services);
-  const plainPost = createPlainPost({ run, contract: { hideSuggestions: !config.edge.introspection } });
+  const actions = createActionsHandler(yoga, schema, services);
   const router = createRouter({
     routes: [
       getRoute('/health', health),
@@ -54,7 +50,6 @@ export function createApp(services: AppServices): App {
     ],
     yoga,
     actions,
-    plainPost,
     maxBodyBytes,
   });
   const requestLog = createRequestLog(log, services.metrics);
@@ -71,7 +66,6 @@ export function createApp(services: AppServices): App {
       requestLog,
       log,
       maxBodyBytes,
-      plainPost,
       actions,
       trustProxy: config.edge.trustProxy,
     }),

@@ -67,10 +67,9 @@ export function documentCaches(budgetBytes: number): DocumentCaches | null {
 }
 
 /**
- * What the server knows of the documents it was sent: the parse caches, and each parsed
- * document's validation result (kept by src/http/plugins/validation-cache.ts), shared by Yoga and
- * the operations the HTTP layer runs in process (src/http/run-operation.ts). Nothing is known when
- * DOCUMENT_CACHE_BYTES is 0.
+ * What the server knows of the documents it was sent: the parse caches (Yoga's
+ * `parserAndValidationCache`), and each parsed document's validation result (kept by
+ * src/http/plugins/validation-cache.ts). Nothing is known when DOCUMENT_CACHE_BYTES is 0.
  */
 export interface KnownDocuments {
   caches: DocumentCaches | null;
@@ -79,14 +78,4 @@ export interface KnownDocuments {
 
 export function knownDocuments(budgetBytes: number): KnownDocuments {
   return { caches: documentCaches(budgetBytes), validations: new WeakMap() };
-}
-
-/**
- * The document of `source` when it was parsed and validated without an error before (by the
- * rules of the document, which do not change with the request); null when it must be read.
- */
-export function validDocument(known: KnownDocuments, source: string): DocumentNode | null {
-  const document = known.caches?.documentCache.get(source);
-  if (document === undefined) return null;
-  return known.validations.get(document)?.length === 0 ? document : null;
 }

@@ -14,7 +14,6 @@ import {
   toFetchRequest,
   writeFetchResponse,
 } from './node-server.js';
-import { isPlainContentType, plainMediaType, plainParams, type PlainPost } from './plain-post.js';
 import type { ActionsHandler } from './actions.js';
 import { writeAnswer, type Answer } from './answer.js';
 import { CLIENT_CLOSED_REQUEST, internalError, refusalBody } from './refusals.js';
@@ -28,7 +27,6 @@ export interface NodeDispatchParts {
   requestLog: RequestLog;
   log: Logger;
   maxBodyBytes: number;
-  plainPost: PlainPost;
   actions: ActionsHandler;
   /** TRUST_PROXY: the peers whose X-Forwarded-For is believed. */
   trustProxy: string[];
@@ -60,7 +58,7 @@ const headerOf = (req: IncomingMessage) => (name: string) => {
  */
 export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMessage, res: ServerResponse) => void {
   const { yoga, serveFetch, requestLog, log, maxBodyBytes } = parts;
-  const { plainPost, actions } = parts;
+  const { actions } = parts;
   const clientAddressOf = clientAddresses(parts.trustProxy);
   const requestUrlParses = requestUrlCheck();
 
@@ -85,15 +83,8 @@ export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMess
     writeAnswer(res, answer);
   }
 
-  /**
-   * The hot path's answer: a POST of plain parameters answered in process (src/http/plain-post.ts),
-   * anything else Yoga's on a request of its own Fetch implementation, the response in one write.
-   */
+  /** GraphQL read off the socket: Yoga's whole pipeline on a request of its own Fetch implementation, the response in one write. */
   async function answerGraphQL(req: IncomingMessage, res: ServerResponse, body: string | null, requestId: string, report: RequestReport) {
-    const plain = body !== null && req.headers.origin === undefined && isPlainContentType(req.headers['content-type']);
-    const params = plain ? plainParams(body) : null;
-    const mediaType = params && plainMediaType(req.headers.accept);
-    if (params && mediaType) return writeAnswered(res, requestId, () => plainPost(fetchRequestOf(req, res), params, mediaType, report));
     let response: Response;
     try {
       response = await yoga.handleRequest(fetchRequestOf(req, res, body), { report });

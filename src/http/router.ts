@@ -2,7 +2,6 @@ import type { RequestReport } from '../graphql/context.js';
 import type { ActionsHandler } from './actions.js';
 import { responseOf } from './answer.js';
 import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
-import { isPlainContentType, plainMediaType, plainParams, type PlainPost } from './plain-post.js';
 import { refusal } from './refusals.js';
 import type { Route } from './routes/route.js';
 import type { GraphQLServer } from './yoga.js';
@@ -12,7 +11,6 @@ export interface RouterParts {
   routes: Route[];
   yoga: GraphQLServer;
   actions: ActionsHandler;
-  plainPost: PlainPost;
   maxBodyBytes: number;
 }
 
@@ -20,24 +18,6 @@ export interface RouterParts {
 export type Router = (request: Request, report: RequestReport) => Promise<Response>;
 
 const notJson = (path: string) => refusal(path, 'POST bodies must be application/json (or application/graphql-response+json)', 415);
-
-/**
- * A buffered POST to /graphql: plain parameters (src/http/plain-post.ts) are answered there, as on
- * the Node path; anything else goes to Yoga whole.
- */
-async function answerGraphQLPost(buffered: Request, report: RequestReport, { yoga, plainPost }: RouterParts): Promise<Response> {
-  const { headers } = buffered;
-  const plain = headers.get('origin') === null && isPlainContentType(headers.get('content-type'));
-  const mediaType = plain ? plainMediaType(headers.get('accept')) : null;
-  if (mediaType === null) return yoga.fetch(buffered, { report });
-  const body = await buffered.text();
-  const params = plainParams(body);
-  if (params === null) {
-    const again = new Request(buffered.url, { method: buffered.method, headers: buffered.headers, body, signal: buffered.signal });
-    return yoga.fetch(again, { report });
-  }
-  return responseOf(await plainPost(buffered, params, mediaType, report));
-}
 
 export function createRouter(parts: RouterParts): Router {
   const { routes, yoga, actions, maxBodyBytes } = parts;
@@ -63,7 +43,6 @@ export function createRouter(parts: RouterParts): Router {
     // Media types are case-insensitive; Yoga compares them as written.
     const contentType = buffered.headers.get('content-type');
     if (contentType !== null) buffered.headers.set('content-type', contentType.toLowerCase());
-    if (request.method === 'POST') return answerGraphQLPost(buffered, report, parts);
     return yoga.fetch(buffered, { report });
   };
 }

@@ -112,10 +112,11 @@ export function createGraphQLServer(services: AppServices, { known, gate }: Grap
     // Validation results are kept by useValidationCache instead.
     parserAndValidationCache: known.caches === null ? false : { ...known.caches, validationCache: false },
     cors: corsOptions(edge.corsOrigins),
-    // POSTs of plain parameters and Hasura's actions run only the operation's hooks (onParams
-    // onwards, src/http/run-operation.ts): a rule for every request belongs there, never in a
-    // Yoga request hook (onRequest, onRequestParse), which they skip. Introspection is refused by
-    // a validation rule for that reason (envelop's plugin; Yoga's marks the request in onRequestParse).
+    // Every request to /graphql runs Yoga's whole pipeline, on the socket and on the Fetch path;
+    // Hasura's actions run the operation's part of it (onParams onwards, src/http/actions.ts), so a
+    // rule for every operation belongs there, not in a Yoga request hook (onRequest,
+    // onRequestParse). Introspection is refused by a validation rule (envelop's plugin) for that reason.
+    // test/pipeline-hooks.test.ts holds every path to the hooks Yoga's own pipeline runs.
     plugins: [
       ...(edge.introspection ? [] : [useDisableIntrospection()]),
       ...(edge.trustedDocumentsPath ? [useTrustedDocuments(config, schema)] : []),
@@ -135,7 +136,7 @@ export function createGraphQLServer(services: AppServices, { known, gate }: Grap
       useAdmission(gate),
       useErrorContract({ hideSuggestions: !edge.introspection }),
       // Nothing is kept when the document caches are off (DOCUMENT_CACHE_BYTES=0).
-      ...(known.caches === null ? [] : [useValidationCache(known.validations)]),
+      ...(known.caches === null ? [] : [useValidationCache(known.validations, services.metrics.knownDocumentOperations)]),
     ],
     context: operationContext(services),
   });

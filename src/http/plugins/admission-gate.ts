@@ -116,19 +116,11 @@ export function admissionGate(options: AdmissionPluginOptions): AdmissionGate {
   };
 }
 
-/**
- * The gate on Yoga's parameters: every operation Yoga runs passes it, except one the HTTP layer
- * has admitted already and hands over from inside its turn (src/http/run-operation.ts), which is
- * never admitted twice.
- */
+/** The gate on Yoga's parameters: every operation Yoga runs, on /graphql and /actions, passes it. */
 export function useAdmission(gate: AdmissionGate): Plugin<Context> {
   return {
     onParams({ paramsHandler, setParamsHandler }) {
-      setParamsHandler((payload) => {
-        const serverContext = payload.context as IdentifiedContext;
-        if (serverContext.identified !== undefined) return paramsHandler(payload);
-        return gate(payload.request, serverContext, () => paramsHandler(payload));
-      });
+      setParamsHandler((payload) => gate(payload.request, payload.context as IdentifiedContext, () => paramsHandler(payload)));
     },
   };
 }

@@ -110,10 +110,9 @@ export interface ContractedRequest {
 
 /**
  * The result's errors under the contract, the first one's code recorded as the request's outcome.
- * Yoga's /graphql applies it in the plugin below; /actions, which runs operations without an HTTP
- * response of Yoga's, applies it itself.
+ * Applied only by the plugin below, on every path an operation takes.
  */
-export function underErrorContract(result: ExecutionResult, request: ContractedRequest, options: ErrorContractOptions): ExecutionResult {
+function underErrorContract(result: ExecutionResult, request: ContractedRequest, options: ErrorContractOptions): ExecutionResult {
   if (!result.errors?.length) return result;
   const errors = result.errors.map((e) => withErrorContract(e, request.requestId, options.hideSuggestions));
   request.report.outcome ??= String(errors[0]!.extensions['code']);
@@ -129,7 +128,24 @@ function unexpectedSqlState(result: ExecutionResult): string | undefined {
   return undefined;
 }
 
+/**
+ * The error contract, in Yoga's hooks: on the operation's result (`onExecutionResult`, which every
+ * operation passes, a Hasura action's included), and, for an answer that never got that far (a
+ * body Yoga could not read, a refused trusted document, a crash before execution), on the result
+ * Yoga processes into its response. A result is put under the contract once.
+ */
 export function useErrorContract(options: ErrorContractOptions): Plugin<Context, ReportingServerContext> {
+  const contracted = new WeakSet<ExecutionResult>();
+  /** Only a request with an id of its own (every one the HTTP layer serves), and only single results. */
+  const contract = (result: unknown, report: RequestReport | undefined): ExecutionResult | null => {
+    const requestId = currentRequestScope()?.requestId;
+    if (requestId === undefined || result == null || Array.isArray(result) || Symbol.asyncIterator in (result as object)) return null;
+    const single = result as ExecutionResult;
+    if (contracted.has(single) || !single.errors?.length) return null;
+    const under = underErrorContract(single, { requestId, report: report ?? {} }, options);
+    contracted.add(under);
+    return under;
+  };
   return {
     onExecute({ args }) {
       const { report } = args.contextValue as Context;
@@ -142,11 +158,13 @@ export function useErrorContract(options: ErrorContractOptions): Plugin<Context,
         },
       };
     },
+    onExecutionResult({ result, setResult, context }) {
+      const under = contract(result, (context as ReportingServerContext).report);
+      if (under !== null) setResult(under);
+    },
     onResultProcess({ result, setResult, serverContext }) {
-      const requestId = currentRequestScope()?.requestId;
-      if (requestId === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
-      const single = result as ExecutionResult;
-      if (single.errors?.length) setResult(underErrorContract(single, { requestId, report: serverContext.report ?? {} }, options));
+      const under = contract(result, serverContext.report);
+      if (under !== null) setResult(under);
     },
   };
 }

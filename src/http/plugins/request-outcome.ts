@@ -1,6 +1,6 @@
 import { isEnumType, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import type { Context, ReportingServerContext } from '../../graphql/context.js';
+import type { Context, ReportingServerContext, RequestReport } from '../../graphql/context.js';
 import { currentRequestScope } from '../../request-scope.js';
 import { operationLabel, operationOf } from '../operation.js';
 
@@ -24,6 +24,14 @@ const statusesOf = (() => {
   };
 })();
 
+/**
+ * The replay mark: `Idempotent-Replayed: true` on the answer of a request that replayed a stored
+ * response. The one rule for it, which Yoga's response hook below and the /actions answer apply.
+ */
+export function markReplayed(headers: { set(name: string, value: string): void }, report: RequestReport | undefined): void {
+  if (report?.replayed) headers.set('idempotent-replayed', 'true');
+}
+
 /** Names the operation in the request's log lines and records a business status as its outcome. */
 export function useRequestOutcome(): Plugin<Context, ReportingServerContext> {
   return {
@@ -45,7 +53,7 @@ export function useRequestOutcome(): Plugin<Context, ReportingServerContext> {
       };
     },
     onResponse({ response, serverContext }) {
-      if (serverContext.report?.replayed) response.headers.set('idempotent-replayed', 'true');
+      markReplayed(response.headers, serverContext.report);
     },
   };
 }

@@ -1,0 +1,176 @@
+import type { Plugin, YogaServerOptions } from 'graphql-yoga';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { asOperator, asUser, callAction, createTenant, serveTestBackend, type Headers, type ServedBackend } from './support/harness.js';
+
+/**
+ * Every plugin the server installs (each of createYoga's plugins, and each one those add in
+ * onPluginInit) has its hooks recorded as they run. Yoga's own handler, called directly, is the
+ * yardstick: whatever path the HTTP layer gives a request (the socket, the Fetch path, a known
+ * document or a new one) must run every hook Yoga's pipeline runs for it. Hasura's actions run the
+ * operation's part of the pipeline (onParams onwards); the HTTP hooks they do not run are named
+ * below with the reason each does not apply, so a plugin that adds a request hook fails here.
+ */
+
+/** Hooks recorded since the last `take()`, as `<plugin>.<hook>` (an after-hook as `<hook>:done`). */
+const recorder = vi.hoisted(() => {
+  let seen = new Set<string>();
+  return {
+    note: (name: string) => void seen.add(name),
+    take(): Set<string> {
+      const taken = seen;
+      seen = new Set();
+      return taken;
+    },
+  };
+});
+
+/** Hooks that run once when the server is built, not per request. */
+const SETUP_HOOKS = new Set(['onPluginInit', 'onYogaInit', 'onSchemaChange', 'onEnveloped', 'onDispose']);
+
+vi.mock('graphql-yoga', async (importOriginal) => {
+  const yoga = await importOriginal<typeof import('graphql-yoga')>();
+  type AnyPlugin = Record<string, unknown>;
+
+  const afterHooks = (name: string, returned: unknown): unknown => {
+    if (typeof returned === 'function') {
+      return (...args: unknown[]) => (recorder.note(`${name}:done`), (returned as (...a: unknown[]) => unknown)(...args));
+    }
+    if (returned !== null && typeof returned === 'object' && !('then' in returned)) {
+      for (const [key, value] of Object.entries(returned)) {
+        if (key.startsWith('on') && typeof value === 'function') {
+          (returned as AnyPlugin)[key] = (...args: unknown[]) => (recorder.note(`${name}.${key}`), value(...args));
+        }
+      }
+    }
+    return returned;
+  };
+
+  const recorded = (plugin: AnyPlugin, label: string): AnyPlugin => {
+    const wrapped: AnyPlugin = { ...plugin };
+    for (const [hook, value] of Object.entries(plugin)) {
+      if (!hook.startsWith('on') || typeof value !== 'function') continue;
+      const name = `${label}.${hook}`;
+      if (hook === 'onPluginInit') {
+        wrapped[hook] = (payload: { addPlugin: (added: AnyPlugin) => void }) => {
+          let added = 0;
+          const addPlugin = (child: AnyPlugin) => payload.addPlugin(recorded(child, `${label}+${added++}`));
+          return value({ ...payload, addPlugin });
+        };
+      } else if (SETUP_HOOKS.has(hook)) {
+        continue;
+      } else {
+        wrapped[hook] = (...args: unknown[]) => {
+          recorder.note(name);
+          const returned = value(...args);
+          return returned instanceof Promise ? returned.then((r) => afterHooks(name, r)) : afterHooks(name, returned);
+        };
+      }
+    }
+    return wrapped;
+  };
+
+  return {
+    ...yoga,
+    createYoga: (options: YogaServerOptions<Record<string, unknown>, Record<string, unknown>>) =>
+      yoga.createYoga({
+        ...options,
+        plugins: (options.plugins ?? []).map((plugin, index) =>
+          plugin && typeof plugin === 'object' ? recorded(plugin as AnyPlugin, `plugin ${index}`) : plugin,
+        ) as Plugin[],
+      }),
+  };
+});
+
+/** HTTP hooks an action does not run, and why nothing of theirs applies to an action's answer (Hasura's shape, not a GraphQL response). */
+const NOT_FOR_ACTIONS: Record<string, string> = {
+  onRequest: 'CORS and GraphiQL concern browsers; Hasura calls without an Origin',
+  onRequestParse: "an action's body is Hasura's, read by src/http/actions.ts",
+  onResultProcess: "the action's answer is made by src/http/actions.ts from the result under the error contract",
+  onResponse: 'Vary on Origin (no Origin) and the replay mark, which src/http/actions.ts applies with the same function',
+};
+
+const TENANT = 'pipeline-hooks';
+const MUTATION = 'mutation ($input: CreateContractInput!) { createContract(input: $input) { contract { title } } }';
+
+describe("every path runs every plugin's hooks", () => {
+  let backend: ServedBackend;
+  beforeAll(async () => {
+    backend = await serveTestBackend();
+    await createTenant(backend, TENANT);
+  });
+  afterAll(() => backend.close());
+
+  const init = (body: unknown, headers: Headers): RequestInit => ({
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+
+  /** The hooks one request ran. */
+  async function hooksOf(send: () => Promise<Response>): Promise<Set<string>> {
+    recorder.take();
+    const response = await send();
+    await response.text();
+    return recorder.take();
+  }
+
+  const yogaItself = (body: unknown, headers: Headers) => () =>
+    Promise.resolve(backend.app.yoga.fetch(new Request('http://test.local/graphql', init(body, headers)), { report: {} }));
+  const paths: [string, (body: unknown, headers: Headers) => () => Promise<Response>][] = [
+    ['on the socket', (body, headers) => () => fetch(backend.url, init(body, headers))],
+    ['on the Fetch path', (body, headers) => () => backend.app.fetch(new Request(backend.url, init(body, headers)))],
+    [
+      'on the socket, with an Origin',
+      (body, headers) => () => fetch(backend.url, init(body, { ...headers, origin: 'http://localhost:3000' })),
+    ],
+  ];
+  let keys = 0;
+  /** Each request of its own document text (a comment tells them apart), so that each path meets it new, then known; each keyed one a key of its own. */
+  const requests: [string, (text: string) => { body: unknown; headers: () => Headers }][] = [
+    ['a query', (text) => ({ body: { query: `{ viewer { role } } # ${text}` }, headers: asOperator })],
+    [
+      'a mutation',
+      (text) => ({ body: { query: `${MUTATION} # ${text}`, variables: { input: { title: 'Hooks' } } }, headers: () => asUser(TENANT) }),
+    ],
+    [
+      'a keyed mutation',
+      (text) => ({
+        body: { query: `${MUTATION} # ${text}`, variables: { input: { title: 'Keyed' } } },
+        headers: () => ({ ...asUser(TENANT), 'idempotency-key': `hooks-${keys++}` }),
+      }),
+    ],
+    ['a document that does not validate', (text) => ({ body: { query: `{ viewer { nope } } # ${text}` }, headers: asOperator })],
+  ];
+
+  for (const [path, send] of paths) {
+    for (const [name, request] of requests) {
+      it(`${path}: ${name}, new and known, runs every hook Yoga's own pipeline runs`, async () => {
+        const yardstick = request(`yardstick ${path}`);
+        const sent = request(path);
+        // The first finds the document new, the second parsed and validated.
+        for (let i = 0; i < 2; i++) {
+          const expected = await hooksOf(yogaItself(yardstick.body, yardstick.headers()));
+          expect(expected.size).toBeGreaterThan(5);
+          const ran = await hooksOf(send(sent.body, sent.headers()));
+          expect([...expected].filter((hook) => !ran.has(hook))).toEqual([]);
+        }
+      });
+    }
+  }
+
+  it("an action runs every hook of the operation that Yoga's pipeline runs, and skips only the HTTP hooks named", async () => {
+    const session = asUser(TENANT);
+    const onSocket = async (request: Request) =>
+      fetch(`${backend.origin}/actions`, { method: 'POST', headers: request.headers, body: await request.text() });
+    // The action's document is new to the first call only, and so is the yardstick's.
+    const yardstick = { query: `${MUTATION} # yardstick`, variables: { input: { title: 'Action' } } };
+    for (const target of [onSocket, backend.app.fetch]) {
+      for (let i = 0; i < 2; i++) {
+        const expected = await hooksOf(yogaItself(yardstick, session));
+        const ran = await hooksOf(() => callAction(target, 'createContract', { title: 'Action' }, session));
+        const skipped = [...expected].filter((hook) => !ran.has(hook));
+        expect(skipped.filter((hook) => !(hook.split('.')[1]!.split(':')[0]! in NOT_FOR_ACTIONS))).toEqual([]);
+      }
+    }
+  });
+});
