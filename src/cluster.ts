@@ -133,104 +133,125 @@ function watchHeartbeats(timeoutMs: number, log: Logger) {
   };
 }
 
-export function startHttpProcesses(options: HttpProcessesOptions): HttpProcesses {
-  const { log } = options;
-  let stopping = false;
-  let reloading = false;
+/** The primary's view of its HTTP processes, shared by the functions below. */
+interface ProcessGroup {
+  options: HttpProcessesOptions;
+  heartbeats: ReturnType<typeof watchHeartbeats>;
+  stopping: boolean;
+  reloading: boolean;
   /** Processes whose successor was started on purpose: their exit is expected and replaces nobody. */
-  const retired = new Set<number>();
-  const listeningIds = new Set<number>();
+  retired: Set<number>;
+  listeningIds: Set<number>;
   /** Successors of a reload that do not listen yet: one that dies is the reload's failure, not a process to replace. */
-  const onTrial = new Set<number>();
-  const pidOf = (worker: Worker) => worker.process.pid;
+  onTrial: Set<number>;
+}
 
-  const heartbeats = watchHeartbeats(options.heartbeatTimeoutMs, log);
+const pidOf = (worker: Worker) => worker.process.pid;
 
-  const fork = (): Worker => {
-    const worker = cluster.fork(options.env);
-    worker.once('listening', () => listeningIds.add(worker.id));
-    worker.on('message', (message: unknown) => {
-      if (isMessage(message, HEARTBEAT.type)) return heartbeats.heard(worker);
-      if (!isMessage(message, STOPPING.type) || stopping || retired.has(worker.id)) return;
-      retired.add(worker.id);
-      log.info({ pid: pidOf(worker) }, 'an HTTP process is stopping; starting its successor while it drains');
-      fork();
-    });
-    return worker;
-  };
-
-  cluster.on('exit', (worker, code, signal) => {
-    listeningIds.delete(worker.id);
-    heartbeats.forget(worker);
-    const fields = { pid: pidOf(worker), code, signal };
-    if (onTrial.delete(worker.id)) return; // replace() says what happened
-    if (stopping || retired.delete(worker.id)) {
-      if (code === 0) log.info(fields, 'an HTTP process drained and exited');
-      else log.warn(fields, 'an HTTP process that was stopping exited abnormally');
-      return;
-    }
-    if (code === 0 && signal === null) log.info(fields, 'an HTTP process exited; starting another');
-    else log.error(fields, 'an HTTP process died; starting another');
-    fork();
+function forkHttpProcess(group: ProcessGroup): Worker {
+  const { log } = group.options;
+  const worker = cluster.fork(group.options.env);
+  worker.once('listening', () => group.listeningIds.add(worker.id));
+  worker.on('message', (message: unknown) => {
+    if (isMessage(message, HEARTBEAT.type)) return group.heartbeats.heard(worker);
+    if (!isMessage(message, STOPPING.type) || group.stopping || group.retired.has(worker.id)) return;
+    group.retired.add(worker.id);
+    log.info({ pid: pidOf(worker) }, 'an HTTP process is stopping; starting its successor while it drains');
+    forkHttpProcess(group);
   });
+  return worker;
+}
 
-  for (let i = 0; i < options.count; i++) fork();
-
-  /** Starts `old`'s successor, waits until it listens, then has `old` drain; false if the successor never came up. */
-  async function replace(old: Worker): Promise<boolean> {
-    // Retired first: should `old` die while its successor starts, the successor is its replacement.
-    retired.add(old.id);
-    const successor = fork();
-    onTrial.add(successor.id);
-    const outcome = await listening(successor, SUCCESSOR_LISTEN_TIMEOUT_MS);
-    if (outcome === 'listening') onTrial.delete(successor.id);
-    else {
-      log.error({ pid: pidOf(successor), outcome }, 'rolling reload stopped: the new HTTP process did not listen; the others keep serving');
-      if (outcome === 'timeout') successor.kill('SIGTERM');
-      if (!retired.delete(old.id)) fork(); // `old` died meanwhile and nobody took its place
-      return false;
-    }
-    if (!old.isDead() && old.isConnected()) old.send(REPLACED);
-    if (!(await exited(old, options.drainTimeoutMs + EXIT_MARGIN_MS))) {
-      log.warn({ pid: pidOf(old) }, 'a replaced HTTP process did not exit in time; killing it');
-      old.process.kill('SIGKILL');
-      await exited(old, EXIT_MARGIN_MS);
-    }
-    log.info({ old: pidOf(old), new: pidOf(successor) }, 'HTTP process replaced');
-    return true;
+/** An exit the group expected (a retired process, a stop) is logged; any other starts a replacement. */
+function onHttpProcessExit(group: ProcessGroup, worker: Worker, code: number, signal: string | null): void {
+  const { log } = group.options;
+  group.listeningIds.delete(worker.id);
+  group.heartbeats.forget(worker);
+  const fields = { pid: pidOf(worker), code, signal };
+  if (group.onTrial.delete(worker.id)) return; // replaceHttpProcess() says what happened
+  if (group.stopping || group.retired.delete(worker.id)) {
+    if (code === 0) log.info(fields, 'an HTTP process drained and exited');
+    else log.warn(fields, 'an HTTP process that was stopping exited abnormally');
+    return;
   }
+  if (code === 0 && signal === null) log.info(fields, 'an HTTP process exited; starting another');
+  else log.error(fields, 'an HTTP process died; starting another');
+  forkHttpProcess(group);
+}
 
+/** Starts `old`'s successor, waits until it listens, then has `old` drain; false if the successor never came up. */
+async function replaceHttpProcess(group: ProcessGroup, old: Worker): Promise<boolean> {
+  const { log } = group.options;
+  // Retired first: should `old` die while its successor starts, the successor is its replacement.
+  group.retired.add(old.id);
+  const successor = forkHttpProcess(group);
+  group.onTrial.add(successor.id);
+  const outcome = await listening(successor, SUCCESSOR_LISTEN_TIMEOUT_MS);
+  if (outcome === 'listening') group.onTrial.delete(successor.id);
+  else {
+    log.error({ pid: pidOf(successor), outcome }, 'rolling reload stopped: the new HTTP process did not listen; the others keep serving');
+    if (outcome === 'timeout') successor.kill('SIGTERM');
+    if (!group.retired.delete(old.id)) forkHttpProcess(group); // `old` died meanwhile and nobody took its place
+    return false;
+  }
+  if (!old.isDead() && old.isConnected()) old.send(REPLACED);
+  if (!(await exited(old, group.options.drainTimeoutMs + EXIT_MARGIN_MS))) {
+    log.warn({ pid: pidOf(old) }, 'a replaced HTTP process did not exit in time; killing it');
+    old.process.kill('SIGKILL');
+    await exited(old, EXIT_MARGIN_MS);
+  }
+  log.info({ old: pidOf(old), new: pidOf(successor) }, 'HTTP process replaced');
+  return true;
+}
+
+async function reloadHttpProcesses(group: ProcessGroup): Promise<void> {
+  const { log } = group.options;
+  if (group.stopping) return;
+  if (group.reloading) {
+    log.warn('a rolling reload is already under way; this SIGHUP changes nothing');
+    return;
+  }
+  group.reloading = true;
+  try {
+    const current = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && !w.isDead() && !group.retired.has(w.id));
+    log.info({ processes: current.length }, 'rolling reload: replacing the HTTP processes one at a time');
+    for (const old of current) {
+      if (group.stopping || !(await replaceHttpProcess(group, old))) return;
+    }
+    log.info({ processes: current.length }, 'rolling reload done');
+  } finally {
+    group.reloading = false;
+  }
+}
+
+async function stopHttpProcesses(group: ProcessGroup, graceful: boolean): Promise<void> {
+  group.stopping = true;
+  const all = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && !w.isDead());
+  await Promise.all(
+    all.map((worker) => {
+      if (group.listeningIds.has(worker.id) && worker.isConnected()) worker.send({ type: STOP, graceful } satisfies StopMessage);
+      else worker.process.kill('SIGTERM');
+      // A process that freezes while it drains is killed by the heartbeat watch: this wait ends.
+      return exited(worker, null);
+    }),
+  );
+  group.heartbeats.stop();
+}
+
+export function startHttpProcesses(options: HttpProcessesOptions): HttpProcesses {
+  const group: ProcessGroup = {
+    options,
+    heartbeats: watchHeartbeats(options.heartbeatTimeoutMs, options.log),
+    stopping: false,
+    reloading: false,
+    retired: new Set(),
+    listeningIds: new Set(),
+    onTrial: new Set(),
+  };
+  cluster.on('exit', (worker, code, signal) => onHttpProcessExit(group, worker, code, signal));
+  for (let i = 0; i < options.count; i++) forkHttpProcess(group);
   return {
-    async reload() {
-      if (stopping) return;
-      if (reloading) {
-        log.warn('a rolling reload is already under way; this SIGHUP changes nothing');
-        return;
-      }
-      reloading = true;
-      try {
-        const current = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && !w.isDead() && !retired.has(w.id));
-        log.info({ processes: current.length }, 'rolling reload: replacing the HTTP processes one at a time');
-        for (const old of current) {
-          if (stopping || !(await replace(old))) return;
-        }
-        log.info({ processes: current.length }, 'rolling reload done');
-      } finally {
-        reloading = false;
-      }
-    },
-    async stop(graceful) {
-      stopping = true;
-      const all = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && !w.isDead());
-      await Promise.all(
-        all.map((worker) => {
-          if (listeningIds.has(worker.id) && worker.isConnected()) worker.send({ type: STOP, graceful } satisfies StopMessage);
-          else worker.process.kill('SIGTERM');
-          // A process that freezes while it drains is killed by the heartbeat watch: this wait ends.
-          return exited(worker, null);
-        }),
-      );
-      heartbeats.stop();
-    },
+    reload: () => reloadHttpProcesses(group),
+    stop: (graceful) => stopHttpProcesses(group, graceful),
   };
 }

@@ -45,84 +45,94 @@ export interface HealthOptions {
   logOutages: boolean;
 }
 
-export function watchHealth(path: DatabasePath, probe: () => Promise<void>, options: HealthOptions): DatabaseHealth {
-  const { log } = options;
-  let state: HealthState | null = null;
-  let first: Promise<void> | null = null;
-  let running: Promise<void> | null = null;
-  let started = false;
-  let stopped = false;
-  let timer: NodeJS.Timeout | null = null;
-  let lastCheck = 0;
+/** The checks of one database path: one at a time, on a timer, sooner when a connection has trouble. */
+class HealthWatch implements DatabaseHealth {
+  private state: HealthState | null = null;
+  private first: Promise<void> | null = null;
+  private running: Promise<void> | null = null;
+  private started = false;
+  private stopped = false;
+  private timer: NodeJS.Timeout | null = null;
+  private lastCheck = 0;
 
-  const where = () => {
-    const host = path.hosts[path.firstHost()]!;
-    return { database: describeTarget(path.target), host: host.host, port: host.port };
-  };
+  constructor(
+    private readonly path: DatabasePath,
+    private readonly probe: () => Promise<void>,
+    private readonly options: HealthOptions,
+  ) {}
 
-  const checkOnce = async () => {
-    lastCheck = Date.now();
+  private where() {
+    const host = this.path.hosts[this.path.firstHost()]!;
+    return { database: describeTarget(this.path.target), host: host.host, port: host.port };
+  }
+
+  private async checkOnce(): Promise<void> {
+    const { log, logOutages } = this.options;
+    this.lastCheck = Date.now();
     try {
-      await probe();
-      if (state?.available === false && options.logOutages) {
-        log.info({ ...where(), downForMs: Date.now() - state.downSince! }, 'database available again');
+      await this.probe();
+      if (this.state?.available === false && logOutages) {
+        log.info({ ...this.where(), downForMs: Date.now() - this.state.downSince! }, 'database available again');
       }
-      state = { available: true, reason: null, downSince: null };
+      this.state = { available: true, reason: null, downSince: null };
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      const downSince = state?.downSince ?? Date.now();
-      state = { available: false, reason, downSince };
-      if (options.logOutages) {
+      const downSince = this.state?.downSince ?? Date.now();
+      this.state = { available: false, reason, downSince };
+      if (logOutages) {
         log.error(
-          { ...where(), reason, downForMs: Date.now() - downSince },
+          { ...this.where(), reason, downForMs: Date.now() - downSince },
           'database unavailable: requests answer TRY_AGAIN until it is back',
         );
       }
     }
-  };
+  }
 
-  const schedule = (delayMs: number) => {
-    if (stopped) return;
-    if (timer) clearTimeout(timer);
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    if (this.timer) clearTimeout(this.timer);
     // A check set off by a request's trouble runs under no request's deadline.
-    timer = asWorkOfItsOwn(() => setTimeout(() => void check(), delayMs).unref());
-  };
+    this.timer = asWorkOfItsOwn(() => setTimeout(() => void this.check(), delayMs).unref());
+  }
 
-  const check = (): Promise<void> => {
-    if (running) return running;
-    running = checkOnce().finally(() => {
-      running = null;
-      schedule(options.intervalMs);
+  private check(): Promise<void> {
+    if (this.running) return this.running;
+    this.running = this.checkOnce().finally(() => {
+      this.running = null;
+      this.schedule(this.options.intervalMs);
     });
-    return running;
+    return this.running;
+  }
+
+  /** A path's trouble or recovery: check again soon, though not more often than SOONEST_RECHECK_MS. */
+  private readonly soon = (): void => {
+    if (!this.started || this.stopped || this.running) return;
+    this.schedule(Math.max(0, this.lastCheck + SOONEST_RECHECK_MS - Date.now()));
   };
 
-  const soon = () => {
-    if (!started || stopped || running) return;
-    schedule(Math.max(0, lastCheck + SOONEST_RECHECK_MS - Date.now()));
-  };
-
-  const start = () => {
+  readonly start = (): void => {
     // Once stopped (the pools are closing), nothing starts a check: it would open a connection.
-    if (started || stopped) return;
-    started = true;
-    path.on('trouble', soon);
-    path.on('recovered', soon);
-    first = asWorkOfItsOwn(check);
+    if (this.started || this.stopped) return;
+    this.started = true;
+    this.path.on('trouble', this.soon);
+    this.path.on('recovered', this.soon);
+    this.first = asWorkOfItsOwn(() => this.check());
   };
 
-  return {
-    async current() {
-      start();
-      if (state === null) await first;
-      return state ?? { available: false, reason: 'the process is stopping', downSince: Date.now() };
-    },
-    start,
-    stop() {
-      stopped = true;
-      if (timer) clearTimeout(timer);
-      path.off('trouble', soon);
-      path.off('recovered', soon);
-    },
-  };
+  async current(): Promise<HealthState> {
+    this.start();
+    if (this.state === null) await this.first;
+    return this.state ?? { available: false, reason: 'the process is stopping', downSince: Date.now() };
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.path.off('trouble', this.soon);
+    this.path.off('recovered', this.soon);
+  }
+}
+
+export function watchHealth(path: DatabasePath, probe: () => Promise<void>, options: HealthOptions): DatabaseHealth {
+  return new HealthWatch(path, probe, options);
 }

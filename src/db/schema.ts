@@ -198,7 +198,7 @@ export interface SchemaMigrationsTable {
   applied_at: Defaulted<Date>;
 }
 
-/** A CREATE INDEX CONCURRENTLY the migration runner started and has not yet recorded as applied. */
+/** A CREATE INDEX CONCURRENTLY the migrator started and has not yet recorded as applied. */
 export interface SchemaMigrationBuildsTable {
   index_name: string;
   version: string;

@@ -213,8 +213,8 @@ function attached(dataDir: string, port: number, password: string): EmbeddedPost
   };
 }
 
-export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
-  const { log } = options;
+/** Where the binaries and the data folder are; as root, where the postgres user can reach them. */
+async function placeServer(options: EmbeddedPostgresOptions): Promise<{ binaries: Binaries; dataDir: string; runAs: RunAs | null }> {
   let dataDir = options.dataDir;
   let binaries = await loadBinaries();
   const runAs = postgresUser();
@@ -222,41 +222,44 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   if (runAs) {
     const places = await reachablePlaces(binaries, dataDir, runAs, options.sharedDir ?? DEFAULT_SHARED_DIR);
     ({ binaries, dataDir } = places);
-    if (places.moved) log.info(places.moved);
+    if (places.moved) options.log.info(places.moved);
   }
+  return { binaries, dataDir, runAs };
+}
+
+/**
+ * A server already running on the data folder: attached to when its owner lives and sharing is
+ * asked for, refused when its owner lives and it is not, stopped when nobody owns it. Null: none
+ * runs now.
+ */
+async function takeOverRunning(options: EmbeddedPostgresOptions, dataDir: string): Promise<EmbeddedPostgres | null> {
+  const { log } = options;
   const running = await runningPostmaster(dataDir);
-  if (running) {
-    const owner = await liveOwner(running.pid);
-    const password = await readPassword(dataDir);
-    if (owner && !options.share) {
-      throw new EmbeddedPostgresUnavailableError(
-        `The embedded PostgreSQL in ${options.dataDir} (port ${running.port}) is already served by process ${owner.pid} (${owner.command}). ` +
-          'Stop that process, or give this one a database of its own: set EMBEDDED_PG_DATA_DIR to another folder and ' +
-          'EMBEDDED_PG_PORT to another port (or set DATABASE_URL).',
-      );
-    }
-    if (owner && password !== null) {
-      log.info({ port: running.port, dataDir, ownerPid: owner.pid }, 'attached to the embedded PostgreSQL another process runs');
-      return attached(dataDir, running.port, password);
-    }
-    log.warn({ pid: running.pid }, 'stopping a PostgreSQL server left running on this data folder');
-    await stopServer(running.pid);
-  }
-  const port = options.port;
-  const existing = await readPassword(dataDir);
-  if (existing === null && options.create === false) {
+  if (!running) return null;
+  const owner = await liveOwner(running.pid);
+  const password = await readPassword(dataDir);
+  if (owner && !options.share) {
     throw new EmbeddedPostgresUnavailableError(
-      `No embedded database in ${dataDir} yet: npm start creates it. Or set DATABASE_URL (EMBEDDED_PG_DATA_DIR names another folder).`,
+      `The embedded PostgreSQL in ${options.dataDir} (port ${running.port}) is already served by process ${owner.pid} (${owner.command}). ` +
+        'Stop that process, or give this one a database of its own: set EMBEDDED_PG_DATA_DIR to another folder and ' +
+        'EMBEDDED_PG_PORT to another port (or set DATABASE_URL).',
     );
   }
-  const password = existing ?? (await initialise(binaries, dataDir, runAs, log));
-  if (runAs) await chmod(dataDir, 0o700);
+  if (owner && password !== null) {
+    log.info({ port: running.port, dataDir, ownerPid: owner.pid }, 'attached to the embedded PostgreSQL another process runs');
+    return attached(dataDir, running.port, password);
+  }
+  log.warn({ pid: running.pid }, 'stopping a PostgreSQL server left running on this data folder');
+  await stopServer(running.pid);
+  return null;
+}
 
-  const flags = [
+function postgresFlags(options: EmbeddedPostgresOptions, dataDir: string): string[] {
+  return [
     '-D',
     dataDir,
     '-p',
-    String(port),
+    String(options.port),
     '-c',
     'listen_addresses=127.0.0.1',
     '-c',
@@ -265,32 +268,41 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     `max_connections=${options.maxConnections ?? 200}`,
     ...(options.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
   ];
-  const connectionString = connectionStringFor(port, password);
+}
 
-  let child: ChildProcess | null = null;
-  const killOnExit = () => child?.kill('SIGINT');
+/** The postgres process this one started: started again by restart(), stopped by stop(). */
+class PostgresChild {
+  private child: ChildProcess | null = null;
+  private readonly killOnExit = () => this.child?.kill('SIGINT');
 
-  const start = async () => {
+  constructor(
+    private readonly binaries: Binaries,
+    private readonly flags: string[],
+    private readonly runAs: RunAs | null,
+    private readonly connectionString: () => string,
+    private readonly log: Logger,
+  ) {}
+
+  async start(): Promise<void> {
     let tail = '';
-    const spawned = spawn(binaries.postgres, flags, {
-      ...(runAs ?? {}),
+    const spawned = spawn(this.binaries.postgres, this.flags, {
+      ...(this.runAs ?? {}),
       detached: true,
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { ...process.env, LC_MESSAGES: 'C' },
     });
-    child = spawned;
+    this.child = spawned;
     spawned.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
       tail = (tail + chunk).slice(-4_000);
-      for (const line of chunk.split('\n')) if (line.trim()) log.debug({ postgres: line.trim() }, 'postgres');
+      for (const line of chunk.split('\n')) if (line.trim()) this.log.debug({ postgres: line.trim() }, 'postgres');
     });
     spawned.unref();
-    await waitUntilReady(connectionString(), spawned, () => tail.trim());
-    process.on('exit', killOnExit);
-    log.info({ port, dataDir }, 'embedded PostgreSQL is ready');
-  };
+    await waitUntilReady(this.connectionString(), spawned, () => tail.trim());
+    process.on('exit', this.killOnExit);
+  }
 
-  const stop = async () => {
-    const running = child;
+  async stop(): Promise<void> {
+    const running = this.child;
     if (!running || running.exitCode !== null || running.signalCode !== null) return;
     const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
     // The child is unref'd so it never keeps Node alive by itself; while we wait for it, it must.
@@ -302,18 +314,38 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       running.kill('SIGKILL');
       await exited;
     }
-    process.off('exit', killOnExit);
-    child = null;
-  };
+    process.off('exit', this.killOnExit);
+    this.child = null;
+  }
+}
 
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+  const { log, port } = options;
+  const { binaries, dataDir, runAs } = await placeServer(options);
+  const shared = await takeOverRunning(options, dataDir);
+  if (shared) return shared;
+  const existing = await readPassword(dataDir);
+  if (existing === null && options.create === false) {
+    throw new EmbeddedPostgresUnavailableError(
+      `No embedded database in ${dataDir} yet: npm start creates it. Or set DATABASE_URL (EMBEDDED_PG_DATA_DIR names another folder).`,
+    );
+  }
+  const password = existing ?? (await initialise(binaries, dataDir, runAs, log));
+  if (runAs) await chmod(dataDir, 0o700);
+  const connectionString = connectionStringFor(port, password);
+  const server = new PostgresChild(binaries, postgresFlags(options, dataDir), runAs, connectionString, log);
+  const start = async () => {
+    await server.start();
+    log.info({ port, dataDir }, 'embedded PostgreSQL is ready');
+  };
   await start();
   return {
     port,
     dataDir,
     connectionString,
-    stop,
+    stop: () => server.stop(),
     async restart() {
-      await stop();
+      await server.stop();
       await start();
     },
   };

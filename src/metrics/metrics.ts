@@ -58,34 +58,70 @@ export interface PaymentGaugeSources {
   reconcileForMs: number;
 }
 
-export function createMetrics(
+/**
+ * A gauge of the whole database (not of one process: `max` across the cluster) set from `stats`,
+ * which one query answers per scrape; no answer leaves the gauge empty rather than stale.
+ */
+function databaseGauge<S>(registry: Registry, name: string, help: string, stats: () => Promise<S | null>, pick: (stats: S) => number) {
+  new Gauge({
+    name,
+    help,
+    registers: [registry],
+    aggregator: 'max',
+    async collect() {
+      const current = await stats();
+      if (current) this.set(pick(current));
+      else this.reset();
+    },
+  });
+}
+
+function registerOutboxGauges(registry: Registry, db: Kysely<DB>): void {
+  // The outbox gauges come from one query per scrape, whichever of them is collected first.
+  const stats = sharedPerScrape(() => outboxStats(db, null));
+  databaseGauge(registry, 'outbox_pending_events', 'Outbox events waiting for delivery.', stats, (s) => s.pending);
+  databaseGauge(
+    registry,
+    'outbox_oldest_pending_age_seconds',
+    'Age of the oldest pending outbox event (0 when none).',
+    stats,
+    (s) => s.oldestPendingAgeSeconds ?? 0,
+  );
+  databaseGauge(
+    registry,
+    'outbox_dead_events',
+    'Outbox events that failed for all of OUTBOX_RETRY_FOR and wait for npm run outbox:requeue.',
+    stats,
+    (s) => s.dead,
+  );
+}
+
+function registerPaymentGauges(registry: Registry, db: Kysely<DB>, payments: PaymentGaugeSources): void {
+  const stats = sharedPerScrape(() => paymentStats(db, payments.reconcileForMs));
+  databaseGauge(
+    registry,
+    'payments_pending',
+    'Payments whose outcome is not known yet (their orders PENDING_PAYMENT).',
+    stats,
+    (s) => s.pending,
+  );
+  databaseGauge(
+    registry,
+    'payments_unsettled',
+    'Payments still not known after PAYMENTS_RECONCILE_FOR: no longer resent, waiting for an operator (npm run reconcile lists them).',
+    stats,
+    (s) => s.unsettled,
+  );
+}
+
+/** What this process holds now: its payment calls, its pool's connections, its GraphQL operations. */
+function registerProcessGauges(
+  registry: Registry,
+  thisProcess: { pid: string },
   pool: PoolCounts,
-  db: Kysely<DB>,
   admission: { stats(): AdmissionStats },
   payments: PaymentGaugeSources,
-): Metrics {
-  const registry = new Registry();
-  const thisProcess = { pid: String(process.pid) };
-  collectDefaultMetrics({ register: registry, labels: thisProcess });
-  const requests = new Histogram({
-    name: 'graphql_request_duration_seconds',
-    help: 'GraphQL requests by root field and outcome (status or error code), with their latency.',
-    labelNames: ['operation', 'outcome'] as const,
-    buckets: LATENCY_BUCKETS,
-    registers: [registry],
-  });
-  const couponOutcomes = new Counter({
-    name: 'coupon_issue_outcomes_total',
-    help: 'issueCoupon answers by status.',
-    labelNames: ['status'] as const,
-    registers: [registry],
-  });
-  const checkoutOutcomes = new Counter({
-    name: 'checkout_outcomes_total',
-    help: 'checkout answers by status (PAID, DECLINED, PENDING, COUPON_UNAVAILABLE).',
-    labelNames: ['status'] as const,
-    registers: [registry],
-  });
+): void {
   new Gauge({
     name: 'payments_waiting',
     help: 'Checkouts waiting on the payment provider now, holding no turn and no connection (at most PAYMENTS_MAX_WAITING), per process.',
@@ -94,17 +130,6 @@ export function createMetrics(
     collect() {
       this.set(thisProcess, payments.waiting());
     },
-  });
-  const knownDocumentOperations = new Counter({
-    name: 'graphql_known_document_operations_total',
-    help: "GraphQL operations executed straight from a document parsed and validated before (POSTs of plain parameters, Hasura actions); every other operation ran Yoga's whole pipeline.",
-    registers: [registry],
-  });
-  const transactionRetries = new Counter({
-    name: 'transaction_retries_total',
-    help: 'Transactions rerun after a serialization failure (40001), deadlock (40P01), lock timeout (55P03), or a connection lost before COMMIT (unanswered, connect, 08xxx, 57P0x, 25006).',
-    labelNames: ['sqlstate'] as const,
-    registers: [registry],
   });
   new Gauge({
     name: 'db_pool_connections',
@@ -128,65 +153,58 @@ export function createMetrics(
       this.set({ state: 'queued', ...thisProcess }, queued);
     },
   });
-  // Both outbox gauges come from one query per scrape, whichever of them is collected first.
-  const currentStats = sharedPerScrape(() => outboxStats(db, null));
-  new Gauge({
-    name: 'outbox_pending_events',
-    help: 'Outbox events waiting for delivery.',
-    registers: [registry],
-    aggregator: 'max',
-    async collect() {
-      const stats = await currentStats();
-      if (stats) this.set(stats.pending);
-      else this.reset();
-    },
-  });
-  new Gauge({
-    name: 'outbox_oldest_pending_age_seconds',
-    help: 'Age of the oldest pending outbox event (0 when none).',
-    registers: [registry],
-    aggregator: 'max',
-    async collect() {
-      const stats = await currentStats();
-      if (stats) this.set(stats.oldestPendingAgeSeconds ?? 0);
-      else this.reset();
-    },
-  });
-  new Gauge({
-    name: 'outbox_dead_events',
-    help: 'Outbox events that failed for all of OUTBOX_RETRY_FOR and wait for npm run outbox:requeue.',
-    registers: [registry],
-    aggregator: 'max',
-    async collect() {
-      const stats = await currentStats();
-      if (stats) this.set(stats.dead);
-      else this.reset();
-    },
-  });
-  const currentPaymentStats = sharedPerScrape(() => paymentStats(db, payments.reconcileForMs));
-  new Gauge({
-    name: 'payments_pending',
-    help: 'Payments whose outcome is not known yet (their orders PENDING_PAYMENT).',
-    registers: [registry],
-    aggregator: 'max',
-    async collect() {
-      const stats = await currentPaymentStats();
-      if (stats) this.set(stats.pending);
-      else this.reset();
-    },
-  });
-  new Gauge({
-    name: 'payments_unsettled',
-    help: 'Payments still not known after PAYMENTS_RECONCILE_FOR: no longer resent, waiting for an operator (npm run reconcile lists them).',
-    registers: [registry],
-    aggregator: 'max',
-    async collect() {
-      const stats = await currentPaymentStats();
-      if (stats) this.set(stats.unsettled);
-      else this.reset();
-    },
-  });
+}
+
+/** The metrics the code records as it goes, rather than gauges read at scrape time. */
+function createRecorded(registry: Registry) {
+  return {
+    requests: new Histogram({
+      name: 'graphql_request_duration_seconds',
+      help: 'GraphQL requests by root field and outcome (status or error code), with their latency.',
+      labelNames: ['operation', 'outcome'] as const,
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    }),
+    couponOutcomes: new Counter({
+      name: 'coupon_issue_outcomes_total',
+      help: 'issueCoupon answers by status.',
+      labelNames: ['status'] as const,
+      registers: [registry],
+    }),
+    checkoutOutcomes: new Counter({
+      name: 'checkout_outcomes_total',
+      help: 'checkout answers by status (PAID, DECLINED, PENDING, COUPON_UNAVAILABLE).',
+      labelNames: ['status'] as const,
+      registers: [registry],
+    }),
+    knownDocumentOperations: new Counter({
+      name: 'graphql_known_document_operations_total',
+      help: "GraphQL operations executed straight from a document parsed and validated before (POSTs of plain parameters, Hasura actions); every other operation ran Yoga's whole pipeline.",
+      registers: [registry],
+    }),
+    transactionRetries: new Counter({
+      name: 'transaction_retries_total',
+      help: 'Transactions rerun after a serialization failure (40001), deadlock (40P01), lock timeout (55P03), or a connection lost before COMMIT (unanswered, connect, 08xxx, 57P0x, 25006).',
+      labelNames: ['sqlstate'] as const,
+      registers: [registry],
+    }),
+  };
+}
+
+export function createMetrics(
+  pool: PoolCounts,
+  db: Kysely<DB>,
+  admission: { stats(): AdmissionStats },
+  payments: PaymentGaugeSources,
+): Metrics {
+  const registry = new Registry();
+  const thisProcess = { pid: String(process.pid) };
+  collectDefaultMetrics({ register: registry, labels: thisProcess });
+  const recorded = createRecorded(registry);
+  registerProcessGauges(registry, thisProcess, pool, admission, payments);
+  registerOutboxGauges(registry, db);
+  registerPaymentGauges(registry, db, payments);
   // A forked HTTP process of WEB_CONCURRENCY answers for the whole cluster.
   const scrape = cluster.isWorker ? clusterScrape(registry) : () => registry.metrics();
-  return { registry, scrape, requests, couponOutcomes, checkoutOutcomes, transactionRetries, knownDocumentOperations };
+  return { registry, scrape, ...recorded };
 }
