@@ -15,6 +15,7 @@ import type { RootPool } from './db/database.js';
 import type { DatabaseHealth } from './db/health.js';
 import { transactionSettingsOf, type TransactionSettings } from './db/transaction.js';
 import { huddleOperations, type HuddleOperations } from './huddles/service.js';
+import { KnownTenants } from './tenants/known-tenants.js';
 import type { Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
 import type { PaymentProvider } from './payments/provider.js';
@@ -80,6 +81,8 @@ export interface AppServices {
   writeBudget: TokenBuckets;
   /** This process's budget leases (stopped, and so given back, when the server stops). */
   budgetLeases: BudgetLeases;
+  /** The tenants this database was seen to hold (the guards' lookup, src/graphql/guards.ts). */
+  knownTenants: KnownTenants;
   /** Checkout's payment provider; null when none is configured (production without STRIPE_SECRET_KEY). */
   payments: PaymentProvider | null;
   /** Checkouts waiting on the provider, bounded by PAYMENTS_MAX_WAITING. */
@@ -117,6 +120,7 @@ export function buildServices(
     admission,
     writeBudget: new TokenBuckets(config.edge.memberWriteRate, config.edge.memberWriteBurst),
     budgetLeases: new BudgetLeases(database.db, config.coupons.budgetLeaseTtlMs, log, algorithms.budgetLeasing),
+    knownTenants: new KnownTenants(),
     payments: paymentProviderOf(config),
     paymentsWaiting,
     campaignShapes: new CampaignShapes(),

@@ -109,3 +109,23 @@ describe('who may call what: one declaration, enforced and published alike', () 
     expect(rows[0].n).toBe(0);
   });
 });
+
+describe('tenant knowledge belongs to one database', () => {
+  let first: TestBackend;
+  let second: TestBackend;
+  beforeAll(async () => {
+    [first, second] = await Promise.all([createTestBackend(), createTestBackend()]);
+    await createTenant(first, 'only-in-first');
+  });
+  afterAll(() => Promise.all([first?.close(), second?.close()]));
+
+  it('refuses on a second backend of the process a tenant that only the first backend has seen', async () => {
+    const query = 'query { tenant { id } }';
+    const seen = await gql(first.app.fetch, query, {}, asTenantAdmin('only-in-first'));
+    expect(seen.body).toEqual({ data: { tenant: { id: 'only-in-first' } } });
+    expect(first.services.knownTenants.has('only-in-first')).toBe(true);
+    const elsewhere = await gql(second.app.fetch, query, {}, asTenantAdmin('only-in-first'));
+    expect(elsewhere.body.errors?.map((e) => e.extensions?.['code'])).toEqual(['NOT_FOUND']);
+    expect(second.services.knownTenants.has('only-in-first')).toBe(false);
+  });
+});

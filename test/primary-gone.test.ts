@@ -59,6 +59,28 @@ describe('the runner when the primary goes away', () => {
     expect(await contractsTitled('terminated')).toBe(1);
   });
 
+  it('a connection terminated under its COMMIT is TRY_AGAIN and never rerun: the driver says the COMMIT went out', async () => {
+    let attempts = 0;
+    const outcome = await runInTransaction(
+      backend.database.db,
+      backend.services.transactions,
+      { deadline: Date.now() + 10_000 },
+      async (trx) => {
+        attempts++;
+        await sql`insert into contracts (tenant_id, title) values ('gone', 'terminated at commit')`.execute(trx);
+        const pid = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(trx)).rows[0]!.pid;
+        // Waits until the server process has ended: the next thing this transaction sends is its COMMIT.
+        await direct.query('select pg_terminate_backend($1, 5000)', [pid]);
+      },
+    ).catch((error: unknown) => error);
+    expect(outcome).toBeInstanceOf(TryAgainError);
+    expect(outcome).toMatchObject({ attempts: 1 });
+    expect((outcome as Error).message).toMatch(/same Idempotency-Key/);
+    expect(attempts).toBe(1);
+    // PostgreSQL rolled the transaction back with its connection; only a resend could have told.
+    expect(await contractsTitled('terminated at commit')).toBe(0);
+  });
+
   it('a COMMIT whose answer never comes is answered TRY_AGAIN and not retried: it may have committed, and here it did', async ({
     annotate,
   }) => {

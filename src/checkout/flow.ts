@@ -141,6 +141,22 @@ export async function settleCheckout(reservation: Reservation, replayed: boolean
   }
 }
 
+/** What transaction 1 runs with besides its request: the checkout algorithm in use and what its reserve needs. */
+export interface ReserveWith {
+  algorithm: CheckoutAlgorithm;
+  deps: ReserveDeps;
+}
+
+/** checkout's unit of work, transaction 1 (runMutation calls it): the reservation, as the algorithm in use makes it. */
+export function reserveCheckout(
+  trx: Transaction<DB>,
+  request: CheckoutRequest,
+  _bookkeeping: unknown,
+  { algorithm, deps }: ReserveWith,
+): Promise<Reservation> {
+  return algorithm.reserve(trx, request, deps);
+}
+
 /** The design: reserve and commit, ask outside, record or compensate, reconcile what is left pending. */
 export const splitCheckout: CheckoutAlgorithm = {
   name: 'split',

@@ -128,3 +128,25 @@ export async function listDocumentsOfContracts(
   for (const row of rows) byContract.get(row.contract_id)?.push(toDocument(row));
   return byContract;
 }
+
+/** createContract's unit of work (runMutation calls it): a contract in the session's tenant. */
+export async function createContract(
+  trx: Transaction<DB>,
+  { tenantId, title }: { tenantId: string; title: string },
+): Promise<{ contract: Contract }> {
+  return { contract: await insertContract(trx, tenantId, title) };
+}
+
+/**
+ * createContractDocument's unit of work (runMutation calls it): the contract's next document, as
+ * `issuing` numbers it (the original, or the naive twin a race test stands in). It carries no
+ * bookkeeping of its own.
+ */
+export async function issueNextDocument(
+  trx: Transaction<DB>,
+  { tenantId, contractId }: { tenantId: string; contractId: string },
+  _bookkeeping: unknown,
+  issuing: DocumentIssuing,
+): Promise<{ document: ContractDocument }> {
+  return { document: await issuing.createContractDocument(trx, tenantId, contractId) };
+}

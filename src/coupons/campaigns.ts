@@ -119,3 +119,13 @@ export async function listCampaigns(db: Kysely<DB>, tenantId: string, limit: num
   const rows = await campaignsWithIssued(db, tenantId).orderBy('c.created_at', 'desc').orderBy('c.id').limit(limit).execute();
   return rows.map((row) => toCampaign(row, row.issued_yen ?? 0));
 }
+
+/** createCampaign's unit of work (runMutation calls it): the campaign and its budget rows, split as `split` says. */
+export async function createCampaign(
+  trx: Transaction<DB>,
+  { tenantId, campaign }: { tenantId: string; campaign: NewCampaign },
+  _bookkeeping: unknown,
+  split: BudgetSplit,
+): Promise<{ campaign: Campaign }> {
+  return { campaign: await insertCampaign(trx, tenantId, campaign, split) };
+}

@@ -98,6 +98,14 @@ export interface LeaseIssue extends LeasedCampaign {
 }
 
 /**
+ * What a request's issue needs of the process's leases, and all a resolver is handed (see
+ * RequestServices): the name the leases are held under, how issues take from them, and the word
+ * after an issue that may top the own lease up. Refill, renew and release run on the root pool and
+ * belong to the process (the backend stops them), never to a request.
+ */
+export type IssueLeases = Pick<BudgetLeases, 'holder' | 'leasing' | 'issued'>;
+
+/**
  * This process's budget leases (docs/design.md §4): for a campaign with `budgetLeaseCoupons`, the
  * process takes part of the remaining budget into a row of its own, and its issues take from that
  * row first, so that processes do not queue on one budget row. A lease is only yen set aside: any

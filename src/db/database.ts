@@ -19,7 +19,7 @@ import { HEALTH_CHECK_LIMIT_MS, watchHealth, type DatabaseHealth } from './healt
 import { createGuardedPool, POOL_END_LIMIT_MS, type GuardedPool, type PoolOptions } from './pool.js';
 import { preparedNameOf } from './prepared.js';
 import type { DB } from './schema.js';
-import { currentTransaction, withCallLimit } from './scope.js';
+import { CommitFailed, currentTransaction, withCallLimit } from './scope.js';
 import { watchResources, type ResourceWatch } from './resources.js';
 import { isConnectionFailure, SqlState, sqlStateOf, stopsWrites } from './sqlstate.js';
 
@@ -72,11 +72,17 @@ class TimedPostgresDriver extends PostgresDriver {
     );
   }
 
-  /** From here on a lost answer may hide a commit: the runner must not retry blindly (see transaction.ts). */
+  /**
+   * From here on a lost answer may hide a commit: in a runner's transaction, a failure says so by
+   * its type (CommitFailed), and the runner does not retry it blindly (see transaction.ts).
+   */
   override async commitTransaction(connection: DatabaseConnection): Promise<void> {
-    const mark = currentTransaction();
-    if (mark) mark.commitSent = true;
-    return super.commitTransaction(connection);
+    if (!currentTransaction()) return super.commitTransaction(connection);
+    try {
+      await super.commitTransaction(connection);
+    } catch (error) {
+      throw new CommitFailed(error);
+    }
   }
 
   /**

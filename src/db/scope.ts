@@ -4,8 +4,9 @@ import { currentRequestScope, outsideRequestScope } from '../request-scope.js';
 
 /**
  * What the database layer knows about the work it serves, without threading it through calls:
- * the transaction the runner is opening (its timeouts, its deadline, whether its COMMIT has gone
- * out), and so how long any one database call of that work may wait for its answer.
+ * the transaction the runner is opening (its timeouts, its deadline, whether it is read-only), and
+ * so how long any one database call of that work may wait for its answer. It flows down only:
+ * what the driver learns on the way back (a COMMIT that failed) comes up as a thrown CommitFailed.
  */
 
 /** Transaction-scoped settings, in whole milliseconds. */
@@ -24,8 +25,18 @@ export interface TransactionMark {
   deadline: number;
   /** A read-only transaction: a write refused inside it is a bug, never a demoted primary. */
   readOnly: boolean;
-  /** COMMIT was written to the connection: from then on a lost answer may hide a commit. */
-  commitSent: boolean;
+}
+
+/**
+ * What the driver throws when the COMMIT of a runner's transaction fails: the COMMIT was written
+ * to the connection, so a lost answer may hide a commit (see transaction.ts). `cause` is the
+ * error the COMMIT met, which the runner judges and answers with.
+ */
+export class CommitFailed extends Error {
+  constructor(override readonly cause: unknown) {
+    super('COMMIT failed', { cause });
+    this.name = 'CommitFailed';
+  }
 }
 
 const transactionScope = new AsyncLocalStorage<TransactionMark>();

@@ -6,7 +6,7 @@ import { SpanStatusCode, startSpan, traceContext } from '../tracing.js';
 import { ConnectError, DatabaseUnavailableError, publicFailureSummary, QueryTimeoutError } from './client.js';
 import { PoolExhaustedError } from './pool.js';
 import type { DB } from './schema.js';
-import { deadlineError, withTransactionScope, type TransactionMark } from './scope.js';
+import { CommitFailed, deadlineError, withTransactionScope, type TransactionMark } from './scope.js';
 import { isConnectionFailure, isResourceShortage, isRetryableContention, resourceShortageWords, sqlStateOf, SqlState } from './sqlstate.js';
 
 export { deadlineError };
@@ -110,12 +110,14 @@ export async function runInTransaction<T>(
     try {
       const value = await tracedAttempt(attempt, settings, options, () => attemptOnce(db, options, mark, work));
       return { value, attempts: attempt, rolledBack: false };
-    } catch (error) {
+    } catch (thrown) {
+      const { error, commitSent } = openCommitFailure(thrown);
       if (error instanceof RollbackAndReturn) return { value: error.value as T, attempts: attempt, rolledBack: true };
-      const primaryGone = isPrimaryGone(error) && (!mark.commitSent || mark.readOnly);
-      if (!isRetryableContention(error) && !primaryGone) throw translate(error, attempt, settings, mark);
+      const sent: SentState = { commitSent, readOnly: mark.readOnly };
+      const primaryGone = isPrimaryGone(error) && (!commitSent || mark.readOnly);
+      if (!isRetryableContention(error) && !primaryGone) throw translate(error, attempt, settings, sent);
       const state = primaryGone ? failureReason(error) : (sqlStateOf(error) ?? 'unknown');
-      if (primaryGone && attempt >= settings.maxAttempts) throw translate(error, attempt, settings, mark);
+      if (primaryGone && attempt >= settings.maxAttempts) throw translate(error, attempt, settings, sent);
       if (attempt >= settings.maxAttempts) {
         throw tryAgain('The request met too much contention; resend it', {
           attempts: attempt,
@@ -126,7 +128,7 @@ export async function runInTransaction<T>(
       }
       options.onRetry?.(state, attempt);
       const delayMs = fullJitter(settings, attempt);
-      if (Date.now() + delayMs >= options.deadline) throw primaryGone ? translate(error, attempt, settings, mark) : deadlineError(attempt);
+      if (Date.now() + delayMs >= options.deadline) throw primaryGone ? translate(error, attempt, settings, sent) : deadlineError(attempt);
       await sleep(delayMs);
     }
   }
@@ -144,8 +146,18 @@ function newMark(settings: TransactionSettings, options: RunOptions, remainingMs
     },
     deadline: options.deadline,
     readOnly: options.accessMode === 'read only',
-    commitSent: false,
   };
+}
+
+/** How far a failed attempt got: whether its COMMIT went out (a lost answer may then hide a commit), and whether it could write at all. */
+export interface SentState {
+  commitSent: boolean;
+  readOnly: boolean;
+}
+
+/** The error an attempt met, and whether the COMMIT had gone out (the driver's CommitFailed says so). */
+function openCommitFailure(thrown: unknown): { error: unknown; commitSent: boolean } {
+  return thrown instanceof CommitFailed ? { error: thrown.cause, commitSent: true } : { error: thrown, commitSent: false };
 }
 
 /** A one-statement unit that left the request to the transaction runner. */
@@ -176,8 +188,9 @@ export async function runInOneStatement<T>(
   const remainingMs = options.deadline - Date.now();
   if (remainingMs <= 0) throw deadlineError(0);
   if (remainingMs < Math.max(settings.lockTimeoutMs, settings.statementTimeoutMs)) return { declined: true, attemptsMade: 0 };
+  const mark = newMark(settings, options, remainingMs);
   // The statement is its own commit: from the moment it is sent, a lost answer may hide one.
-  const mark: TransactionMark = { ...newMark(settings, options, remainingMs), commitSent: true };
+  const sent: SentState = { commitSent: true, readOnly: mark.readOnly };
   try {
     const value = await tracedAttempt(1, settings, {}, () =>
       withTransactionScope(mark, () =>
@@ -195,11 +208,11 @@ export async function runInOneStatement<T>(
   } catch (error) {
     if (error instanceof RollbackAndReturn) return { value: error.value as T, attempts: 1, rolledBack: true };
     const neverRan = error instanceof ConnectError || sqlStateOf(error) === SqlState.readOnlyTransaction;
-    if (!isRetryableContention(error) && !neverRan) throw translate(error, 1, settings, mark);
+    if (!isRetryableContention(error) && !neverRan) throw translate(error, 1, settings, sent);
     // The statement rolled back whole or never ran: the transaction runner takes over as attempt 2, after the same pause.
     options.onRetry?.(neverRan ? failureReason(error) : (sqlStateOf(error) ?? 'unknown'), 1);
     const delayMs = fullJitter(settings, 1);
-    if (Date.now() + delayMs >= options.deadline) throw neverRan ? translate(error, 1, settings, mark) : deadlineError(1);
+    if (Date.now() + delayMs >= options.deadline) throw neverRan ? translate(error, 1, settings, sent) : deadlineError(1);
     await sleep(delayMs);
     return { declined: true, attemptsMade: 1 };
   }
@@ -247,7 +260,8 @@ async function tracedAttempt<T>(
     const value = await traceContext.with(started.context, run);
     span.setAttribute('app.transaction.outcome', 'committed');
     return value;
-  } catch (error) {
+  } catch (thrown) {
+    const { error } = openCommitFailure(thrown);
     if (error instanceof RollbackAndReturn) {
       span.setAttribute('app.transaction.outcome', 'rolled back');
     } else {
@@ -257,7 +271,7 @@ async function tracedAttempt<T>(
       span.setAttribute('app.transaction.retried', isRetryableContention(error) && attempt < settings.maxAttempts);
       span.setStatus({ code: SpanStatusCode.ERROR, message: state ?? (error instanceof Error ? error.name : 'error') });
     }
-    throw error;
+    throw thrown;
   } finally {
     span.end();
   }
@@ -324,7 +338,7 @@ export function translate(
   error: unknown,
   attempt: number,
   settings: Pick<TransactionSettings, 'statementTimeoutMs'>,
-  mark?: Pick<TransactionMark, 'commitSent' | 'readOnly'>,
+  sent?: SentState,
 ): unknown {
   if (error instanceof AppError) return error;
   const details = (reason: string, retryAfterMs: number) => ({ attempts: attempt, reason, retryAfterMs });
@@ -346,7 +360,7 @@ export function translate(
       details('connect', RECONNECT_AFTER_MS),
     );
   }
-  const unknownOutcome = mark?.commitSent === true && !mark.readOnly;
+  const unknownOutcome = sent?.commitSent === true && !sent.readOnly;
   if (error instanceof QueryTimeoutError) {
     return tryAgain(
       unknownOutcome || error.duringCommit

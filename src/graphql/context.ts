@@ -14,11 +14,15 @@ import type { OperationTurn } from '../admission.js';
 import type { Session } from '../identity/session.js';
 import type { Logger } from '../logger.js';
 import type { AppServices } from '../services.js';
+import type { IssueLeases } from '../coupons/leases.js';
 
 export type { AppServices };
 
-/** The process-wide services as a request sees them: everything but the pools, which only the runners reach. */
-export type RequestServices = Omit<AppServices, 'pool' | 'backgroundPool'>;
+/**
+ * The process-wide services as a request sees them: no pool, which only the runners reach, and of
+ * the budget leases only what an issue calls (IssueLeases), not their refill, renewal or release.
+ */
+export type RequestServices = Omit<AppServices, 'pool' | 'backgroundPool' | 'budgetLeases'> & { budgetLeases: IssueLeases };
 
 /**
  * A request's only way to the database: the transaction runners, bound to the root pool and the

@@ -2,14 +2,22 @@ import type { InputObjectRef, ObjectRef, SchemaTypes } from '@pothos/core';
 import type { AccessScope, AccessScopes } from '../identity/access.js';
 import { builder } from './builder.js';
 import type { AccessContexts } from './guards.js';
-import { recordMutation, runMutation, type MutationRun, type MutationSpec } from './mutation.js';
+import { recordMutation, runMutation, type MutationRun, type MutationUnit } from './mutation.js';
 
 type Types = typeof builder extends PothosSchemaTypes.SchemaBuilder<infer T extends SchemaTypes> ? T : never;
 
 /** The context a mutation's unit sees: the session narrowed to the scopes it admits. */
 export type ScopedContext<Access extends Partial<AccessScopes>> = AccessContexts[keyof Access & AccessScope];
 
-export interface MutationDefinition<Access extends Partial<AccessScopes>, Input, Prepared, Result, Answer = Result> {
+export interface MutationDefinition<
+  Access extends Partial<AccessScopes>,
+  Input,
+  Prepared,
+  Result,
+  Answer = Result,
+  UnitInput = unknown,
+  Needs = undefined,
+> {
   /** Who may call it; the runtime guard and the Hasura permissions both read this (docs/design.md §6). */
   access: Access;
   description: string;
@@ -19,8 +27,12 @@ export interface MutationDefinition<Access extends Partial<AccessScopes>, Input,
   type: ObjectRef<Types, Answer>;
   /** Checks and shapes the input before any SQL: a mistake is BAD_USER_INPUT, naming the field. */
   prepare?: (input: Input, ctx: ScopedContext<Access>) => Prepared;
-  /** The unit of work for this request and what its audit row names (runMutation runs it). */
-  unit: (prepared: Prepared, ctx: ScopedContext<Access>) => Omit<MutationSpec<Result>, 'operation'>;
+  /**
+   * The unit of work for this request, as data: the feature's function, the values it is called
+   * with, and what its audit row names. runMutation calls the feature's function; nothing of the
+   * declaration is called back once the unit is handed over, but the audit's `entities`.
+   */
+  unit: (prepared: Prepared, ctx: ScopedContext<Access>) => MutationUnit<UnitInput, Result, Needs>;
   /**
    * A mutation that goes on after its unit (checkout: the payment, docs/design.md §11): it calls
    * `commit()` once to run the unit through runMutation (one transaction, the Idempotency-Key, the
@@ -43,17 +55,17 @@ export type MutationRunner<Access extends Partial<AccessScopes>, Input, Result> 
  * in one place. It becomes a root field guarded by its scopes (Pothos's scope-auth) whose resolver
  * runs the unit through runMutation: one transaction, the Idempotency-Key, the audit row, retries.
  */
-export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, Prepared = Input>(
+export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, UnitInput, Needs, Prepared = Input>(
   name: string,
-  definition: MutationDefinition<Access, Input, Prepared, Result> & { flow?: undefined },
+  definition: MutationDefinition<Access, Input, Prepared, Result, Result, UnitInput, Needs> & { flow?: undefined },
 ): MutationRunner<Access, Input, Result>;
-export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, Prepared, Answer>(
+export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, UnitInput, Needs, Prepared, Answer>(
   name: string,
-  definition: MutationDefinition<Access, Input, Prepared, Result, Answer> & { flow: NonNullable<unknown> },
+  definition: MutationDefinition<Access, Input, Prepared, Result, Answer, UnitInput, Needs> & { flow: NonNullable<unknown> },
 ): MutationRunner<Access, Input, Answer>;
-export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, Prepared, Answer>(
+export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, UnitInput, Needs, Prepared, Answer>(
   name: string,
-  definition: MutationDefinition<Access, Input, Prepared, Result, Answer>,
+  definition: MutationDefinition<Access, Input, Prepared, Result, Answer, UnitInput, Needs>,
 ): MutationRunner<Access, Input, Answer> {
   const run: MutationRunner<Access, Input, Answer> = async (ctx, input) => {
     const prepared = definition.prepare ? definition.prepare(input, ctx) : (input as unknown as Prepared);

@@ -22,28 +22,23 @@ export interface AccessContexts {
   operator: Context & { session: OperatorSession };
 }
 
-/** Tenants seen to exist; tenants are never deleted, so a hit stays true. */
-const KNOWN_TENANTS_MAX = 10_000;
-const knownTenants = new Set<string>();
-/** Requests whose session named a tenant that does not exist. */
-const unknownTenant = new WeakSet<Context>();
-
-async function lookUpTenant(ctx: Context, tenantId: string): Promise<boolean> {
-  const found = await runRead(ctx, (trx) => trx.selectFrom('tenants').select('id').where('id', '=', tenantId).executeTakeFirst());
-  if (!found) {
-    unknownTenant.add(ctx);
-    return false;
-  }
-  if (knownTenants.size >= KNOWN_TENANTS_MAX) knownTenants.clear();
-  knownTenants.add(tenantId);
-  return true;
-}
-
-/** The scopes of a request's session; a tenant seen before is answered without a promise. */
+/**
+ * The scopes of a request's session. A tenant the request's database was seen to hold (its
+ * services' KnownTenants) is answered without a promise; another is read once. A session naming a
+ * tenant that does not exist is refused here, NOT_FOUND, for every field that declares scopes:
+ * the refusal travels as the thrown error, so no later guard has to be told of it.
+ */
 export function accessScopes(ctx: Context): AccessScopes | Promise<AccessScopes> {
   const tenantId = ctx.session?.tenantId ?? null;
-  if (tenantId === null || knownTenants.has(tenantId)) return scopesOf(ctx.session, true);
-  return lookUpTenant(ctx, tenantId).then((exists) => scopesOf(ctx.session, exists));
+  if (tenantId === null || ctx.services.knownTenants.has(tenantId)) return scopesOf(ctx.session, true);
+  return lookUpTenant(ctx, tenantId);
+}
+
+async function lookUpTenant(ctx: Context, tenantId: string): Promise<AccessScopes> {
+  const found = await runRead(ctx, (trx) => trx.selectFrom('tenants').select('id').where('id', '=', tenantId).executeTakeFirst());
+  if (!found) throw notFound(`Tenant "${tenantId}"`);
+  ctx.services.knownTenants.add(tenantId);
+  return scopesOf(ctx.session, true);
 }
 
 /** The scopes a root field declares (`t.withAuth(...)`); null for a field open to anyone. */
@@ -55,10 +50,9 @@ export function declaredScopes(field: GraphQLField<unknown, unknown>): AccessSco
   return (Object.entries(scopes) as [AccessScope, boolean][]).filter(([, allowed]) => allowed).map(([scope]) => scope);
 }
 
-/** Why a session may not call the field: no session, an unknown tenant, or the wrong kind of caller. */
+/** Why a session may not call the field: no session, or the wrong kind of caller (an unknown tenant is refused by accessScopes). */
 export function accessRefusal(ctx: Context, info: GraphQLResolveInfo): AppError {
   if (ctx.session === null) return unauthenticated('This operation needs a session (x-hasura-role and friends)');
-  if (unknownTenant.has(ctx)) return notFound(`Tenant "${ctx.session.tenantId}"`);
   const field = info.parentType.getFields()[info.fieldName]!;
   return forbidden(`${info.fieldName} is for ${describeScopes(declaredScopes(field) ?? [])}`);
 }

@@ -1,34 +1,64 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { DB } from '../db/schema.js';
-import { AS_TRANSACTION, RollbackAndReturn, type Isolation, type OneStatementUnit } from '../db/transaction.js';
-import { claimKey, claimValues, heldKey, type KeyScope } from '../idempotency/service.js';
+import {
+  AS_TRANSACTION,
+  RollbackAndReturn,
+  type Declined,
+  type Isolation,
+  type OneStatementUnit,
+  type RunOptions,
+  type RunResult,
+} from '../db/transaction.js';
+import { claimKey, claimValues, heldKey, type ClaimValues, type KeyScope } from '../idempotency/service.js';
 import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishBase, type FinishOfResult } from '../bookkeeping/bookkeeping.js';
 import type { Context, RequestReport } from './context.js';
 import { AppError, ErrorCode, TryAgainError } from '../errors.js';
 import { assertTurnHeld } from './read.js';
 
-export interface MutationSpec<T> {
-  /** The mutation's name, as in the schema: the audit row's operation. */
-  operation: string;
-  /**
-   * The unit of work. Refuse by throwing (RollbackAndReturn for a refusal that is data). It may
-   * carry the bookkeeping in its own statements (see Bookkeeping); what it leaves is written after it.
-   */
-  work: (trx: Transaction<DB>, bookkeeping: Bookkeeping<T>) => Promise<T>;
+/**
+ * A feature's unit of work: a named function of the feature (issueCoupon's `couponIssuer.issue`,
+ * src/tenants/service.ts's `createTenant`, …) that runMutation calls once per attempt with the
+ * transaction, the request's input, the bookkeeping and what else the feature needs. Refuse by
+ * throwing (RollbackAndReturn for a refusal that is data). It may carry the bookkeeping in its own
+ * statements (see Bookkeeping); what it leaves is written after it.
+ */
+export type MutationWork<Input, T, Needs> = (trx: Transaction<DB>, input: Input, bookkeeping: Bookkeeping<T>, needs: Needs) => Promise<T>;
+
+/**
+ * The unit's hot path as one statement in its own implicit transaction (runInOneStatement): tried
+ * first; when it answers AS_TRANSACTION, `work` runs as a transaction instead. It carries the
+ * claim and the audit row (and the stored response) in its statement, or writes nothing.
+ */
+export type OneStatementWork<Input, T, Needs> = (
+  db: Kysely<DB>,
+  input: Input,
+  bookkeeping: Bookkeeping<T>,
+  needs: Needs,
+) => ReturnType<OneStatementUnit<T>>;
+
+/** A mutation's unit as data: the feature's functions and the values they are called with. No closure: each call can be followed. */
+export type MutationUnit<Input, T, Needs = undefined> = UnitCalls<Input, T, Needs> &
+  /** The process's parts the work uses besides the transaction (the issue's leases and timeouts); left out by most units. */
+  (undefined extends Needs ? { needs?: Needs } : { needs: Needs });
+
+interface UnitCalls<Input, T, Needs> {
+  work: MutationWork<Input, T, Needs>;
+  oneStatement?: OneStatementWork<Input, T, Needs> | undefined;
+  /** What the work reads its request from (the tenant, the member, the campaign, …). */
+  input: Input;
   /** The work's first statement carries the Idempotency-Key claim (claimCte) and reports it with `claimed()`. */
-  claimsKey?: boolean;
-  /** The ids of what the mutation created or changed, for the audit row. */
-  entities: (result: T) => string[];
+  claimsKey?: boolean | undefined;
+  isolation?: Isolation | undefined;
+  /** The ids of what the mutation created or changed, for the audit row: a function of the result and the input alone. */
+  entities: (result: T, input: Input) => string[];
   /** The tenant the audit row belongs to, when it is not the session's (createTenant). */
   auditTenant?: (result: T) => string;
-  isolation?: Isolation;
-  /**
-   * The unit's hot path as one statement in its own implicit transaction (runInOneStatement): tried
-   * first; when it answers AS_TRANSACTION, `work` runs as a transaction instead. It carries the
-   * claim and the audit row (and the stored response) in its statement, or writes nothing.
-   */
-  oneStatement?: (db: Kysely<DB>, bookkeeping: Bookkeeping<T>) => ReturnType<OneStatementUnit<T>>;
 }
+
+export type MutationSpec<Input, T, Needs = undefined> = MutationUnit<Input, T, Needs> & {
+  /** The mutation's name, as in the schema: the audit row's operation. */
+  operation: string;
+};
 
 /** What runMutation learned besides the value: how many attempts it took, whether it replayed a stored response. */
 export interface MutationRun<T> {
@@ -50,8 +80,31 @@ export interface MutationRun<T> {
  * first time: payload types therefore resolve every field from the result itself, never from a
  * fresh read. A TRY_AGAIN it throws names the attempts and the SQLSTATE that exhausted them.
  */
-export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promise<MutationRun<T>> {
+export async function runMutation<Input, T, Needs>(ctx: Context, spec: MutationSpec<Input, T, Needs>): Promise<MutationRun<T>> {
   assertTurnHeld(ctx);
+  const books = bookkeepingOf(ctx, spec);
+  const onRetry = (sqlState: string, attempt: number) => {
+    ctx.services.metrics.transactionRetries.inc({ sqlstate: sqlState });
+    ctx.log.debug({ sqlState, attempt }, 'transaction retried');
+  };
+  const fast = spec.oneStatement ? await inOneStatement(ctx, spec, spec.oneStatement, books, onRetry) : null;
+  const run = fast && !('declined' in fast) ? fast : await inTransaction(ctx, spec, books, onRetry, fast?.attemptsMade ?? 0);
+  if (run.attempts > 1) ctx.log.info({ attempts: run.attempts }, 'transaction committed after retries');
+  return { value: run.value, attempts: run.attempts, replayed: run.replayed };
+}
+
+/** What every attempt's bookkeeping is made of: the request's Idempotency-Key claim (if any) and its audit row. */
+interface MutationBooks<T> {
+  claim: ClaimValues | null;
+  /** A fresh bookkeeping for one attempt. */
+  open(): Bookkeeping<T>;
+}
+
+type RetryListener = NonNullable<RunOptions['onRetry']>;
+type Attempted<T> = RunResult<T> & { replayed: boolean };
+
+/** The claim of the request's Idempotency-Key and the audit row's values, from the session and the spec. */
+function bookkeepingOf<Input, T, Needs>(ctx: Context, spec: MutationSpec<Input, T, Needs>): MutationBooks<T> {
   const { idempotency, session } = ctx;
   const keyScope: KeyScope = { tenantId: session?.tenantId ?? '', userId: session?.userId ?? '', role: session?.role ?? '' };
   const claim = idempotency
@@ -66,68 +119,78 @@ export async function runMutation<T>(ctx: Context, spec: MutationSpec<T>): Promi
     ...(claim ? { keyTenantId: claim.keyTenantId, keyUserId: claim.keyUserId, keyRole: claim.keyRole, key: claim.key } : {}),
   };
   const finishOfResult = (value: T): FinishOfResult => ({
-    entityIds: spec.entities(value),
+    entityIds: spec.entities(value, spec.input),
     ...(spec.auditTenant ? { auditTenantId: spec.auditTenant(value) } : {}),
     ...(claim ? { response: JSON.stringify(value) } : {}),
   });
+  return { claim, open: () => new Bookkeeping<T>(claim, finishBase, finishOfResult) };
+}
+
+/**
+ * A key another request claimed: its stored response, thrown as RollbackAndReturn so that the
+ * attempt writes nothing (rolling back keeps it so even if the work wrote by mistake), or a
+ * refusal when the key was for another request.
+ */
+async function replayOf<T>(executor: Kysely<DB>, claim: ClaimValues | null): Promise<never> {
+  const held = await heldKey(executor, claim!);
+  if (held.kind === 'reused') throw keyReused();
+  throw new RollbackAndReturn<T>(held.response as T);
+}
+
+/** The one-statement try (docs/design.md §5): its answer, or Declined when the unit runs as a transaction instead. */
+async function inOneStatement<Input, T, Needs>(
+  ctx: Context,
+  spec: MutationSpec<Input, T, Needs>,
+  oneStatement: OneStatementWork<Input, T, Needs>,
+  books: MutationBooks<T>,
+  onRetry: RetryListener,
+): Promise<Attempted<T> | Declined> {
+  let replayed = false;
+  const outcome = await ctx.database.inOneStatement<T>({ deadline: ctx.deadline, onRetry }, async (db) => {
+    const bookkeeping = books.open();
+    try {
+      const value = await oneStatement(db, spec.input, bookkeeping, spec.needs as Needs);
+      if (value !== AS_TRANSACTION && !bookkeeping.finished) {
+        throw new Error(`${spec.operation}: a one-statement unit must write its audit row in its statement`);
+      }
+      return value;
+    } catch (error) {
+      // Its statement wrote nothing when another request holds the key; reading the answer is all that is left.
+      if (!(error instanceof KeyHeldElsewhere)) throw error;
+      replayed = true;
+      return replayOf<T>(db, books.claim);
+    }
+  });
+  return 'declined' in outcome ? outcome : { ...outcome, replayed };
+}
+
+/** The unit as a transaction, with the key's claim before the work and the audit row after it unless the work carries them. */
+async function inTransaction<Input, T, Needs>(
+  ctx: Context,
+  spec: MutationSpec<Input, T, Needs>,
+  books: MutationBooks<T>,
+  onRetry: RetryListener,
+  attemptsBefore: number,
+): Promise<Attempted<T>> {
   // Set by the attempt that found the key answered already (a later attempt starts over).
   let replayed = false;
-  /** A key another request claimed: its stored response, or a refusal when it was for another request. */
-  const replay = async (executor: Kysely<DB>): Promise<never> => {
-    const held = await heldKey(executor, claim!);
-    if (held.kind === 'reused') throw keyReused();
-    replayed = true;
-    throw new RollbackAndReturn<T>(held.response as T);
-  };
-  const onRetry = (sqlState: string, attempt: number) => {
-    ctx.services.metrics.transactionRetries.inc({ sqlstate: sqlState });
-    ctx.log.debug({ sqlState, attempt }, 'transaction retried');
-  };
-  const oneStatement = spec.oneStatement;
-  const fast = oneStatement
-    ? await ctx.database.inOneStatement<T>({ deadline: ctx.deadline, onRetry }, async (db) => {
-        const bookkeeping = new Bookkeeping<T>(claim, finishBase, finishOfResult);
-        try {
-          const value = await oneStatement(db, bookkeeping);
-          if (value !== AS_TRANSACTION && !bookkeeping.finished) {
-            throw new Error(`${spec.operation}: a one-statement unit must write its audit row in its statement`);
-          }
-          return value;
-        } catch (error) {
-          // Its statement wrote nothing when another request holds the key; reading the answer is all that is left.
-          if (error instanceof KeyHeldElsewhere) return replay(db);
-          throw error;
-        }
-      })
-    : null;
-  const run =
-    fast && !('declined' in fast)
-      ? fast
-      : await ctx.database.inTransaction<T>(
-          {
-            deadline: ctx.deadline,
-            ...(spec.isolation ? { isolation: spec.isolation } : {}),
-            onRetry,
-            ...(fast ? { attemptsBefore: fast.attemptsMade } : {}),
-          },
-          async (trx) => {
-            replayed = false;
-            const bookkeeping = new Bookkeeping<T>(claim, finishBase, finishOfResult);
-            try {
-              if (claim && !spec.claimsKey) bookkeeping.claimed(await claimKey(trx, claim));
-              const value = await spec.work(trx, bookkeeping);
-              if (!bookkeeping.finished) await writeFinish(trx, bookkeeping, value);
-              return value;
-            } catch (error) {
-              // A refusal (RollbackAndReturn) passes through: the key and the audit row roll back with it.
-              if (!(error instanceof KeyHeldElsewhere)) throw error;
-              // A replay writes nothing; rolling back is what keeps it so even if the work wrote by mistake.
-              return replay(trx);
-            }
-          },
-        );
-  if (run.attempts > 1) ctx.log.info({ attempts: run.attempts }, 'transaction committed after retries');
-  return { value: run.value, attempts: run.attempts, replayed };
+  const options: RunOptions = { deadline: ctx.deadline, onRetry, attemptsBefore, ...(spec.isolation ? { isolation: spec.isolation } : {}) };
+  const run = await ctx.database.inTransaction<T>(options, async (trx) => {
+    replayed = false;
+    const bookkeeping = books.open();
+    try {
+      if (books.claim && !spec.claimsKey) bookkeeping.claimed(await claimKey(trx, books.claim));
+      const value = await spec.work(trx, spec.input, bookkeeping, spec.needs as Needs);
+      if (!bookkeeping.finished) await writeFinish(trx, bookkeeping, value);
+      return value;
+    } catch (error) {
+      // A refusal (RollbackAndReturn) passes through: the key and the audit row roll back with it.
+      if (!(error instanceof KeyHeldElsewhere)) throw error;
+      replayed = true;
+      return replayOf<T>(trx, books.claim);
+    }
+  });
+  return { ...run, replayed };
 }
 
 /**

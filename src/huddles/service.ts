@@ -279,3 +279,21 @@ export async function deleteEndedSessions(trx: Transaction<DB>, olderThanHours: 
 /** The huddle operations (AppServices.algorithms); the race tests stand the load-decide-save versions in for them. */
 export const huddleOperations = { joinHuddle, heartbeatHuddle, leaveHuddle, cleanupHuddles };
 export type HuddleOperations = typeof huddleOperations;
+
+/** What cleanupHuddles asks for: one tenant's objectives (null: every tenant's), stale after how long, how many per pass. */
+export interface CleanupRequest {
+  tenantId: string | null;
+  staleAfterMs: number;
+  batchSize: number;
+}
+
+/** cleanupHuddles' unit of work (runMutation calls it): one pass, as `operations` runs it (the original, or a race test's twin). */
+export async function cleanupPass(
+  trx: Transaction<DB>,
+  { tenantId, staleAfterMs, batchSize }: CleanupRequest,
+  _bookkeeping: unknown,
+  operations: HuddleOperations,
+): Promise<CleanupResult> {
+  const { participantsRemoved, sessionsEnded } = await operations.cleanupHuddles(trx, tenantId, staleAfterMs, batchSize);
+  return { participantsRemoved, sessionsEnded };
+}

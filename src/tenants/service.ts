@@ -1,5 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { DB, TenantRow } from '../db/schema.js';
+import { badInput } from '../errors.js';
 
 export interface Tenant {
   id: string;
@@ -30,6 +31,16 @@ export async function insertTenant(
     .returningAll()
     .executeTakeFirst();
   return row ? toTenant(row) : null;
+}
+
+/** createTenant's unit of work (runMutation calls it): the tenant, or BAD_USER_INPUT on `id` when the id is taken. */
+export async function createTenant(
+  trx: Transaction<DB>,
+  input: { id: string; name: string; monthlyCapYen: number },
+): Promise<{ tenant: Tenant }> {
+  const tenant = await insertTenant(trx, input);
+  if (tenant === null) throw badInput(`A tenant with id "${input.id}" already exists`, 'id');
+  return { tenant };
 }
 
 export async function findTenant(db: Kysely<DB>, id: string): Promise<Tenant | null> {

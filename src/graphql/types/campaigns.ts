@@ -5,7 +5,7 @@ import { runRead } from '../read.js';
 import { requireIdentifier, requirePageSize, requireText, requireYen } from '../validate.js';
 import {
   findCampaign,
-  insertCampaign,
+  createCampaign,
   listCampaigns,
   MAX_BUDGET_LEASE_COUPONS,
   MAX_BUDGET_SLOTS,
@@ -86,7 +86,9 @@ defineMutation('createCampaign', {
     return values;
   },
   unit: (values, { session, services }) => ({
-    work: async (trx) => ({ campaign: await insertCampaign(trx, session.tenantId, values, services.algorithms.budgetSplit) }),
+    work: createCampaign,
+    input: { tenantId: session.tenantId, campaign: values },
+    needs: services.algorithms.budgetSplit,
     entities: ({ campaign }) => [campaign.id],
   }),
 });

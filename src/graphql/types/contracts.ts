@@ -7,7 +7,8 @@ import { runRead } from '../read.js';
 import { requirePageSize, requireText } from '../validate.js';
 import {
   findContract,
-  insertContract,
+  createContract,
+  issueNextDocument,
   listContracts,
   listDocumentsOfContracts,
   type Contract,
@@ -111,7 +112,8 @@ defineMutation('createContract', {
   type: CreateContractPayload,
   prepare: (input) => requireText(input.title, 'title', TITLE_MAX_LENGTH),
   unit: (title, { session }) => ({
-    work: async (trx) => ({ contract: await insertContract(trx, session.tenantId, title) }),
+    work: createContract,
+    input: { tenantId: session.tenantId, title },
     entities: ({ contract }) => [contract.id],
   }),
 });
@@ -122,9 +124,9 @@ defineMutation('createContractDocument', {
   input: CreateContractDocumentInput,
   type: CreateContractDocumentPayload,
   unit: ({ contractId }, { session, services }) => ({
-    work: async (trx) => ({
-      document: await services.algorithms.documentIssuing.createContractDocument(trx, session.tenantId, contractId),
-    }),
+    work: issueNextDocument,
+    input: { tenantId: session.tenantId, contractId },
+    needs: services.algorithms.documentIssuing,
     entities: ({ document }) => [document.id, document.contractId],
   }),
 });

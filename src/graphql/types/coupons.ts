@@ -5,7 +5,7 @@ import type { Context } from '../context.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireIdentifier, requirePageSize } from '../validate.js';
-import type { IssueResult } from '../../coupons/issue.js';
+import type { IssueRequest, IssueResult } from '../../coupons/issue.js';
 import { couponStatuses, listMemberCoupons, type CouponStatus, type CouponWithStatus } from '../../coupons/member-coupons.js';
 
 const COUPONS_PAGE_DEFAULT = 100;
@@ -89,28 +89,27 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
   prepare: (input) => requireIdentifier(input.campaignId, 'campaignId'),
   unit: (campaignId, { session, services, deadline }) => {
     const issuer = services.algorithms.couponIssuer;
-    const request = {
-      tenantId: session.tenantId,
-      memberId: session.userId,
-      campaignId,
-      now: services.clock(),
-      timeZone: services.config.coupons.businessTimeZone,
-    };
-    const context = {
-      timeouts: services.transactions,
-      leases: services.budgetLeases,
-      shapes: services.campaignShapes,
-      coalescer: services.issueCoalescer,
-      deadline,
-      onRace: () => services.metrics.transactionRetries.inc({ sqlstate: '40001' }),
-    };
-    const { oneStatement } = issuer;
     return {
-      ...(issuer.isolation ? { isolation: issuer.isolation } : {}),
-      ...(issuer.claimsKey ? { claimsKey: true } : {}),
-      ...(oneStatement ? { oneStatement: (db, bookkeeping) => oneStatement(db, request, bookkeeping, context) } : {}),
-      work: (trx, bookkeeping) => issuer.issue(trx, request, bookkeeping, context),
-      entities: ({ coupon }) => (coupon ? [coupon.id, coupon.campaignId] : [campaignId]),
+      work: issuer.issue,
+      oneStatement: issuer.oneStatement,
+      isolation: issuer.isolation,
+      claimsKey: issuer.claimsKey,
+      input: {
+        tenantId: session.tenantId,
+        memberId: session.userId,
+        campaignId,
+        now: services.clock(),
+        timeZone: services.config.coupons.businessTimeZone,
+      },
+      needs: {
+        timeouts: services.transactions,
+        leases: services.budgetLeases,
+        shapes: services.campaignShapes,
+        coalescer: services.issueCoalescer,
+        deadline,
+        onRace: () => services.metrics.transactionRetries.inc({ sqlstate: '40001' }),
+      },
+      entities: (result, request: IssueRequest) => (result.coupon ? [result.coupon.id, result.coupon.campaignId] : [request.campaignId]),
     };
   },
   answered: (result, { services }) => services.metrics.couponOutcomes.inc({ status: result.status }),

@@ -3,7 +3,14 @@ import { badInput } from '../../errors.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireText } from '../validate.js';
-import { findActiveSession, type CleanupResult, type HuddleResult, type HuddleSession, type Participant } from '../../huddles/service.js';
+import {
+  cleanupPass,
+  findActiveSession,
+  type CleanupResult,
+  type HuddleResult,
+  type HuddleSession,
+  type Participant,
+} from '../../huddles/service.js';
 
 const OBJECTIVE_ID_MAX_LENGTH = 128;
 
@@ -63,7 +70,8 @@ function huddleMutation(name: MemberOperation, description: string) {
     type: HuddlePayload,
     prepare: (input) => requireText(input.objectiveId, 'objectiveId', OBJECTIVE_ID_MAX_LENGTH),
     unit: (objectiveId, { session, services }) => ({
-      work: (trx) => services.algorithms.huddleOperations[name](trx, { tenantId: session.tenantId, memberId: session.userId, objectiveId }),
+      work: services.algorithms.huddleOperations[name],
+      input: { tenantId: session.tenantId, memberId: session.userId, objectiveId },
       entities: ({ session: huddle }) => (huddle ? [huddle.id] : []),
     }),
   });
@@ -92,16 +100,13 @@ defineMutation('cleanupHuddles', {
     "Runs one stale-huddle cleanup pass now (the worker runs one every HUDDLE_CLEANUP_INTERVAL_MS): the tenant's, or every tenant's for the platform operator. Admins only.",
   type: CleanupResultType,
   unit: (_none, { session, services }) => ({
-    work: async (trx) => {
-      const { staleAfterMs, cleanupBatchSize } = services.config.huddles;
-      const { participantsRemoved, sessionsEnded } = await services.algorithms.huddleOperations.cleanupHuddles(
-        trx,
-        session.tenantId,
-        staleAfterMs,
-        cleanupBatchSize,
-      );
-      return { participantsRemoved, sessionsEnded };
+    work: cleanupPass,
+    input: {
+      tenantId: session.tenantId,
+      staleAfterMs: services.config.huddles.staleAfterMs,
+      batchSize: services.config.huddles.cleanupBatchSize,
     },
+    needs: services.algorithms.huddleOperations,
     entities: () => [],
   }),
 });

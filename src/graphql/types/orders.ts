@@ -4,7 +4,7 @@ import type { Context } from '../context.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requirePageSize, requireYen } from '../validate.js';
-import type { CheckoutResult, SettleDeps } from '../../checkout/flow.js';
+import { reserveCheckout, type CheckoutResult, type SettleDeps } from '../../checkout/flow.js';
 import { findOrder, listOrders, type Order, type OrderReader } from '../../checkout/orders.js';
 import type { Reservation } from '../../checkout/reserve.js';
 import { badInput, paymentsUnavailable } from '../../errors.js';
@@ -118,21 +118,21 @@ defineMutation('checkout', {
     };
   },
   unit: (prepared, { session, services }) => ({
-    work: (trx) =>
-      services.algorithms.checkout.reserve(
-        trx,
-        {
-          tenantId: session.tenantId,
-          memberId: session.userId,
-          orderId: prepared.orderId,
-          amountYen: prepared.amountYen,
-          couponId: prepared.couponId,
-          paymentMethod: prepared.paymentMethod,
-          now: services.clock(),
-          reconcileAfterMs: services.config.payments.reconcileAfterMs,
-        },
-        { provider: prepared.provider, timeoutMs: services.config.payments.timeoutMs },
-      ),
+    work: reserveCheckout,
+    input: {
+      tenantId: session.tenantId,
+      memberId: session.userId,
+      orderId: prepared.orderId,
+      amountYen: prepared.amountYen,
+      couponId: prepared.couponId,
+      paymentMethod: prepared.paymentMethod,
+      now: services.clock(),
+      reconcileAfterMs: services.config.payments.reconcileAfterMs,
+    },
+    needs: {
+      algorithm: services.algorithms.checkout,
+      deps: { provider: prepared.provider, timeoutMs: services.config.payments.timeoutMs },
+    },
     entities: (reservation: Reservation) =>
       reservation.status === 'COUPON_UNAVAILABLE'
         ? []

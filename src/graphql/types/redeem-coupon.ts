@@ -39,13 +39,8 @@ defineMutation('redeemCoupon', {
   input: RedeemCouponInput,
   type: RedeemCouponPayload,
   unit: ({ couponId }, { session, services }) => ({
-    work: (trx) =>
-      services.algorithms.couponRedeemer.redeem(trx, {
-        tenantId: session.tenantId,
-        memberId: session.userId,
-        couponId,
-        now: services.clock(),
-      }),
+    work: services.algorithms.couponRedeemer.redeem,
+    input: { tenantId: session.tenantId, memberId: session.userId, couponId, now: services.clock() },
     entities: ({ coupon }) => [coupon.id, coupon.campaignId],
   }),
 });

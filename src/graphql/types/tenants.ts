@@ -1,9 +1,8 @@
 import { builder } from '../builder.js';
-import { badInput } from '../../errors.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireIdentifier, requireText, requireYen } from '../validate.js';
-import { DEFAULT_MONTHLY_CAP_YEN, findTenant, insertTenant, type Tenant } from '../../tenants/service.js';
+import { DEFAULT_MONTHLY_CAP_YEN, createTenant, findTenant, type Tenant } from '../../tenants/service.js';
 
 export const TenantType = builder.objectRef<Tenant>('Tenant').implement({
   fields: (t) => ({
@@ -37,11 +36,8 @@ defineMutation('createTenant', {
     monthlyCapYen: requireYen(input.monthlyCapYen ?? DEFAULT_MONTHLY_CAP_YEN, 'monthlyCapYen'),
   }),
   unit: (values) => ({
-    work: async (trx) => {
-      const tenant = await insertTenant(trx, values);
-      if (tenant === null) throw badInput(`A tenant with id "${values.id}" already exists`, 'id');
-      return { tenant };
-    },
+    work: createTenant,
+    input: values,
     entities: ({ tenant }) => [tenant.id],
     auditTenant: ({ tenant }) => tenant.id,
   }),
