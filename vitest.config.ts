@@ -2,6 +2,8 @@ import { defineConfig } from 'vitest/config';
 
 /** The trials that start a cluster, a second PostgreSQL, a production build or a clone, or take minutes. */
 const SLOW = 'test/**/*.slow.test.ts';
+/** Files that replace a module (vi.mock): only a module graph of their own sees the replacement. */
+const ISOLATED = 'test/**/*.isolated.test.ts';
 
 export default defineConfig({
   resolve: {
@@ -23,20 +25,21 @@ export default defineConfig({
     maxWorkers: 2,
     // Files, and the tests inside each, run in a new order every time: no test may lean on another's rows.
     sequence: { shuffle: { files: true, tests: true } },
-    // `npm test` runs the fast project, `npm run test:slow` the slow one, `npm run test:all` both.
+    // `npm test` runs the fast projects, `npm run test:slow` the slow one, `npm run test:all` all.
     projects: [
       {
         extends: true,
         test: {
           name: 'fast',
           include: ['test/**/*.test.ts'],
-          exclude: [SLOW, 'test/fixtures/**'],
+          exclude: [SLOW, ISOLATED, 'test/fixtures/**'],
           // The files of a worker share one module graph: loading the app (graphql, Yoga, Pothos,
           // Kysely) once per worker instead of once per file was most of the suite's wall time.
           // Nothing the app keeps at module level may carry a test's state to the next file.
           isolate: false,
         },
       },
+      { extends: true, test: { name: 'fast-isolated', include: [ISOLATED], exclude: ['test/fixtures/**'] } },
       { extends: true, test: { name: 'slow', include: [SLOW], exclude: ['test/fixtures/**'] } },
     ],
   },

@@ -171,6 +171,15 @@ describe('the documentation', () => {
     expect(problems).toEqual([]);
   });
 
+  it('a test file that replaces a module (vi.mock) is named *.isolated.test.ts, the files vitest.config.ts gives a module graph of their own', async () => {
+    const mocking = [];
+    for (const file of (await sourceFiles()).filter((name) => name.endsWith('.test.ts'))) {
+      if (/\bvi\.(do)?[mM]ock\(/.test(await read(file))) mocking.push(file);
+    }
+    expect(mocking.length).toBeGreaterThan(0);
+    expect(mocking.filter((file) => !file.endsWith('.isolated.test.ts'))).toEqual([]);
+  });
+
   it('the README stays under 200 lines: detail goes to docs/', async () => {
     expect((await read('README.md')).trimEnd().split('\n').length).toBeLessThan(200);
   });

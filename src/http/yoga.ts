@@ -116,7 +116,7 @@ export function createGraphQLServer(services: AppServices, { known, gate }: Grap
     // Hasura's actions run the operation's part of it (onParams onwards, src/http/actions.ts), so a
     // rule for every operation belongs there, not in a Yoga request hook (onRequest,
     // onRequestParse). Introspection is refused by a validation rule (envelop's plugin) for that reason.
-    // test/pipeline-hooks.test.ts holds every path to the hooks Yoga's own pipeline runs.
+    // test/pipeline-hooks.isolated.test.ts holds every path to the hooks Yoga's own pipeline runs.
     plugins: [
       ...(edge.introspection ? [] : [useDisableIntrospection()]),
       ...(edge.trustedDocumentsPath ? [useTrustedDocuments(config, schema)] : []),
