@@ -179,7 +179,7 @@ function createRecorded(registry: Registry) {
     }),
     knownDocumentOperations: new Counter({
       name: 'graphql_known_document_operations_total',
-      help: "GraphQL operations executed straight from a document parsed and validated before (POSTs of plain parameters, Hasura actions); every other operation ran Yoga's whole pipeline.",
+      help: 'GraphQL operations run from a document parsed and validated before (on /graphql and /actions): neither read nor validated again.',
       registers: [registry],
     }),
     transactionRetries: new Counter({
