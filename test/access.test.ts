@@ -2,7 +2,16 @@ import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { declaredScopes } from '../src/graphql/guards.js';
 import { HASURA_ROLE_OF, type AccessScope } from '../src/identity/access.js';
-import { asOperator, asTenantAdmin, asUser, createTenant, createTestBackend, gql, type TestBackend } from './support/harness.js';
+import {
+  asOperator,
+  asTenantAdmin,
+  asUser,
+  createTenant,
+  createTestBackend,
+  gql,
+  type TestBackend,
+  UNLIMITED_ANONYMOUS,
+} from './support/harness.js';
 import { rootFieldRequest } from './support/samples.js';
 
 /** Every kind of caller, with the scope it should hold (null: none) and its Hasura role. */
@@ -38,7 +47,7 @@ async function metadataRoles(): Promise<Map<string, string[]>> {
 describe('who may call what: one declaration, enforced and published alike', () => {
   let backend: TestBackend;
   beforeAll(async () => {
-    backend = await createTestBackend();
+    backend = await createTestBackend({ env: UNLIMITED_ANONYMOUS });
     await createTenant(backend, 'access');
     await createTenant(backend, 'access-other');
   });

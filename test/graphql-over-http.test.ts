@@ -1,6 +1,6 @@
 import { serverAudits } from 'graphql-http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serveTestBackend, type ServedBackend } from './support/harness.js';
+import { serveTestBackend, UNLIMITED_ANONYMOUS, type ServedBackend } from './support/harness.js';
 
 /**
  * The graphql-http server audits for the GraphQL over HTTP spec, against /graphql over a real
@@ -11,7 +11,7 @@ import { serveTestBackend, type ServedBackend } from './support/harness.js';
 describe('GraphQL over HTTP (graphql-http audits)', () => {
   let backend: ServedBackend;
   beforeAll(async () => {
-    backend = await serveTestBackend();
+    backend = await serveTestBackend({ env: UNLIMITED_ANONYMOUS });
   });
   afterAll(() => backend.close());
 
