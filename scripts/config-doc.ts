@@ -1,8 +1,8 @@
-import { variablesOf } from '../src/config-kinds.js';
-import { CONFIG_TABLE } from '../src/config-table.js';
+import { variablesOf } from '../src/core/config-kinds.js';
+import { CONFIG_TABLE } from '../src/core/config-table.js';
 
 /** Where the generated table stands in docs/operations.md; everything between the two lines is replaced. */
-export const TABLE_START = '<!-- The configuration table: `npm run docs:config` writes it from src/config-table.ts. -->';
+export const TABLE_START = '<!-- The configuration table: `npm run docs:config` writes it from src/core/config-table.ts. -->';
 export const TABLE_END = '<!-- End of the configuration table. -->';
 
 function cell(value: string, variable: string): string {

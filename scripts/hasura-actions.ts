@@ -13,7 +13,7 @@ import {
   type GraphQLType,
 } from 'graphql';
 import { declaredScopes } from '../src/graphql/guards.js';
-import { HASURA_ROLE_OF } from '../src/identity/access.js';
+import { HASURA_ROLE_OF } from '../src/features/identity/access.js';
 
 /**
  * Hasura action metadata from the schema: every public mutation as a synchronous action whose

@@ -1,5 +1,5 @@
 import { writeFile } from 'node:fs/promises';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/core/config.js';
 import { schema } from '../src/graphql/schema.js';
 import { actionsGraphql, actionsYaml } from './hasura-actions.js';
 

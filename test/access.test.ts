@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { declaredScopes } from '../src/graphql/guards.js';
-import { HASURA_ROLE_OF, type AccessScope } from '../src/identity/access.js';
+import { HASURA_ROLE_OF, type AccessScope } from '../src/features/identity/access.js';
 import {
   asOperator,
   asTenantAdmin,

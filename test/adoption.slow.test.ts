@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { adoptLegacyData, type AdoptionReport } from '../src/adoption/adopt.js';
+import { adoptLegacyData, type AdoptionReport } from '../src/features/adoption/adopt.js';
 import type { Database } from '../src/db/database.js';
 import { migrate } from '../src/db/migrate.js';
 import { CreateContractDocumentDocument, IssueCouponDocument, LedgerCheckDocument } from './generated/graphql.js';
@@ -176,7 +176,7 @@ describe('adopting a database the naive versions damaged', () => {
       { tenantId: TENANT, memberId: 'frank', month: '2026-10', couponsYen: 2_500, capYen: 2_000 },
     ]);
 
-    const reconcile = await runScript('src/cli/reconcile.ts', { DATABASE_URL: legacy.url, LOG_LEVEL: 'warn' }, ['--tenant', TENANT]);
+    const reconcile = await runScript('src/entry/cli/reconcile.ts', { DATABASE_URL: legacy.url, LOG_LEVEL: 'warn' }, ['--tenant', TENANT]);
     expect(reconcile.output).toContain('ledger OK');
     expect(reconcile.output).toContain('legacy: campaigns adopted over budget (not drift): 1');
     expect(reconcile.code).toBe(0);
@@ -203,11 +203,15 @@ describe('adoption that fails midway', () => {
   it('npm run db:adopt -- --dry-run prints the report and exits 0; without --tenant it explains and exits 2', async () => {
     const fresh = await legacyDatabase();
     try {
-      const dry = await runScript('src/cli/adopt.ts', { DATABASE_URL: fresh.url, LOG_LEVEL: 'warn' }, ['--tenant', TENANT, '--dry-run']);
+      const dry = await runScript('src/entry/cli/adopt.ts', { DATABASE_URL: fresh.url, LOG_LEVEL: 'warn' }, [
+        '--tenant',
+        TENANT,
+        '--dry-run',
+      ]);
       expect(dry.output).toContain('DRY RUN: nothing was changed.');
       expect(dry.output).toMatch(/campaigns over budget .*: 1/);
       expect(dry.code).toBe(0);
-      const missing = await runScript('src/cli/adopt.ts', { DATABASE_URL: fresh.url, LOG_LEVEL: 'warn' }, []);
+      const missing = await runScript('src/entry/cli/adopt.ts', { DATABASE_URL: fresh.url, LOG_LEVEL: 'warn' }, []);
       expect(missing.output).toMatch(/usage: npm run db:adopt/);
       expect(missing.code).toBe(2);
       const publicTables = await fresh.sql.query("select count(*)::int as n from information_schema.tables where table_schema = 'public'");

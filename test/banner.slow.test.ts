@@ -10,7 +10,7 @@ import { waitFor } from './support/wait.js';
 
 /** The banner `npm start` prints with these settings, the server stopped once it has. */
 async function bannerOf(env: ScriptEnv): Promise<string> {
-  const server = spawnScript('src/main.ts', { PORT: String(await freePort()), EMBEDDED_PG_PORT: String(await freePort()), ...env });
+  const server = spawnScript('src/entry/main.ts', { PORT: String(await freePort()), EMBEDDED_PG_PORT: String(await freePort()), ...env });
   const output = captureOutput(server);
   try {
     await waitFor(() => output().includes('Background workers:') || server.exitCode !== null || undefined, 'the banner', 120_000);

@@ -4,8 +4,8 @@ import { CampaignDocument } from './generated/graphql.js';
 import { asTenantAdmin, createTestBackend, gqlOk, type TestBackend } from './support/harness.js';
 import { createLeasedCampaign } from './support/lease-run.js';
 import { waitFor } from './support/wait.js';
-import { startWorkers, type Workers } from '../src/worker/index.js';
-import type { Algorithms } from '../src/services.js';
+import { startWorkers, type Workers } from '../src/entry/worker/index.js';
+import type { Algorithms } from '../src/services/services.js';
 
 // The background loop gives expired budget leases back to the budget row while nobody issues on
 // their campaign: a killed process's lease (planted here as it leaves it: yen leased out, some of

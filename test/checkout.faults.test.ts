@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { reconcileDeps } from '../src/worker/index.js';
+import { reconcileDeps } from '../src/entry/worker/index.js';
 import { FAULT_SETTINGS, runFaultScenario, STUB_SLOW_MS, stubPayments, TEST_STRIPE_KEY } from './support/checkout-run.js';
 import { createTenant, serveTestBackend, type ServedBackend } from './support/harness.js';
 import { startStripeStub, type StripeStub } from './support/stripe-stub.js';

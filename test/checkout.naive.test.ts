@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CheckoutAlgorithm } from '../src/checkout/flow.js';
-import { reconcileDeps } from '../src/worker/index.js';
+import type { CheckoutAlgorithm } from '../src/features/checkout/flow.js';
+import { reconcileDeps } from '../src/entry/worker/index.js';
 import { chargeInsideTransaction, lostAnswerIsDecline, noReconciler } from './naive/checkout.js';
 import { FAULT_SETTINGS, runFaultScenario, STUB_SLOW_MS, stubPayments, TEST_STRIPE_KEY } from './support/checkout-run.js';
 import { killDuringCheckout } from './support/checkout-kill.js';

@@ -16,7 +16,7 @@ describe('the payment provider at start-up', () => {
   afterAll(() => backend.close());
 
   const started = async (env: Record<string, string>) => {
-    const child = spawnScript('src/main.ts', {
+    const child = spawnScript('src/entry/main.ts', {
       DATABASE_URL: backend.databaseUrl,
       RUN_WORKERS: 'false',
       PORT: String(await freePort()),

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { recordOutcome } from '../src/checkout/record.js';
+import { recordOutcome } from '../src/features/checkout/record.js';
 import { mutate, type Transport } from '../src/client/mutate.js';
 import { runInTransaction } from '../src/db/transaction.js';
 import { DEMO_HEADERS, graphiqlOptions } from '../src/http/graphiql.js';
-import { reconcileDeps } from '../src/worker/index.js';
+import { reconcileDeps } from '../src/entry/worker/index.js';
 import {
   CheckoutDocument,
   CreateCampaignDocument,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { takeNextDocNumber } from '../src/contracts/service.js';
+import { takeNextDocNumber } from '../src/features/contracts/service.js';
 import { runInTransaction } from '../src/db/transaction.js';
 import {
   ContractDocument,

@@ -1,12 +1,12 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Bookkeeping, KeyHeldElsewhere } from '../src/bookkeeping/bookkeeping.js';
-import { runBatch } from '../src/coupons/issue-batch.js';
-import type { IssueRequest, IssueResult } from '../src/coupons/issue.js';
-import { CampaignShapes, issueValuesOf, runIssue, type IssueContext } from '../src/coupons/issue-statement.js';
-import { businessMonth } from '../src/coupons/month.js';
+import { Bookkeeping, KeyHeldElsewhere } from '../src/features/bookkeeping/bookkeeping.js';
+import { runBatch } from '../src/features/coupons/issue-batch.js';
+import type { IssueRequest, IssueResult } from '../src/features/coupons/issue.js';
+import { CampaignShapes, issueValuesOf, runIssue, type IssueContext } from '../src/features/coupons/issue-statement.js';
+import { businessMonth } from '../src/features/coupons/month.js';
 import { RollbackAndReturn } from '../src/db/transaction.js';
-import { claimValues, type ClaimValues } from '../src/idempotency/service.js';
+import { claimValues, type ClaimValues } from '../src/features/idempotency/service.js';
 import { insertCouponScenario } from './load/scenarios/coupons.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { COUPON_REDEEMED_TOPIC } from '../src/coupons/redeem.js';
+import { COUPON_REDEEMED_TOPIC } from '../src/features/coupons/redeem.js';
 import { CreateCampaignDocument, IssueCouponDocument, RedeemCouponDocument } from './generated/graphql.js';
 import {
   asTenantAdmin,

@@ -4,7 +4,7 @@ import { ownLeaseOnly } from './naive/budget-leases.js';
 import { evenYenSplit } from './naive/budget-split.js';
 import { createTestBackend, createTestDatabaseUrl, type TestBackend } from './support/harness.js';
 import { runSellOut, sellOutCases, sellOutViolations, type CampaignShape } from './support/sell-out.js';
-import type { Algorithms } from '../src/services.js';
+import type { Algorithms } from '../src/services/services.js';
 
 // The property of coupons.sell-out.test.ts against the naive twins: it must find a campaign that
 // refuses BUDGET_EXCEEDED while yen is left.

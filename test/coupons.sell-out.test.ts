@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { splitByCoupons } from '../src/coupons/campaigns.js';
+import { splitByCoupons } from '../src/features/coupons/campaigns.js';
 import { createTestBackend, createTestDatabaseUrl, type TestBackend } from './support/harness.js';
 import { withoutRoleTimeouts } from './support/coupon-run.js';
 import { runSellOut, sellOutCases, sellOutViolations } from './support/sell-out.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { businessMonth } from '../src/coupons/month.js';
+import { businessMonth } from '../src/features/coupons/month.js';
 import {
   CampaignDocument,
   CreateCampaignDocument,

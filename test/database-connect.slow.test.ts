@@ -29,7 +29,7 @@ const attemptLines = (output: string) => output.split('\n').filter((line) => lin
 describe('start-up against a database that is not there', () => {
   it('retries for DB_CONNECT_TIMEOUT_MS, logging host, port and database per attempt, then names DATABASE_URL', async () => {
     const port = await freePort();
-    const { code, output } = await runScript('src/main.ts', {
+    const { code, output } = await runScript('src/entry/main.ts', {
       DATABASE_URL: `postgres://app:${PASSWORD}@127.0.0.1:${port}/shop`,
       DB_CONNECT_TIMEOUT_MS: '1500',
       PORT: String(await freePort()),
@@ -53,7 +53,7 @@ describe('start-up against a database that is not there', () => {
   it('a database that refuses the password: the same retries, then a message naming DATABASE_URL', async () => {
     const url = new URL(await createTestDatabaseUrl());
     url.password = PASSWORD;
-    const { code, output } = await runScript('src/main.ts', {
+    const { code, output } = await runScript('src/entry/main.ts', {
       DATABASE_URL: url.toString(),
       DB_CONNECT_TIMEOUT_MS: '1000',
       PORT: String(await freePort()),
@@ -69,7 +69,7 @@ describe('start-up against a database that is not there', () => {
     const realPort = Number(database.port);
     const port = await freePort();
     database.port = String(port);
-    const child = spawnScript('src/main.ts', {
+    const child = spawnScript('src/entry/main.ts', {
       DATABASE_URL: database.toString(),
       DB_CONNECT_TIMEOUT_MS: '60000',
       PORT: String(await freePort()),

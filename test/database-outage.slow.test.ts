@@ -4,7 +4,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { startEmbeddedPostgres } from '../src/dev/embedded-postgres.js';
-import { createLogger } from '../src/logger.js';
+import { createLogger } from '../src/core/logger.js';
 import { freePort } from './support/ports.js';
 import { captureOutput, spawnScript, stopScript } from './support/scripts.js';
 
@@ -26,7 +26,7 @@ describe('a server whose database goes away', () => {
       log: createLogger('warn'),
       ephemeral: true,
     });
-    const server = spawnScript('src/main.ts', {
+    const server = spawnScript('src/entry/main.ts', {
       DATABASE_URL: database.connectionString(),
       DB_HEALTH_CHECK_INTERVAL_MS: '300',
       RUN_WORKERS: 'false',

@@ -8,7 +8,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/dev/embedded-postgres.js';
-import { createLogger } from '../src/logger.js';
+import { createLogger } from '../src/core/logger.js';
 import { CreateCampaignDocument, CreateContractDocumentDocument, IssueCouponDocument } from './generated/graphql.js';
 import { LoadClient, runLanes, runReleasedTogether, type GraphQLReply } from './load/client.js';
 import { asTenantAdmin, asUser, createTestBackend, gqlOk, serveOverHttp, type TestBackend } from './support/harness.js';

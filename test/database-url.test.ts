@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
-import { describeTarget, parseDatabaseUrl } from '../src/database-url.js';
+import { loadConfig } from '../src/core/config.js';
+import { describeTarget, parseDatabaseUrl } from '../src/core/database-url.js';
 
 describe('DATABASE_URL in libpq forms', () => {
   it('splits a multi-host URL into one single-host URL per host, in order, keeping user, database and parameters', () => {

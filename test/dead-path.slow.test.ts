@@ -233,7 +233,7 @@ describe('SIGTERM with a dead path', () => {
     const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
     const direct = new pg.Pool({ connectionString: databaseUrl, max: 1 });
     // node itself, not tsx (which would pass signals on to a child): the signal reaches the server, and so would SIGKILL.
-    const child = spawnRecorded(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    const child = spawnRecorded(process.execPath, ['--import', 'tsx', 'src/entry/main.ts'], {
       cwd: PROJECT,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {

@@ -40,7 +40,7 @@ interface Server {
 async function startServer(env: Record<string, string>): Promise<Server> {
   const port = await freePort();
   const databaseUrl = await createTestDatabaseUrl();
-  const child = spawnRecorded(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawnRecorded(process.execPath, ['--import', 'tsx', 'src/entry/main.ts'], {
     cwd: PROJECT,
     env: {
       ...process.env,

@@ -1,7 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { getIntrospectionQuery, Kind, parse, print, type OperationDefinitionNode } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../src/logger.js';
+import { createLogger } from '../src/core/logger.js';
 import { asUser, createContractRow, createTenant, createTestBackend, gql, type TestBackend } from './support/harness.js';
 import { sampleVariables } from './support/samples.js';
 

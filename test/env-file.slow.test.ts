@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envFileValue, loadEnvFile } from '../src/process/env-file.js';
-import { ConfigError } from '../src/config.js';
+import { ConfigError } from '../src/core/config.js';
 import { runScript } from './support/scripts.js';
 
 const ROOT = new URL('..', import.meta.url);
@@ -50,10 +50,10 @@ describe('the .env file', () => {
 
   it('npm run db:url prints the DATABASE_URL of the .env in the current folder; one set in the environment wins', async () => {
     await writeFile(path.join(folder, '.env'), `DATABASE_URL=${FROM_FILE}\n`);
-    const fromFile = await runScript('src/cli/db-url.ts', { ENV_FILE: undefined, DATABASE_URL: undefined }, [], folder);
+    const fromFile = await runScript('src/entry/cli/db-url.ts', { ENV_FILE: undefined, DATABASE_URL: undefined }, [], folder);
     expect({ code: fromFile.code, output: fromFile.output.trim() }).toEqual({ code: 0, output: FROM_FILE });
     const fromEnvironment = await runScript(
-      'src/cli/db-url.ts',
+      'src/entry/cli/db-url.ts',
       { ENV_FILE: undefined, DATABASE_URL: 'postgres://env@db.example/app' },
       [],
       folder,
@@ -64,11 +64,11 @@ describe('the .env file', () => {
   it('every entry point reads it before its configuration: a wrong value there stops each one, naming the variable', async () => {
     await writeFile(path.join(folder, 'wrong.env'), 'DB_POOL_MAX=lots\n');
     const entries: [string, string[]][] = [
-      ['src/main.ts', []],
-      ['src/worker/main.ts', []],
-      ['src/cli/reconcile.ts', []],
-      ['src/cli/adopt.ts', ['--tenant', 'shop']],
-      ['src/cli/db-url.ts', []],
+      ['src/entry/main.ts', []],
+      ['src/entry/worker/main.ts', []],
+      ['src/entry/cli/reconcile.ts', []],
+      ['src/entry/cli/adopt.ts', ['--tenant', 'shop']],
+      ['src/entry/cli/db-url.ts', []],
       ['test/load/cli.ts', ['--scenario', 'documents']],
     ];
     const results = await Promise.all(

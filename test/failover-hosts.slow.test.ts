@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/dev/embedded-postgres.js';
-import { createLogger } from '../src/logger.js';
+import { createLogger } from '../src/core/logger.js';
 import { mutate } from '../src/client/mutate.js';
 import { CreateTenantDocument } from './generated/graphql.js';
 import { asOperator, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';

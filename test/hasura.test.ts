@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { buildSchema, isInterfaceType, isUnionType } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/core/config.js';
 import { schema } from '../src/graphql/schema.js';
 import { actionsGraphql, actionsYaml, actionTimeoutSeconds } from '../scripts/hasura-actions.js';
 import { createContractRow, createTestBackend, type TestBackend } from './support/harness.js';

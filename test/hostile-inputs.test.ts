@@ -11,7 +11,7 @@ import {
 } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { declaredScopes } from '../src/graphql/guards.js';
-import type { AccessScope } from '../src/identity/access.js';
+import type { AccessScope } from '../src/features/identity/access.js';
 import {
   asOperator,
   asTenantAdmin,

@@ -73,7 +73,7 @@ describe('an HTTP process that freezes (WEB_CONCURRENCY=2)', () => {
         await direct.query<{ id: string }>("insert into contracts (tenant_id, title) values ($1, 'C') returning id", [TENANT])
       ).rows[0]!.id;
       const port = await freePort();
-      child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      child = spawn(process.execPath, ['--import', 'tsx', 'src/entry/main.ts'], {
         cwd: PROJECT,
         stdio: ['ignore', 'pipe', 'pipe'],
         env: {

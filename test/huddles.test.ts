@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
-import { startBackend } from '../src/backend.js';
+import { loadConfig } from '../src/core/config.js';
+import { startBackend } from '../src/entry/backend.js';
 import {
   CleanupHuddlesDocument,
   HeartbeatHuddleDocument,

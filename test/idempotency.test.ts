@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import { parse, print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requestFingerprint } from '../src/http/plugins/idempotency-key.js';
-import { TryAgainError } from '../src/errors.js';
-import { claimValues, deleteExpiredKeys, heldKey } from '../src/idempotency/service.js';
+import { TryAgainError } from '../src/core/errors.js';
+import { claimValues, deleteExpiredKeys, heldKey } from '../src/features/idempotency/service.js';
 import { CreateCampaignDocument, CreateContractDocumentDocument, IssueCouponDocument } from './generated/graphql.js';
 import {
   asTenantAdmin,

@@ -1,6 +1,6 @@
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, loadConfig } from '../src/core/config.js';
 import { CreateContractDocument as CreateContract, ViewerDocument } from './generated/graphql.js';
 import { asUser, callAction, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
 

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { appendFile, cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { appendFile, cp, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 /**
  * The import rules of `npm run lint` (.dependency-cruiser.cjs) fire: each is broken on purpose in a
  * copy of the tree, and the checker must name it, from the planted file to its target. The tree
- * itself passes, and docs/design.md §2 lists the rules in the words of the configuration.
+ * itself passes, and docs/design.md §2 lists the rules in the words of the configuration and the
+ * layers in their order, as the README's layout does.
  */
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -20,8 +21,27 @@ const DEPCRUISE = path.join(ROOT, 'node_modules/dependency-cruiser/bin/dependenc
 interface Rule {
   name: string;
   comment: string;
+  from: { path?: string };
+  to: { path?: string };
 }
 const rules = (createRequire(import.meta.url)(path.join(ROOT, CONFIG)) as { forbidden: Rule[] }).forbidden;
+const rule = (name: string) => rules.find((candidate) => candidate.name === name)!;
+
+/** The files package.json's scripts start: the entry points. */
+const ENTRY_POINTS = [
+  ...new Set(
+    Object.values((createRequire(import.meta.url)(path.join(ROOT, 'package.json')) as { scripts: Record<string, string> }).scripts).flatMap(
+      (script) => [...script.matchAll(/(?<=\s)src\/([\w/.-]+\.ts)\b/g)].map((match) => match[1]!),
+    ),
+  ),
+].sort();
+
+/** The layers' folders, bottom first: each layer rule names its own, and the last one's targets end with the top layer. */
+const layerRules = rules.filter((candidate) => candidate.name.endsWith('-imports-nothing-above'));
+const LAYER_FOLDERS = [
+  ...layerRules.map((candidate) => candidate.name.replace(/-imports-nothing-above$/, '')),
+  /^\^src\/\((?:.*\|)?([^|]+)\)\/$/.exec(layerRules.at(-1)!.to.path!)![1]!,
+];
 
 /** One import that breaks a rule: appended to `file` (a path of the copy), naming `specifier`. */
 interface Plant {
@@ -32,27 +52,47 @@ interface Plant {
 }
 
 const PLANTS: Record<string, Plant[]> = {
-  // A cycle needs two imports: each neutral module's import of the other is allowed by itself.
+  // A cycle needs two imports: each core module's import of the other is allowed by itself.
   'no-circular': [
-    { file: 'src/clock.ts', specifier: './config-error.js', resolved: 'src/config-error.ts' },
-    { file: 'src/config-error.ts', specifier: './clock.js', resolved: 'src/clock.ts' },
+    { file: 'src/core/clock.ts', specifier: './config-error.js', resolved: 'src/core/config-error.ts' },
+    { file: 'src/core/config-error.ts', specifier: './clock.js', resolved: 'src/core/clock.ts' },
   ],
-  'neutral-imports-nothing-above': [{ file: 'src/errors.ts', specifier: './db/sqlstate.js', resolved: 'src/db/sqlstate.ts' }],
-  'db-below-features': [{ file: 'src/db/seed.ts', specifier: '../coupons/month.js', resolved: 'src/coupons/month.ts' }],
-  'features-below-services': [{ file: 'src/tenants/service.ts', specifier: '../metrics/metrics.js', resolved: 'src/metrics/metrics.ts' }],
-  'features-know-no-graphql': [{ file: 'src/audit/service.ts', specifier: 'graphql', resolved: 'node_modules/graphql/index.js' }],
-  'services-below-graphql': [{ file: 'src/admission.ts', specifier: './graphql/errors.js', resolved: 'src/graphql/errors.ts' }],
-  'graphql-below-http': [{ file: 'src/graphql/scalars.ts', specifier: '../http/body.js', resolved: 'src/http/body.ts' }],
-  'http-below-entry-points': [
+  'core-imports-nothing-above': [{ file: 'src/core/errors.ts', specifier: '../db/sqlstate.js', resolved: 'src/db/sqlstate.ts' }],
+  'db-imports-nothing-above': [
+    { file: 'src/db/seed.ts', specifier: '../features/coupons/month.js', resolved: 'src/features/coupons/month.ts' },
+  ],
+  'features-imports-nothing-above': [
+    {
+      file: 'src/features/tenants/service.ts',
+      specifier: '../../services/metrics/metrics.js',
+      resolved: 'src/services/metrics/metrics.ts',
+    },
+  ],
+  'services-imports-nothing-above': [
+    { file: 'src/services/admission.ts', specifier: '../graphql/errors.js', resolved: 'src/graphql/errors.ts' },
+  ],
+  'graphql-imports-nothing-above': [{ file: 'src/graphql/scalars.ts', specifier: '../http/body.js', resolved: 'src/http/body.ts' }],
+  'http-imports-nothing-above': [
     { file: 'src/http/error-status.ts', specifier: '../process/env-file.js', resolved: 'src/process/env-file.ts' },
   ],
-  'process-below-entry-points': [{ file: 'src/process/env-file.ts', specifier: '../cli/db-url.js', resolved: 'src/cli/db-url.ts' }],
+  'process-imports-nothing-above': [
+    { file: 'src/process/env-file.ts', specifier: '../entry/backend.js', resolved: 'src/entry/backend.ts' },
+  ],
+  // One plant per entry point: each is imported by a module of its own layer, which only this rule forbids.
+  'entry-points-imported-by-none': ENTRY_POINTS.map((entry) => ({
+    file: 'src/entry/backend.ts',
+    specifier: `./${path.posix.relative('entry', entry).replace(/\.ts$/, '.js')}`,
+    resolved: `src/${entry}`,
+  })),
+  'features-know-no-graphql': [{ file: 'src/features/audit/service.ts', specifier: 'graphql', resolved: 'node_modules/graphql/index.js' }],
   'dev-tooling-only-where-it-starts': [
     { file: 'src/db/pool.ts', specifier: '../dev/embedded-postgres.js', resolved: 'src/dev/embedded-postgres.ts' },
   ],
-  'dev-imports-only-neutral': [{ file: 'src/dev/embedded-access.ts', specifier: '../db/sqlstate.js', resolved: 'src/db/sqlstate.ts' }],
-  'client-stands-alone': [{ file: 'src/client/mutate.ts', specifier: '../errors.js', resolved: 'src/errors.ts' }],
-  'src-never-imports-tests': [{ file: 'src/logger.ts', specifier: '../test/planted.js', resolved: 'test/planted.ts' }],
+  'dev-imports-only-core': [{ file: 'src/dev/embedded-access.ts', specifier: '../db/sqlstate.js', resolved: 'src/db/sqlstate.ts' }],
+  'client-stands-alone': [{ file: 'src/client/mutate.ts', specifier: '../core/errors.js', resolved: 'src/core/errors.ts' }],
+  // A new file at the top of src/, outside every layer's folder.
+  'no-module-outside-a-layer': [{ file: 'src/stray.ts', specifier: './core/clock.js', resolved: 'src/core/clock.ts' }],
+  'src-never-imports-tests': [{ file: 'src/core/logger.ts', specifier: '../../test/planted.js', resolved: 'test/planted.ts' }],
 };
 
 interface Violation {
@@ -101,14 +141,36 @@ describe('the import rules', () => {
   for (const [name, plants] of Object.entries(PLANTS)) {
     it(`${name} fires on its planted import`, () => {
       // The node_modules of the copy is a link: a package resolves to its real path. A cycle is reported once, from one of its imports.
-      const fired = planted.filter(
-        (v) =>
-          v.rule.name === name &&
-          plants.some((plant) => v.from === plant.file && (v.to === plant.resolved || v.to.endsWith(`/${plant.resolved}`))),
-      );
-      expect(fired).not.toEqual([]);
+      const firedOn = (plant: Plant) =>
+        planted.some(
+          (v) => v.rule.name === name && v.from === plant.file && (v.to === plant.resolved || v.to.endsWith(`/${plant.resolved}`)),
+        );
+      if (name === 'no-circular') expect(plants.some(firedOn)).toBe(true);
+      else expect(plants.filter((plant) => !firedOn(plant))).toEqual([]);
     });
   }
+
+  it('name every file a script of package.json starts as an entry point', () => {
+    expect(ENTRY_POINTS.length).toBeGreaterThanOrEqual(6);
+    const entryPoints = new RegExp(rule('entry-points-imported-by-none').to.path!);
+    expect(ENTRY_POINTS.filter((entry) => !entryPoints.test(`src/${entry}`))).toEqual([]);
+  });
+
+  it("leave no folder or module of src/ outside a layer's folder, src/dev/ or src/client/", async () => {
+    const entries = await readdir(path.join(ROOT, 'src'), { withFileTypes: true });
+    expect(LAYER_FOLDERS).toEqual(['core', 'db', 'features', 'services', 'graphql', 'http', 'process', 'entry']);
+    expect(entries.filter((entry) => !entry.isDirectory() || ![...LAYER_FOLDERS, 'dev', 'client'].includes(entry.name))).toEqual([]);
+  });
+
+  it("stand in docs/design.md §2's table and the README's layout in their order, top first and bottom first", async () => {
+    const design = await readFile(path.join(ROOT, 'docs/design.md'), 'utf8');
+    const tableFolders = [...design.matchAll(/^\| [^|]+ \| `src\/([a-z]+)\/`/gm)].map((match) => match[1]);
+    expect(tableFolders).toEqual([...[...LAYER_FOLDERS].reverse(), 'dev', 'client']);
+    const readme = await readFile(path.join(ROOT, 'README.md'), 'utf8');
+    const layout = /## Layout\n\n```\n([\s\S]*?)```/.exec(readme)![1]!;
+    const layoutFolders = [...layout.matchAll(/^src\/([a-z]+)\//gm)].map((match) => match[1]);
+    expect([...new Set(layoutFolders)]).toEqual([...LAYER_FOLDERS, 'dev', 'client']);
+  });
 
   it('stand in docs/design.md §2 in the words of the configuration', async () => {
     const design = await readFile(path.join(ROOT, 'docs/design.md'), 'utf8');

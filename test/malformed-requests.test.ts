@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { Socket } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../src/logger.js';
+import { createLogger } from '../src/core/logger.js';
 import { MAX_REQUEST_HEADERS, requestUrlCheck, requestUrlOf } from '../src/http/node-server.js';
 import { createTenant, serveTestBackend, type ServedBackend } from './support/harness.js';
 

@@ -16,7 +16,7 @@ const COMMENT_CHARS = 95_000;
 /** Few at a time: the documents, not the concurrency, are what this measures. */
 const CLIENTS = 2;
 const MAX_GROWTH_BYTES = 64 * 1024 * 1024;
-const SERVER_ENTRY = path.resolve('src/main.ts');
+const SERVER_ENTRY = path.resolve('src/entry/main.ts');
 const HEAP_PROBE = path.resolve('test/support/heap-probe.cjs');
 
 /**
@@ -43,7 +43,7 @@ describe('memory is bounded by bytes', () => {
   }) => {
     const port = await freePort();
     const probePort = await freePort();
-    const child = spawnScript('src/main.ts', {
+    const child = spawnScript('src/entry/main.ts', {
       DATABASE_URL: await createTestDatabaseUrl(),
       PORT: String(port),
       RUN_WORKERS: 'false',

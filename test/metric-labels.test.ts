@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../src/logger.js';
+import { createLogger } from '../src/core/logger.js';
 import { asUser, createTenant, createTestBackend, gql, type TestBackend } from './support/harness.js';
 
 /** Metrics and log lines are labelled only with names the schema has, so nothing a client writes grows them. */

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { MigrationConfig } from '../src/config.js';
+import type { MigrationConfig } from '../src/core/config.js';
 import {
   ForeignInvalidIndexError,
   MIGRATIONS_DIR,

@@ -1,9 +1,9 @@
 import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { relayHealth, relayOnce, type PassResult, type RelayDeps, type RelayOptions } from '../src/outbox/relay.js';
-import { webhookSink } from '../src/outbox/sinks.js';
-import { loop } from '../src/worker/index.js';
+import { relayHealth, relayOnce, type PassResult, type RelayDeps, type RelayOptions } from '../src/features/outbox/relay.js';
+import { webhookSink } from '../src/features/outbox/sinks.js';
+import { loop } from '../src/entry/worker/index.js';
 import { countingRelayOnce } from './naive/outbox-relay.js';
 import { createTenant, createTestBackend, type TestBackend } from './support/harness.js';
 import { listenOnLoopback } from './support/ports.js';
@@ -153,7 +153,7 @@ describe('the outbox through a receiver outage longer than a count of attempts s
     const metrics = await (await backend.app.fetch(new Request('http://test.local/metrics'))).text();
     expect(metrics).toMatch(new RegExp(`^outbox_dead_events ${await deadTotal()}$`, 'm'));
 
-    const requeued = await runScript('src/cli/outbox-requeue.ts', { DATABASE_URL: backend.databaseUrl }, ['--tenant', tenantId]);
+    const requeued = await runScript('src/entry/cli/outbox-requeue.ts', { DATABASE_URL: backend.databaseUrl }, ['--tenant', tenantId]);
     expect(requeued.output).toContain(`3 dead events given back to the relay (tenant ${tenantId})`);
     expect(requeued.code).toBe(0);
     expect(await statuses(tenantId)).toEqual({ pending: 3 });

@@ -1,11 +1,11 @@
 import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { countDead, requeueDead } from '../src/outbox/housekeeping.js';
-import { claimBatch, deliverClaim, relayHealth, relayOnce, type RelayDeps } from '../src/outbox/relay.js';
-import { webhookSink, type OutboxSink } from '../src/outbox/sinks.js';
-import { loadConfig } from '../src/config.js';
-import { startBackend } from '../src/backend.js';
+import { countDead, requeueDead } from '../src/features/outbox/housekeeping.js';
+import { claimBatch, deliverClaim, relayHealth, relayOnce, type RelayDeps } from '../src/features/outbox/relay.js';
+import { webhookSink, type OutboxSink } from '../src/features/outbox/sinks.js';
+import { loadConfig } from '../src/core/config.js';
+import { startBackend } from '../src/entry/backend.js';
 import { OutboxStatsDocument } from './generated/graphql.js';
 import { asTenantAdmin, asUser, createTenant, createTestBackend, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
 import { listenOnLoopback } from './support/ports.js';
@@ -232,10 +232,10 @@ describe('the outbox relay', () => {
     expect(rows).toEqual([{ topic: 'coupon.issued', attempts: 0, requeued: true, due: true }]);
 
     const env = { DATABASE_URL: backend.databaseUrl };
-    const dry = await runScript('src/cli/outbox-requeue.ts', env, ['--tenant', TENANT, '--dry-run']);
+    const dry = await runScript('src/entry/cli/outbox-requeue.ts', env, ['--tenant', TENANT, '--dry-run']);
     expect(dry.output).toContain(`2 dead events would be given back (tenant ${TENANT})`);
     expect(await countDead(backend.database.db, { tenantId: TENANT })).toBe(2);
-    const bad = await runScript('src/cli/outbox-requeue.ts', env, ['--older-than', 'yesterday']);
+    const bad = await runScript('src/entry/cli/outbox-requeue.ts', env, ['--older-than', 'yesterday']);
     expect(bad.code).toBe(2);
     expect(bad.output).toContain('--older-than needs an age such as 30m, 12h or 3d, got "yesterday"');
   });

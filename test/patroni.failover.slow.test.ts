@@ -93,7 +93,7 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', {
       }),
     );
     const port = await freePort();
-    server = spawnRecorded(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    server = spawnRecorded(process.execPath, ['--import', 'tsx', 'src/entry/main.ts'], {
       cwd: PROJECT,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TryAgainError } from '../src/errors.js';
+import { TryAgainError } from '../src/core/errors.js';
 import { runInTransaction } from '../src/db/transaction.js';
 import { CreateTenantDocument } from './generated/graphql.js';
 import { startFaultProxy, type FaultProxy } from './support/fault-proxy.js';

@@ -18,7 +18,7 @@ const SECRET = 'production-secret-0123456789';
 
 /** Runs the compiled server with plain node (no TypeScript loader) in `root`. */
 function startCompiled(root: string, env: Record<string, string>) {
-  const child = spawnRecorded(process.execPath, ['dist/main.js'], {
+  const child = spawnRecorded(process.execPath, ['dist/entry/main.js'], {
     cwd: root,
     env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir(), NODE_ENV: 'production', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -2,7 +2,7 @@ import { Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { print } from 'graphql';
-import { createLogger } from '../src/logger.js';
+import { createLogger } from '../src/core/logger.js';
 import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
 import { asTenantAdmin, asUser, createTenant, gql, serveTestBackend, type ServedBackend } from './support/harness.js';
 import { waitFor, waitForLockWaiter } from './support/wait.js';

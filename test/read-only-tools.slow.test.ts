@@ -22,8 +22,8 @@ async function tablesIn(databaseUrl: string): Promise<string[]> {
 
 /** The tools beside the server use the schema they find: they never migrate a database. */
 describe.each([
-  ['npm run reconcile', 'src/cli/reconcile.ts'],
-  ['npm run worker', 'src/worker/main.ts'],
+  ['npm run reconcile', 'src/entry/cli/reconcile.ts'],
+  ['npm run worker', 'src/entry/worker/main.ts'],
 ])('%s', (_name, script) => {
   it('on a database without the schema: exit 2 with a message, and the database is left untouched', async () => {
     const url = await createEmptyDatabaseUrl();

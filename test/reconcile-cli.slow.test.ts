@@ -25,7 +25,7 @@ describe('npm run reconcile: payments that wait for an operator', () => {
   });
 
   const reconcile = (...args: string[]) =>
-    runScript('src/cli/reconcile.ts', { DATABASE_URL: backend.databaseUrl, LOG_LEVEL: 'warn' }, args);
+    runScript('src/entry/cli/reconcile.ts', { DATABASE_URL: backend.databaseUrl, LOG_LEVEL: 'warn' }, args);
   /** A checkout whose outcome stays unknown, made older than PAYMENTS_RECONCILE_FOR: only an operator settles it now. */
   const abandoned = async (member: string, paymentMethod: string) => {
     const [coupon] = await issueCoupons(backend, TENANT, `abandoned-${member}`, 300, [member]);

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ConnectError } from '../src/db/client.js';
 import { isResourceShortage, stopsWrites } from '../src/db/sqlstate.js';
 import { translate } from '../src/db/transaction.js';
-import { TryAgainError } from '../src/errors.js';
+import { TryAgainError } from '../src/core/errors.js';
 import { maskUnexpected } from '../src/http/plugins/error-contract.js';
 import { captureLog } from './support/log-capture.js';
 

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { retentionPass, startWorkers } from '../src/worker/index.js';
+import { retentionPass, startWorkers } from '../src/entry/worker/index.js';
 import { HeartbeatHuddleDocument, JoinHuddleDocument } from './generated/graphql.js';
 import { asUser, createTenant, createTestBackend, gqlOk, type TestBackend } from './support/harness.js';
 

@@ -22,7 +22,7 @@ interface Started {
 
 /** Runs `npm start`'s entry point as a user would, and waits for the URL it prints. */
 async function startServer(env: Record<string, string>): Promise<Started> {
-  const child = spawnScript('src/main.ts', env);
+  const child = spawnScript('src/entry/main.ts', env);
   const output = captureOutput(child);
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   const base = await new Promise<string>((resolve, reject) => {
@@ -102,7 +102,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     expect(printed).toMatch(new RegExp(`^postgres://postgres:[^@]+@127\\.0\\.0\\.1:${database.pgPort}/postgres$`));
     // The folder is not the default one: the banner names it in the command that finds it again.
     expect(server.output()).toContain(`(EMBEDDED_PG_DATA_DIR=${database.env.EMBEDDED_PG_DATA_DIR} npm run -s db:url prints it)`);
-    const { code, output } = await runScript('src/cli/db-url.ts', sameDatabase());
+    const { code, output } = await runScript('src/entry/cli/db-url.ts', sameDatabase());
     expect(code).toBe(0);
     expect(output).toBe(`${printed}\n`);
     const client = new pg.Client({ connectionString: output.trim() });
@@ -115,7 +115,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
   });
 
   it('a second npm start on the same data folder stops, naming the process that serves it and the variables to change', async () => {
-    const second = await runScript('src/main.ts', { ...sameDatabase(), PORT: String(await freePort()) });
+    const second = await runScript('src/entry/main.ts', { ...sameDatabase(), PORT: String(await freePort()) });
     expect(second.code).toBe(2);
     expect(second.output).toMatch(/is already served by process \d+ \(.*src\/main\.ts\)/);
     expect(second.output).toContain('set EMBEDDED_PG_DATA_DIR to another folder and EMBEDDED_PG_PORT to another port');
@@ -131,7 +131,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
         .outboxStats.pending;
     expect(await pending()).toBe(1);
 
-    const worker = spawnScript('src/worker/main.ts', { ...sameDatabase(), OUTBOX_POLL_INTERVAL_MS: '50' });
+    const worker = spawnScript('src/entry/worker/main.ts', { ...sameDatabase(), OUTBOX_POLL_INTERVAL_MS: '50' });
     const output = captureOutput(worker);
     const closed = new Promise<number | null>((resolve) => worker.on('close', resolve));
     // The worker's own start (tsx, then the database) sets the pace: wait for its delivery or its end,
@@ -148,7 +148,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
   });
 
   it('npm run reconcile exits 0 on a clean ledger and 1 on drift', async () => {
-    const clean = await runScript('src/cli/reconcile.ts', sameDatabase());
+    const clean = await runScript('src/entry/cli/reconcile.ts', sameDatabase());
     expect(clean.output).toContain('ledger OK');
     expect(clean.code).toBe(0);
     const admin = new pg.Client({ connectionString: await embeddedUrl(database.env.EMBEDDED_PG_DATA_DIR, database.pgPort) });
@@ -156,7 +156,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     const drift = "update campaign_budget_slots set issued_yen = issued_yen + $1 where tenant_id = 'acme' and campaign_id = 'welcome'";
     await admin.query(drift, [500]);
     try {
-      const drifted = await runScript('src/cli/reconcile.ts', sameDatabase());
+      const drifted = await runScript('src/entry/cli/reconcile.ts', sameDatabase());
       expect(drifted.output).toContain('ledger DRIFT');
       expect(drifted.code).toBe(1);
     } finally {

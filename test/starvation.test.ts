@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../src/logger.js';
-import { startWorkers, type Workers } from '../src/worker/index.js';
+import { createLogger } from '../src/core/logger.js';
+import { startWorkers, type Workers } from '../src/entry/worker/index.js';
 import { CreateContractDocumentDocument } from './generated/graphql.js';
 import { LoadClient } from './load/client.js';
 import { asUser, createContractRow, createTenant, createTestBackend, serveOverHttp, type TestBackend } from './support/harness.js';

@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startBackend } from '../src/backend.js';
-import { loadConfig } from '../src/config.js';
+import { startBackend } from '../src/entry/backend.js';
+import { loadConfig } from '../src/core/config.js';
 import { createDatabase } from '../src/db/database.js';
-import { createLogger } from '../src/logger.js';
+import { createLogger } from '../src/core/logger.js';
 import { databaseOptions } from '../src/process/open-database.js';
 import { startFaultProxy, type FaultProxy } from './support/fault-proxy.js';
 import { createTestDatabaseUrl } from './support/harness.js';

@@ -4,13 +4,13 @@ import { gunzipSync } from 'node:zlib';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/logger.js';
-import { startBackend } from '../src/backend.js';
-import { startTracing } from '../src/tracing.js';
-import { relayOnce } from '../src/outbox/relay.js';
-import { webhookSink } from '../src/outbox/sinks.js';
-import { relayDeps } from '../src/worker/index.js';
+import { loadConfig } from '../src/core/config.js';
+import { createLogger } from '../src/core/logger.js';
+import { startBackend } from '../src/entry/backend.js';
+import { startTracing } from '../src/core/tracing.js';
+import { relayOnce } from '../src/features/outbox/relay.js';
+import { webhookSink } from '../src/features/outbox/sinks.js';
+import { relayDeps } from '../src/entry/worker/index.js';
 import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
 import { freePort, listenOnLoopback } from './support/ports.js';
 import { waitFor } from './support/wait.js';
@@ -404,7 +404,7 @@ describe('TRACES_STATEMENT_TEXT=all', () => {
 
 describe('OTEL_TRACES_EXPORTER=console', () => {
   it('prints each span of a request on stdout, with no collector, from the real entry point', async () => {
-    const server = spawnScript('src/main.ts', {
+    const server = spawnScript('src/entry/main.ts', {
       DATABASE_URL: await createTestDatabaseUrl(),
       PORT: String(await freePort()),
       RUN_WORKERS: 'false',

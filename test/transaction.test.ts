@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlState } from '../src/db/sqlstate.js';
 import { RollbackAndReturn, runInTransaction } from '../src/db/transaction.js';
-import { AppError } from '../src/errors.js';
+import { AppError } from '../src/core/errors.js';
 import { createTenant, createTestBackend, type TestBackend } from './support/harness.js';
 
 /** An error as pg reports one, with the SQLSTATE the runner decides on. */

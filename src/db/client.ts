@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
-import { hostLabel, type DatabaseTarget } from '../database-url.js';
+import { hostLabel, type DatabaseTarget } from '../core/database-url.js';
 import { preparedNameOf } from './prepared.js';
 import { callLimit, currentTransaction, CLIENT_LIMIT_MARGIN_MS, deadlineError, type CallLimit } from './scope.js';
 import { SqlState, sqlStateOf, stopsWrites } from './sqlstate.js';

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
-import { describeTarget, parseDatabaseUrl } from '../database-url.js';
-import type { Logger } from '../logger.js';
+import { describeTarget, parseDatabaseUrl } from '../core/database-url.js';
+import type { Logger } from '../core/logger.js';
 import { clientClass, ConnectError, DatabasePath } from './client.js';
 import { withCallLimit } from './scope.js';
 

@@ -11,9 +11,9 @@ import {
   type PostgresDialectConfig,
   type TransactionSettings,
 } from 'kysely';
-import { parseDatabaseUrl, type DatabaseTarget } from '../database-url.js';
-import type { Logger } from '../logger.js';
-import { inSpan, SpanKind, traceparentOf, tracing } from '../tracing.js';
+import { parseDatabaseUrl, type DatabaseTarget } from '../core/database-url.js';
+import type { Logger } from '../core/logger.js';
+import { inSpan, SpanKind, traceparentOf, tracing } from '../core/tracing.js';
 import { ConnectError, DatabasePath, type Trouble } from './client.js';
 import { HEALTH_CHECK_LIMIT_MS, watchHealth, type DatabaseHealth } from './health.js';
 import { createGuardedPool, POOL_END_LIMIT_MS, type GuardedPool, type PoolOptions } from './pool.js';

@@ -1,5 +1,5 @@
-import { describeTarget } from '../database-url.js';
-import type { Logger } from '../logger.js';
+import { describeTarget } from '../core/database-url.js';
+import type { Logger } from '../core/logger.js';
 import type { DatabasePath } from './client.js';
 import { asWorkOfItsOwn } from './scope.js';
 

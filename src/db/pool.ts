@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { PostgresPool } from 'kysely';
-import type { Logger } from '../logger.js';
-import { currentRequestScope } from '../request-scope.js';
-import { inSpan, tracing } from '../tracing.js';
+import type { Logger } from '../core/logger.js';
+import { currentRequestScope } from '../core/request-scope.js';
+import { inSpan, tracing } from '../core/tracing.js';
 import {
   clientClass,
   ConnectError,
@@ -54,7 +54,7 @@ export class PoolExhaustedError extends Error {
 }
 
 export interface PoolOptions {
-  /** DATABASE_URL: one host or several (see src/database-url.ts). */
+  /** DATABASE_URL: one host or several (see src/core/database-url.ts). */
   connectionString: string;
   max: number;
   /** The wait for a free connection when every one is busy. */

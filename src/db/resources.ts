@@ -1,4 +1,4 @@
-import type { Logger } from '../logger.js';
+import type { Logger } from '../core/logger.js';
 import type { DatabasePath, Trouble } from './client.js';
 import { resourceShortageWords } from './sqlstate.js';
 

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { tryAgain } from '../errors.js';
-import { currentRequestScope, outsideRequestScope } from '../request-scope.js';
+import { tryAgain } from '../core/errors.js';
+import { currentRequestScope, outsideRequestScope } from '../core/request-scope.js';
 
 /**
  * What the database layer knows about the work it serves, without threading it through calls:

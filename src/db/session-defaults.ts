@@ -1,5 +1,5 @@
 import { connectOutsidePool } from './connect.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../core/logger.js';
 
 /** The timeouts a one-statement unit runs under, as every new session of the app's role starts with them. */
 export interface SessionTimeouts {

@@ -1,8 +1,8 @@
-import type { AppConfig } from '../config.js';
+import type { AppConfig } from '../core/config.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Kysely, Transaction } from 'kysely';
-import { AppError, tryAgain, type TryAgainError } from '../errors.js';
-import { SpanStatusCode, startSpan, traceContext } from '../tracing.js';
+import { AppError, tryAgain, type TryAgainError } from '../core/errors.js';
+import { SpanStatusCode, startSpan, traceContext } from '../core/tracing.js';
 import { ConnectError, DatabaseUnavailableError, publicFailureSummary, QueryTimeoutError } from './client.js';
 import { PoolExhaustedError } from './pool.js';
 import type { DB } from './schema.js';

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../core/logger.js';
 import { DEFAULT_SHARED_DIR, postgresUser, reachablePlaces, SUPERUSER, type Binaries, type RunAs } from './embedded-access.js';
 
 /**

@@ -1,7 +1,7 @@
 import SchemaBuilder from '@pothos/core';
 import ComplexityPlugin from '@pothos/plugin-complexity';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
-import type { AccessScopes } from '../identity/access.js';
+import type { AccessScopes } from '../features/identity/access.js';
 import { accessRefusal, accessScopes, type AccessContexts } from './guards.js';
 import type { Context } from './context.js';
 

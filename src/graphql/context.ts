@@ -10,11 +10,11 @@ import {
   type RunResult,
   type TransactionSettings,
 } from '../db/transaction.js';
-import type { OperationTurn } from '../admission.js';
-import type { Session } from '../identity/session.js';
-import type { Logger } from '../logger.js';
-import type { AppServices } from '../services.js';
-import type { IssueLeases } from '../coupons/leases.js';
+import type { OperationTurn } from '../services/admission.js';
+import type { Session } from '../features/identity/session.js';
+import type { Logger } from '../core/logger.js';
+import type { AppServices } from '../services/services.js';
+import type { IssueLeases } from '../features/coupons/leases.js';
 
 export type { AppServices };
 

@@ -1,5 +1,5 @@
 import type { InputObjectRef, ObjectRef, SchemaTypes } from '@pothos/core';
-import type { AccessScope, AccessScopes } from '../identity/access.js';
+import type { AccessScope, AccessScopes } from '../features/identity/access.js';
 import { builder } from './builder.js';
 import type { AccessContexts } from './guards.js';
 import { recordMutation, runMutation, type MutationRun, type MutationUnit } from './mutation.js';

@@ -1,5 +1,5 @@
 import { GraphQLError } from 'graphql';
-import type { AppError } from '../errors.js';
+import type { AppError } from '../core/errors.js';
 
 /**
  * An AppError as GraphQL carries it: its extensions (code and details), at the place in the

@@ -1,5 +1,5 @@
 import type { GraphQLField, GraphQLResolveInfo } from 'graphql';
-import { forbidden, notFound, unauthenticated, type AppError } from '../errors.js';
+import { forbidden, notFound, unauthenticated, type AppError } from '../core/errors.js';
 import {
   describeScopes,
   scopesOf,
@@ -8,7 +8,7 @@ import {
   type MemberSession,
   type OperatorSession,
   type TenantAdminSession,
-} from '../identity/access.js';
+} from '../features/identity/access.js';
 import type { Context } from './context.js';
 import { runRead } from './read.js';
 

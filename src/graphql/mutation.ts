@@ -9,15 +9,15 @@ import {
   type RunOptions,
   type RunResult,
 } from '../db/transaction.js';
-import { claimKey, claimValues, heldKey, type ClaimValues, type KeyScope } from '../idempotency/service.js';
-import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishBase, type FinishOfResult } from '../bookkeeping/bookkeeping.js';
+import { claimKey, claimValues, heldKey, type ClaimValues, type KeyScope } from '../features/idempotency/service.js';
+import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishBase, type FinishOfResult } from '../features/bookkeeping/bookkeeping.js';
 import type { Context, RequestReport } from './context.js';
-import { AppError, ErrorCode, TryAgainError } from '../errors.js';
+import { AppError, ErrorCode, TryAgainError } from '../core/errors.js';
 import { assertTurnHeld } from './read.js';
 
 /**
  * A feature's unit of work: a named function of the feature (issueCoupon's `couponIssuer.issue`,
- * src/tenants/service.ts's `createTenant`, …) that runMutation calls once per attempt with the
+ * src/features/tenants/service.ts's `createTenant`, …) that runMutation calls once per attempt with the
  * transaction, the request's input, the bookkeeping and what else the feature needs. Refuse by
  * throwing (RollbackAndReturn for a refusal that is data). It may carry the bookkeeping in its own
  * statements (see Bookkeeping); what it leaves is written after it.

@@ -4,7 +4,7 @@ import { isHoldingTransaction } from '../db/scope.js';
 import type { DB } from '../db/schema.js';
 import { deadlineError } from '../db/transaction.js';
 import type { Context } from './context.js';
-import { tryAgain } from '../errors.js';
+import { tryAgain } from '../core/errors.js';
 
 /**
  * Serialises a request's database work (its database queue): one piece at a time, so a request never holds more than

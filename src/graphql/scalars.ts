@@ -1,6 +1,6 @@
 import { Kind } from 'graphql';
 import { builder } from './builder.js';
-import { badInput } from '../errors.js';
+import { badInput } from '../core/errors.js';
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -1,4 +1,4 @@
-import { badInput } from '../errors.js';
+import { badInput } from '../core/errors.js';
 
 /**
  * Input checks that run before any SQL, so a client reads which field is wrong. The database

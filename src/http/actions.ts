@@ -1,13 +1,13 @@
 import type { GraphQLSchema } from 'graphql';
 import type { AppServices, RequestReport } from '../graphql/context.js';
-import { ErrorCode, isErrorCode } from '../errors.js';
+import { ErrorCode, isErrorCode } from '../core/errors.js';
 import { actionStatusOf, retryAfterHeader } from './error-status.js';
 import { actionDocuments } from './action-documents.js';
 import { markReplayed } from './plugins/request-outcome.js';
-import { currentRequestScope } from '../request-scope.js';
-import { isDevMode } from '../config.js';
-import { actionSecretMatches } from '../identity/session.js';
-import type { Logger } from '../logger.js';
+import { currentRequestScope } from '../core/request-scope.js';
+import { isDevMode } from '../core/config.js';
+import { actionSecretMatches } from '../features/identity/session.js';
+import type { Logger } from '../core/logger.js';
 import type { GraphQLServer } from './yoga.js';
 import { jsonAnswer, type Answer } from './answer.js';
 

@@ -1,4 +1,4 @@
-import { ErrorCode } from '../errors.js';
+import { ErrorCode } from '../core/errors.js';
 
 /** HTTP status of an error on /actions, where Hasura hides the message of any 5xx. */
 export const actionStatusOf: Record<ErrorCode, number> = {

@@ -1,4 +1,4 @@
-import { isDevMode, type AppConfig } from '../config.js';
+import { isDevMode, type AppConfig } from '../core/config.js';
 
 /** The demo member of db/seed, so a first visit to GraphiQL can run a mutation at once. */
 export const DEMO_HEADERS = {

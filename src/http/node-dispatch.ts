@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import proxyaddr from 'proxy-addr';
-import { ErrorCode } from '../errors.js';
+import { ErrorCode } from '../core/errors.js';
 import type { RequestReport } from '../graphql/context.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../core/logger.js';
 import { isGraphQLContentType } from './body.js';
 import { wantsGraphiQLPage } from './graphiql-page.js';
 import {

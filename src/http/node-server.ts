@@ -3,8 +3,8 @@ import { Server as NetServer, type AddressInfo, type Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import compression from 'compression';
-import type { ServerConfig } from '../config.js';
-import type { Logger } from '../logger.js';
+import type { ServerConfig } from '../core/config.js';
+import type { Logger } from '../core/logger.js';
 
 export interface NodeHandler {
   handleNode(req: IncomingMessage, res: ServerResponse): void;

@@ -1,5 +1,5 @@
-import { ErrorCode } from '../errors.js';
-import { currentRequestScope } from '../request-scope.js';
+import { ErrorCode } from '../core/errors.js';
+import { currentRequestScope } from '../core/request-scope.js';
 
 /** The status nginx logs for a client that hung up first; no client ever receives it. */
 export const CLIENT_CLOSED_REQUEST = 499;

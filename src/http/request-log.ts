@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { RequestReport } from '../graphql/context.js';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics/metrics.js';
-import { runInRequestScope, type RequestScope } from '../request-scope.js';
-import { contextFrom, isTracedPath, SpanKind, SpanStatusCode, startSpan, traceContext, traceparentOf, untraced } from '../tracing.js';
+import type { Logger } from '../core/logger.js';
+import type { Metrics } from '../services/metrics/metrics.js';
+import { runInRequestScope, type RequestScope } from '../core/request-scope.js';
+import { contextFrom, isTracedPath, SpanKind, SpanStatusCode, startSpan, traceContext, traceparentOf, untraced } from '../core/tracing.js';
 import type { Span } from '@opentelemetry/api';
 import { INVALID_OPERATION } from './operation.js';
 

@@ -1,4 +1,4 @@
-import type { Logger } from '../logger.js';
+import type { Logger } from '../core/logger.js';
 import { CLIENT_CLOSED_REQUEST, internalError, isClientGone } from './refusals.js';
 import type { RequestLog } from './request-log.js';
 import type { Router } from './router.js';

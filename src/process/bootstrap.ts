@@ -1,6 +1,6 @@
-import { ConfigError, loadConfig, type AppConfig, type LoadOptions } from '../config.js';
-import { createLogger, type Logger } from '../logger.js';
-import { startTracing, stopTracing } from '../tracing.js';
+import { ConfigError, loadConfig, type AppConfig, type LoadOptions } from '../core/config.js';
+import { createLogger, type Logger } from '../core/logger.js';
+import { startTracing, stopTracing } from '../core/tracing.js';
 import { loadEnvFile } from './env-file.js';
 
 /**

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { AppConfig } from '../config.js';
+import type { AppConfig } from '../core/config.js';
 import { waitForDatabase } from '../db/connect.js';
 import { createDatabase, type Database, type DatabaseOptions } from '../db/database.js';
 import type { EmbeddedPostgres } from '../dev/embedded-postgres.js';
@@ -8,8 +8,8 @@ import { assertSchemaCurrent, migrate, MIGRATIONS_DIR } from '../db/migrate.js';
 import { applySessionTimeouts } from '../db/session-defaults.js';
 import { LONG_WORK_LIMIT_MS, withCallLimit } from '../db/scope.js';
 import { seedIfEmpty } from '../db/seed.js';
-import type { Logger } from '../logger.js';
-import { untraced } from '../tracing.js';
+import type { Logger } from '../core/logger.js';
+import { untraced } from '../core/tracing.js';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const DEFAULT_DATA_DIR = path.join(PROJECT_ROOT, '.data', 'postgres');

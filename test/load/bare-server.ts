@@ -1,16 +1,16 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { bootstrap, onShutdown, run } from '../../src/process/bootstrap.js';
-import { AppError, ErrorCode } from '../../src/errors.js';
+import { AppError, ErrorCode } from '../../src/core/errors.js';
 import type { AccessContexts } from '../../src/graphql/guards.js';
 import { databaseRunners } from '../../src/graphql/context.js';
 import { createDatabaseQueue } from '../../src/graphql/read.js';
 import { issueCouponForSession } from '../../src/graphql/types/coupons.js';
-import { actionSecretMatches, sessionFromVariables } from '../../src/identity/session.js';
-import { runInRequestScope } from '../../src/request-scope.js';
+import { actionSecretMatches, sessionFromVariables } from '../../src/features/identity/session.js';
+import { runInRequestScope } from '../../src/core/request-scope.js';
 import { openDatabase } from '../../src/process/open-database.js';
-import { buildServices } from '../../src/services.js';
-import { UNGATED_TURN } from '../../src/admission.js';
+import { buildServices } from '../../src/services/services.js';
+import { UNGATED_TURN } from '../../src/services/admission.js';
 
 /** The x-hasura-* headers of a Node request (Node gives their names in lower case). */
 function hasuraHeaders(req: IncomingMessage): Record<string, string> {

@@ -1,5 +1,5 @@
 import { bootstrap, onShutdown, run } from '../../src/process/bootstrap.js';
-import { startBackend } from '../../src/backend.js';
+import { startBackend } from '../../src/entry/backend.js';
 import { STRATEGIES } from './strategies.js';
 
 /** The server with the coupon strategy named by BENCH_STRATEGY: how the benchmark runs the peers. */

@@ -3,14 +3,14 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/core/config.js';
 import { issueCouponForSession } from '../../src/graphql/types/coupons.js';
 import { createDatabase } from '../../src/db/database.js';
 import type { AccessContexts } from '../../src/graphql/guards.js';
 import { databaseRunners } from '../../src/graphql/context.js';
 import { createDatabaseQueue } from '../../src/graphql/read.js';
-import { createLogger } from '../../src/logger.js';
-import { buildServices } from '../../src/services.js';
+import { createLogger } from '../../src/core/logger.js';
+import { buildServices } from '../../src/services/services.js';
 import { LoadClient, runReleasedTogether } from './client.js';
 import { runLoad } from './run.js';
 import {
@@ -42,7 +42,7 @@ import {
   startSpanSink,
   type ServerProcess,
 } from './target.js';
-import { UNGATED_TURN } from '../../src/admission.js';
+import { UNGATED_TURN } from '../../src/services/admission.js';
 
 /** What one run of one row measured. */
 interface Figures {

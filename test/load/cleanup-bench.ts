@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { migrate } from '../../src/db/migrate.js';
-import { staleObjectives } from '../../src/huddles/service.js';
-import { createLogger } from '../../src/logger.js';
+import { staleObjectives } from '../../src/features/huddles/service.js';
+import { createLogger } from '../../src/core/logger.js';
 import { openToolDatabase } from '../support/tool-database.js';
 import { startScratchDatabase } from './target.js';
 

@@ -1,6 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import { loadEnvFile } from '../../src/process/env-file.js';
-import { ConfigError, loadConfig, type AppConfig } from '../../src/config.js';
+import { ConfigError, loadConfig, type AppConfig } from '../../src/core/config.js';
 import { LOAD_USAGE, parseLoadArgs, UsageError, type LoadArgs } from './args.js';
 import { LoadClient } from './client.js';
 import { describeLoad, renderReport, type MachineLoad, type ReportContext } from './report.js';
@@ -145,7 +145,7 @@ async function main(): Promise<number> {
   }
   const loadBefore = machineLoadNow();
   const database = args.url === null ? await startScratchDatabase() : null;
-  const server = database ? await startServerProcess('src/main.ts', { DATABASE_URL: database.databaseUrl }) : null;
+  const server = database ? await startServerProcess('src/entry/main.ts', { DATABASE_URL: database.databaseUrl }) : null;
   const url = args.url ?? server!.url;
   const databaseUrl = args.databaseUrl ?? database?.databaseUrl ?? null;
   const sql = databaseUrl ? sqlPool(databaseUrl) : null;

@@ -45,7 +45,7 @@ async function start(tenantId: string): Promise<Run> {
   const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
   const sql = new pg.Pool({ connectionString: database.databaseUrl, max: 2 });
   sql.on('error', () => {});
-  const server = await startServerProcess('src/main.ts', { DATABASE_URL: proxy.url(database.databaseUrl), LOG_LEVEL: 'error' });
+  const server = await startServerProcess('src/entry/main.ts', { DATABASE_URL: proxy.url(database.databaseUrl), LOG_LEVEL: 'error' });
   await sql.query('insert into tenants (id, name) values ($1, $1)', [tenantId]);
   const contractId = (await sql.query<{ id: string }>("insert into contracts (tenant_id, title) values ($1, 'C') returning id", [tenantId]))
     .rows[0]!.id;

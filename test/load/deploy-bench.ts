@@ -40,7 +40,7 @@ interface Args {
   json: string | null;
   /** Send nothing new once /ready failed twice in a row, as a load balancer's health check does. */
   lb: boolean;
-  /** Run dist/main.js (npm run build first), as production does, instead of src/main.ts through tsx. */
+  /** Run dist/entry/main.js (npm run build first), as production does, instead of src/entry/main.ts through tsx. */
   compiled: boolean;
 }
 
@@ -55,7 +55,7 @@ const USAGE = `usage: npm run bench:deploy -- --action kill-workers|reload|resta
   --json FILE           write the figures as JSON
   --lb                  behave as a load balancer in front would: send nothing new once /ready
                         (polled every 100 ms) failed twice in a row
-  --compiled            run the compiled server (dist/main.js: npm run build first)
+  --compiled            run the compiled server (dist/entry/main.js: npm run build first)
 
 A request that gets no answer for 30 s counts as failed (NO_ANSWER).`;
 
@@ -209,7 +209,7 @@ async function act(args: Args, primary: number, exited: Promise<void>, log: (lin
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const database = await startScratchDatabase();
-  const server = await startServerProcess(args.compiled ? 'dist/main.js' : 'src/main.ts', {
+  const server = await startServerProcess(args.compiled ? 'dist/entry/main.js' : 'src/entry/main.ts', {
     DATABASE_URL: database.databaseUrl,
     WEB_CONCURRENCY: String(args.webConcurrency),
     RUN_WORKERS: 'false',

@@ -70,7 +70,7 @@ async function read(sql: pg.Pool, minute: number): Promise<Reading> {
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const database = await startScratchDatabase();
-  const server = await startServerProcess('src/main.ts', { DATABASE_URL: database.databaseUrl, ...args.env });
+  const server = await startServerProcess('src/entry/main.ts', { DATABASE_URL: database.databaseUrl, ...args.env });
   const sql = new pg.Pool({ connectionString: database.databaseUrl, max: 2 });
   sql.on('error', () => {});
   const runId = Date.now().toString(36);

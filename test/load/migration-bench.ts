@@ -3,9 +3,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/core/config.js';
 import { MIGRATIONS_DIR, migrate } from '../../src/db/migrate.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/core/logger.js';
 import { couponsScenario } from './scenarios/coupons.js';
 import { startSteadyLoad } from './steady-load.js';
 import { openToolDatabase } from '../support/tool-database.js';
@@ -59,7 +59,7 @@ async function migrationsWithAlter(): Promise<{ dir: string; version: string; re
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const database = await startScratchDatabase();
-  const server = await startServerProcess('src/main.ts', { DATABASE_URL: database.databaseUrl, RUN_WORKERS: 'false' });
+  const server = await startServerProcess('src/entry/main.ts', { DATABASE_URL: database.databaseUrl, RUN_WORKERS: 'false' });
   const migrations = await migrationsWithAlter();
   const reader = new pg.Client({ connectionString: database.databaseUrl });
   await reader.connect();

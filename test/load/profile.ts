@@ -1,10 +1,10 @@
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/logger.js';
+import { loadConfig } from '../../src/core/config.js';
+import { createLogger } from '../../src/core/logger.js';
 import { openDatabase } from '../../src/process/open-database.js';
-import { buildServices } from '../../src/services.js';
+import { buildServices } from '../../src/services/services.js';
 import { LoadClient } from './client.js';
 import { measureCpu } from './cpu.js';
 import { runLoad } from './run.js';

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
-import { conditionalUpdates, type CouponIssuer } from '../../src/coupons/issuer.js';
-import type { BudgetSplit } from '../../src/coupons/campaigns.js';
-import type { BudgetLeasing } from '../../src/coupons/leases.js';
+import { conditionalUpdates, type CouponIssuer } from '../../src/features/coupons/issuer.js';
+import type { BudgetSplit } from '../../src/features/coupons/campaigns.js';
+import type { BudgetLeasing } from '../../src/features/coupons/leases.js';
 import { evenYenSplit } from '../naive/budget-split.js';
 import { ownLeaseOnly } from '../naive/budget-leases.js';
 import { naiveIssuer, readCheckWriteIssuer } from '../naive/issue-coupon.js';

@@ -1,4 +1,4 @@
-import { tryAgain } from '../../src/errors.js';
+import { tryAgain } from '../../src/core/errors.js';
 import {
   FairAdmission,
   type Admission,
@@ -6,7 +6,7 @@ import {
   type AdmissionOptions,
   type AdmissionStats,
   type Admitted,
-} from '../../src/admission.js';
+} from '../../src/services/admission.js';
 
 /**
  * The naive admission: one first-come line for every tenant, bounded like each tenant's line of

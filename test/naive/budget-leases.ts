@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { BudgetLeasing } from '../../src/coupons/leases.js';
+import type { BudgetLeasing } from '../../src/features/coupons/leases.js';
 
 /**
  * Budget pre-allocated to each process, as first drawn: a process issues from its own lease and,

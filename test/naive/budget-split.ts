@@ -1,4 +1,4 @@
-import type { BudgetSplit } from '../../src/coupons/campaigns.js';
+import type { BudgetSplit } from '../../src/features/coupons/campaigns.js';
 
 /**
  * The budget split as first drawn: the yen as evenly as whole yen allow (the first rows take the

@@ -1,7 +1,7 @@
-import { resultOf, settleCheckout, splitCheckout, type CheckoutAlgorithm } from '../../src/checkout/flow.js';
-import { recordOutcome } from '../../src/checkout/record.js';
-import { reserveOrder } from '../../src/checkout/reserve.js';
-import type { PaymentProvider } from '../../src/payments/provider.js';
+import { resultOf, settleCheckout, splitCheckout, type CheckoutAlgorithm } from '../../src/features/checkout/flow.js';
+import { recordOutcome } from '../../src/features/checkout/record.js';
+import { reserveOrder } from '../../src/features/checkout/reserve.js';
+import type { PaymentProvider } from '../../src/features/payments/provider.js';
 
 /**
  * The checkouts a newcomer writes first, kept to prove the tests can fail (docs/design.md §10).

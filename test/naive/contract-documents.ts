@@ -1,7 +1,7 @@
 import { sql, type Transaction } from 'kysely';
 import type { DB } from '../../src/db/schema.js';
-import type { ContractDocument } from '../../src/contracts/service.js';
-import { notFound } from '../../src/errors.js';
+import type { ContractDocument } from '../../src/features/contracts/service.js';
+import { notFound } from '../../src/core/errors.js';
 
 /**
  * The numbering this project replaced, kept to prove the tests can fail: read max() + 1, then

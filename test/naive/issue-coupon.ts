@@ -1,11 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Transaction } from 'kysely';
-import { businessMonth } from '../../src/coupons/month.js';
-import { COUPON_ISSUED_TOPIC, type IssueRequest, type IssueResult } from '../../src/coupons/issue.js';
-import type { CouponIssuer } from '../../src/coupons/issuer.js';
+import { businessMonth } from '../../src/features/coupons/month.js';
+import { COUPON_ISSUED_TOPIC, type IssueRequest, type IssueResult } from '../../src/features/coupons/issue.js';
+import type { CouponIssuer } from '../../src/features/coupons/issuer.js';
 import type { Isolation } from '../../src/db/transaction.js';
 import type { DB } from '../../src/db/schema.js';
-import { notFound } from '../../src/errors.js';
+import { notFound } from '../../src/core/errors.js';
 
 /** Stands in for the push notification the naive version sent from inside its transaction. */
 const NOTIFICATION_CALL_MS = 2;

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { fullJitter, runInTransaction } from '../../src/db/transaction.js';
-import { claimBatch, PASS_DEADLINE_MS, type PassResult, type RelayDeps } from '../../src/outbox/relay.js';
+import { claimBatch, PASS_DEADLINE_MS, type PassResult, type RelayDeps } from '../../src/features/outbox/relay.js';
 
 /**
  * The relay pass this project replaced: a failed event is dead after `maxAttempts` deliveries,

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
-import { COUPON_REDEEMED_TOPIC, type CouponRedeemer, type RedeemResult } from '../../src/coupons/redeem.js';
+import { COUPON_REDEEMED_TOPIC, type CouponRedeemer, type RedeemResult } from '../../src/features/coupons/redeem.js';
 import { RollbackAndReturn } from '../../src/db/transaction.js';
-import { notFound } from '../../src/errors.js';
+import { notFound } from '../../src/core/errors.js';
 
 /**
  * The redeem a newcomer writes first, kept to prove the concurrency test can fail: read the coupon,

@@ -1,8 +1,8 @@
 import { once } from 'node:events';
 import { print } from 'graphql';
 import pg from 'pg';
-import { splitCheckout } from '../../src/checkout/flow.js';
-import { reconcileDeps } from '../../src/worker/index.js';
+import { splitCheckout } from '../../src/features/checkout/flow.js';
+import { reconcileDeps } from '../../src/entry/worker/index.js';
 import { NAIVE_CHECKOUTS } from '../naive/checkout.js';
 import { CheckoutDocument } from '../generated/graphql.js';
 import { startServerProcess } from '../load/target.js';

@@ -1,6 +1,6 @@
 import { bootstrap, onShutdown, run } from '../../src/process/bootstrap.js';
-import { startBackend } from '../../src/backend.js';
-import { splitCheckout } from '../../src/checkout/flow.js';
+import { startBackend } from '../../src/entry/backend.js';
+import { splitCheckout } from '../../src/features/checkout/flow.js';
 import { NAIVE_CHECKOUTS } from '../naive/checkout.js';
 
 /** The server with the checkout named by CHECKOUT_ALGORITHM (`split`, or a naive twin): what the kill tests start and kill. */

@@ -5,7 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/core/logger.js';
 import { startPgBouncer } from './pgbouncer.js';
 import { freePort } from './ports.js';
 import { databaseUrl } from './database-url.js';

@@ -4,18 +4,18 @@ import { print } from 'graphql';
 import { sql, type KyselyPlugin } from 'kysely';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { loadConfig, type AppConfig } from '../../src/config.js';
-import type { Clock } from '../../src/clock.js';
+import { loadConfig, type AppConfig } from '../../src/core/config.js';
+import type { Clock } from '../../src/core/clock.js';
 import { createDatabase, type Database } from '../../src/db/database.js';
 import { applySessionTimeouts } from '../../src/db/session-defaults.js';
 import { runInTransaction } from '../../src/db/transaction.js';
 import type { AppServices } from '../../src/graphql/context.js';
 import { createApp, type App } from '../../src/http/app.js';
 import { listen, type RunningServer } from '../../src/http/node-server.js';
-import { createLogger, type Logger } from '../../src/logger.js';
+import { createLogger, type Logger } from '../../src/core/logger.js';
 import { databaseOptions } from '../../src/process/open-database.js';
-import { buildServices, type Algorithms } from '../../src/services.js';
-import { startTracing } from '../../src/tracing.js';
+import { buildServices, type Algorithms } from '../../src/services/services.js';
+import { startTracing } from '../../src/core/tracing.js';
 import { databaseUrl } from './database-url.js';
 
 /** The application_name of a test backend's pool: a test reads its sessions in pg_stat_activity or on the wire by it. */

@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import { createLogger, type Logger } from '../../src/logger.js';
+import { createLogger, type Logger } from '../../src/core/logger.js';
 
 /** A pino destination that keeps every line, to read what the server logged. */
 export function captureLog(level = 'info'): { lines: Record<string, unknown>[]; logger: Logger } {

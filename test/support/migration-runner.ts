@@ -4,10 +4,10 @@
 // runner of test/naive/migrate.ts instead. Prints the server's log lines; exit 1 on an error.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/core/config.js';
 import { createDatabase } from '../../src/db/database.js';
 import { MIGRATIONS_DIR } from '../../src/db/migrate.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/core/logger.js';
 import { databaseOptions, openDatabase } from '../../src/process/open-database.js';
 import { migrateTakingInvalidIndexesForOthers } from '../naive/migrate.js';
 

@@ -1,5 +1,5 @@
 import { print } from 'graphql';
-import { COUPON_REDEEMED_TOPIC } from '../../src/coupons/redeem.js';
+import { COUPON_REDEEMED_TOPIC } from '../../src/features/coupons/redeem.js';
 import { CreateCampaignDocument, IssueCouponDocument, RedeemCouponDocument } from '../generated/graphql.js';
 import { LoadClient, runReleasedTogether } from '../load/client.js';
 import { asTenantAdmin, asUser, createTenant, gqlOk, serveOverHttp, type TestBackend } from './harness.js';

@@ -1,6 +1,6 @@
 import { createDatabase, type Database } from '../../src/db/database.js';
 import { migrate } from '../../src/db/migrate.js';
-import { createLogger, type Logger } from '../../src/logger.js';
+import { createLogger, type Logger } from '../../src/core/logger.js';
 
 export interface ToolDatabaseOptions {
   /** Connections in its pool. */

@@ -1,8 +1,8 @@
 import { builder } from '../builder.js';
-import { badInput } from '../../errors.js';
+import { badInput } from '../../core/errors.js';
 import { runRead } from '../read.js';
 import { requirePageSize } from '../validate.js';
-import { listAudit, type AuditRecord } from '../../audit/service.js';
+import { listAudit, type AuditRecord } from '../../features/audit/service.js';
 
 const PAGE_DEFAULT = 50;
 const PAGE_MAX = 500;

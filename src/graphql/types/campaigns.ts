@@ -1,5 +1,5 @@
 import { builder } from '../builder.js';
-import { badInput } from '../../errors.js';
+import { badInput } from '../../core/errors.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireIdentifier, requirePageSize, requireText, requireYen } from '../validate.js';
@@ -10,7 +10,7 @@ import {
   MAX_BUDGET_LEASE_COUPONS,
   MAX_BUDGET_SLOTS,
   type Campaign,
-} from '../../coupons/campaigns.js';
+} from '../../features/coupons/campaigns.js';
 
 const CAMPAIGNS_PAGE_DEFAULT = 100;
 const CAMPAIGNS_PAGE_MAX = 500;

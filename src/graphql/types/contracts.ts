@@ -13,7 +13,7 @@ import {
   listDocumentsOfContracts,
   type Contract,
   type ContractDocument,
-} from '../../contracts/service.js';
+} from '../../features/contracts/service.js';
 
 const TITLE_MAX_LENGTH = 200;
 const CONTRACTS_PAGE_DEFAULT = 20;

@@ -5,8 +5,8 @@ import type { Context } from '../context.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireIdentifier, requirePageSize } from '../validate.js';
-import type { IssueRequest, IssueResult } from '../../coupons/issue.js';
-import { couponStatuses, listMemberCoupons, type CouponStatus, type CouponWithStatus } from '../../coupons/member-coupons.js';
+import type { IssueRequest, IssueResult } from '../../features/coupons/issue.js';
+import { couponStatuses, listMemberCoupons, type CouponStatus, type CouponWithStatus } from '../../features/coupons/member-coupons.js';
 
 const COUPONS_PAGE_DEFAULT = 100;
 const COUPONS_PAGE_MAX = 500;

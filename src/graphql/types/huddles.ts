@@ -1,5 +1,5 @@
 import { builder } from '../builder.js';
-import { badInput } from '../../errors.js';
+import { badInput } from '../../core/errors.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireText } from '../validate.js';
@@ -10,7 +10,7 @@ import {
   type HuddleResult,
   type HuddleSession,
   type Participant,
-} from '../../huddles/service.js';
+} from '../../features/huddles/service.js';
 
 const OBJECTIVE_ID_MAX_LENGTH = 128;
 

@@ -7,7 +7,7 @@ import {
   type LedgerReport,
   type MemberOverCap,
   type UsageDrift,
-} from '../../coupons/ledger.js';
+} from '../../features/coupons/ledger.js';
 
 const CampaignDriftType = builder.objectRef<CampaignDrift>('CampaignDrift').implement({
   fields: (t) => ({

@@ -4,11 +4,11 @@ import type { Context } from '../context.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requirePageSize, requireYen } from '../validate.js';
-import { reserveCheckout, type CheckoutResult, type SettleDeps } from '../../checkout/flow.js';
-import { findOrder, listOrders, type Order, type OrderReader } from '../../checkout/orders.js';
-import type { Reservation } from '../../checkout/reserve.js';
-import { badInput, paymentsUnavailable } from '../../errors.js';
-import type { PaymentProvider } from '../../payments/provider.js';
+import { reserveCheckout, type CheckoutResult, type SettleDeps } from '../../features/checkout/flow.js';
+import { findOrder, listOrders, type Order, type OrderReader } from '../../features/checkout/orders.js';
+import type { Reservation } from '../../features/checkout/reserve.js';
+import { badInput, paymentsUnavailable } from '../../core/errors.js';
+import type { PaymentProvider } from '../../features/payments/provider.js';
 
 const ORDERS_PAGE_DEFAULT = 100;
 const ORDERS_PAGE_MAX = 500;

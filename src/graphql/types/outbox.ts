@@ -1,6 +1,6 @@
 import { builder } from '../builder.js';
 import { runRead } from '../read.js';
-import { outboxStats, type OutboxStats } from '../../outbox/housekeeping.js';
+import { outboxStats, type OutboxStats } from '../../features/outbox/housekeeping.js';
 
 const OutboxStatsType = builder.objectRef<OutboxStats>('OutboxStats').implement({
   fields: (t) => ({

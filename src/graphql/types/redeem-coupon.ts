@@ -1,6 +1,6 @@
 import { builder } from '../builder.js';
 import { defineMutation } from '../define-mutation.js';
-import type { RedeemResult } from '../../coupons/redeem.js';
+import type { RedeemResult } from '../../features/coupons/redeem.js';
 import { CouponType } from './coupons.js';
 
 const RedeemCouponStatus = builder.enumType('RedeemCouponStatus', {

@@ -2,7 +2,7 @@ import { builder } from '../builder.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireIdentifier, requireText, requireYen } from '../validate.js';
-import { DEFAULT_MONTHLY_CAP_YEN, createTenant, findTenant, type Tenant } from '../../tenants/service.js';
+import { DEFAULT_MONTHLY_CAP_YEN, createTenant, findTenant, type Tenant } from '../../features/tenants/service.js';
 
 export const TenantType = builder.objectRef<Tenant>('Tenant').implement({
   fields: (t) => ({

@@ -1,5 +1,5 @@
 import { builder } from '../builder.js';
-import type { Session } from '../../identity/session.js';
+import type { Session } from '../../features/identity/session.js';
 
 const ViewerType = builder.objectRef<Session>('Viewer').implement({
   description: 'Who the server thinks is calling: handy for checking headers in GraphiQL.',

@@ -1,10 +1,10 @@
 import type { ExecutionResult, GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import { admissionKey, type Admission, type AdmissionKey, type OperationTurn } from '../../admission.js';
+import { admissionKey, type Admission, type AdmissionKey, type OperationTurn } from '../../services/admission.js';
 import type { Context } from '../../graphql/context.js';
 import { toGraphQLError } from '../../graphql/errors.js';
-import type { Session } from '../../identity/session.js';
-import { currentRequestScope } from '../../request-scope.js';
+import type { Session } from '../../features/identity/session.js';
+import { currentRequestScope } from '../../core/request-scope.js';
 
 /** Who an operation runs for and by when, decided before its document is read: what the context is built from. */
 export interface Identified {

@@ -18,7 +18,7 @@ import {
 } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../../graphql/context.js';
-import { ErrorCode } from '../../errors.js';
+import { ErrorCode } from '../../core/errors.js';
 
 export interface DocumentLimitsOptions {
   maxDepth: number;

@@ -1,12 +1,12 @@
 import { GraphQLError, type ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import { AppError, ErrorCode, isErrorCode } from '../../errors.js';
+import { AppError, ErrorCode, isErrorCode } from '../../core/errors.js';
 import type { Context, ReportingServerContext, RequestReport } from '../../graphql/context.js';
 import { toGraphQLError } from '../../graphql/errors.js';
-import type { Logger } from '../../logger.js';
+import type { Logger } from '../../core/logger.js';
 import { isResourceShortage, sqlStateOf } from '../../db/sqlstate.js';
 import { resourceShortage } from '../../db/transaction.js';
-import { currentRequestScope } from '../../request-scope.js';
+import { currentRequestScope } from '../../core/request-scope.js';
 import { retryAfterHeader } from '../error-status.js';
 
 /** A GraphQLError made on purpose (a parse or validation error, ours), not one wrapping a thrown error. */

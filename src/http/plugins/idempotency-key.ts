@@ -1,9 +1,9 @@
 import { OperationTypeNode, print, type DocumentNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import { badInput } from '../../errors.js';
+import { badInput } from '../../core/errors.js';
 import type { Context } from '../../graphql/context.js';
 import { toGraphQLError } from '../../graphql/errors.js';
-import { fingerprint, isValidKey } from '../../idempotency/service.js';
+import { fingerprint, isValidKey } from '../../features/idempotency/service.js';
 import { operationOf, rootFields } from '../operation.js';
 
 /** Each parsed document printed once: Yoga's parser cache hands back the same document object for the same query text. */

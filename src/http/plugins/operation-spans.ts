@@ -1,7 +1,7 @@
 import type { DocumentNode, ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../../graphql/context.js';
-import { inSpan, tracing } from '../../tracing.js';
+import { inSpan, tracing } from '../../core/tracing.js';
 import { operationLabel, operationOf } from '../operation.js';
 
 /** What an operation came to: the first root field's status (ISSUED, MONTHLY_CAP, …) or the first error's code. */

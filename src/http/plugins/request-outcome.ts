@@ -1,7 +1,7 @@
 import { isEnumType, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context, ReportingServerContext, RequestReport } from '../../graphql/context.js';
-import { currentRequestScope } from '../../request-scope.js';
+import { currentRequestScope } from '../../core/request-scope.js';
 import { operationLabel, operationOf } from '../operation.js';
 
 /**

@@ -1,7 +1,7 @@
 import { GraphQLError, visit, type DocumentNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../../graphql/context.js';
-import { ErrorCode } from '../../errors.js';
+import { ErrorCode } from '../../core/errors.js';
 
 /** A high surrogate not followed by a low one, or a low one not preceded by a high one (code units). */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;

@@ -3,11 +3,11 @@ import { readFileSync } from 'node:fs';
 import type { GraphQLSchema } from 'graphql';
 import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
 import type { Plugin } from 'graphql-yoga';
-import { ConfigError, type AppConfig } from '../../config.js';
+import { ConfigError, type AppConfig } from '../../core/config.js';
 import type { Context } from '../../graphql/context.js';
-import { ErrorCode } from '../../errors.js';
+import { ErrorCode } from '../../core/errors.js';
 import { actionDocuments } from '../action-documents.js';
-import { sessionOfRequest } from '../../identity/session.js';
+import { sessionOfRequest } from '../../features/identity/session.js';
 
 /** hash -> document, as graphql-codegen's client preset writes persisted-documents.json (hashes kept bare). */
 export type TrustedManifest = Map<string, string>;

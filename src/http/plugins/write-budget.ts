@@ -1,7 +1,7 @@
 import { OperationTypeNode, type DocumentNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import type { TokenBuckets } from '../../admission.js';
-import { tryAgain } from '../../errors.js';
+import type { TokenBuckets } from '../../services/admission.js';
+import { tryAgain } from '../../core/errors.js';
 import type { Context } from '../../graphql/context.js';
 import { toGraphQLError } from '../../graphql/errors.js';
 import { operationOf, rootFields } from '../operation.js';

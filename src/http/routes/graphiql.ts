@@ -1,4 +1,4 @@
-import type { AppConfig } from '../../config.js';
+import type { AppConfig } from '../../core/config.js';
 import { graphiqlOptions } from '../graphiql.js';
 import { createGraphiQLPage, wantsGraphiQLPage } from '../graphiql-page.js';
 import type { Route } from './route.js';

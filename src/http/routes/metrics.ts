@@ -1,5 +1,5 @@
-import { bearerToken, secretMatches } from '../../identity/session.js';
-import type { Metrics } from '../../metrics/metrics.js';
+import { bearerToken, secretMatches } from '../../features/identity/session.js';
+import type { Metrics } from '../../services/metrics/metrics.js';
 
 /** /metrics: Prometheus text for the whole server; METRICS_TOKEN, when set, guards it. */
 export function metricsRoute(metrics: Metrics, token: string | null): (request: Request) => Promise<Response> {

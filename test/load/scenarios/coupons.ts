@@ -1,7 +1,7 @@
 import { print } from 'graphql';
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
-import { insertCampaign } from '../../../src/coupons/campaigns.js';
+import { insertCampaign } from '../../../src/features/coupons/campaigns.js';
 import type { DB } from '../../../src/db/schema.js';
 import { runInTransaction, type TransactionSettings } from '../../../src/db/transaction.js';
 import { CreateCampaignDocument, CreateTenantDocument, IssueCouponDocument } from '../../generated/graphql.js';

@@ -1,0 +1,182 @@
+import type { Kysely } from 'kysely';
+import type { Bookkeeping } from '../bookkeeping/bookkeeping.js';
+import type { DB } from '../../db/schema.js';
+import { isPrimaryGone, type AS_TRANSACTION } from '../../db/transaction.js';
+import { isBatchShape, runBatch, type BatchMember, type MemberRow } from './issue-batch.js';
+import type { IssueRequest, IssueResult } from './issue.js';
+import { answerOf, issueValuesOf, learnShape, type IssueBatcher, type IssueContext, type IssueRow } from './issue-statement.js';
+
+type Answer = IssueResult | typeof AS_TRANSACTION;
+
+/**
+ * Fewer members than this run alone: a batch's statement does more work per run than one issue's
+ * (arrays unnested, every CTE set up for all members), and in the bench a few members a statement
+ * cost PostgreSQL more per request than single statements, where eight or nine cost about half
+ * (docs/benchmarks.md, batched issues).
+ */
+export const MIN_BATCH = 4;
+
+/** How a waiting member's turn came: it leads the next batch, its row was decided in a batch, it runs alone, or the batch's answer was lost. */
+type Turn = { kind: 'lead'; batch: Waiting[] } | { kind: 'decided'; row: IssueRow } | { kind: 'alone' } | { kind: 'lost'; error: unknown };
+
+interface Waiting {
+  db: Kysely<DB>;
+  request: IssueRequest;
+  bookkeeping: Bookkeeping<IssueResult>;
+  context: IssueContext;
+  /** Its values, made in its own request's context (its trace, its clock) when it began to wait. */
+  member: BatchMember;
+  turn: (turn: Turn) => void;
+}
+
+/**
+ * This process's issues per tenant, batched across the tenant's campaigns (docs/design.md §4,
+ * "Batched issues"): an issue of a tenant that has no statement in flight here runs at once,
+ * alone, as it always did (batching never makes an issue wait while nothing else is queued); one
+ * that comes while a statement of its tenant is in flight waits for it, and when it ends every
+ * issue that waited meanwhile, whatever its campaign, runs as one statement and one commit
+ * (issue-batch.ts), on the connection of the first of them, which leads the batch in its own
+ * request's context. So a tenant has at most one statement in flight from this process, and the
+ * busier it is, the more members each statement carries, up to `maxMembers`
+ * (COUPON_ISSUE_BATCH_MAX; 1, the default, is no batching). The line is the tenant's, not the
+ * campaign's: a shop's sale spreads its requests over a few campaigns, each of which alone would
+ * have too few waiting at a time to pay for a batch (docs/benchmarks.md, batched issues).
+ *
+ * A member whose row the batch did not decide (ALONE), and every member of a batch that failed
+ * whole, runs again in a statement of its own on its own connection. A batch whose answer was
+ * lost (the connection, the client-side limit) may have committed: each member then fails as a
+ * lost one-statement answer does, and only its Idempotency-Key can tell.
+ *
+ * Only campaigns whose shape this process has learned, and whose budget is slot rows (one or
+ * several), are batched; campaigns with leases take from this process's own lease already.
+ */
+export class IssueCoalescer implements IssueBatcher {
+  /** Per tenant with a statement in flight: the issues waiting for it. */
+  private readonly lines = new Map<string, Waiting[]>();
+
+  /**
+   * Batches run, members they carried, and batches that failed whole (their members ran alone);
+   * `sizes[n]`: the times n issues that waited were let go together (n below MIN_BATCH ran alone).
+   */
+  readonly counts = { batches: 0, members: 0, failed: 0, sizes: [] as number[] };
+
+  constructor(readonly maxMembers: number) {}
+
+  /** Issues on the campaign waiting for its tenant's statement in flight. */
+  waiting(tenantId: string, campaignId: string): number {
+    return this.lines.get(tenantId)?.filter((w) => w.request.campaignId === campaignId).length ?? 0;
+  }
+
+  /** The issue, batched with others on its campaign when they meet; `alone` runs it in a statement of its own. */
+  async issue(
+    db: Kysely<DB>,
+    request: IssueRequest,
+    bookkeeping: Bookkeeping<IssueResult>,
+    context: IssueContext,
+    alone: () => Promise<Answer>,
+  ): Promise<Answer> {
+    const shape = context.shapes.get(request.tenantId, request.campaignId);
+    if (this.maxMembers < 2 || !isBatchShape(shape)) return alone();
+    const line = request.tenantId;
+    const queue = this.lines.get(line);
+    if (!queue) {
+      this.lines.set(line, []);
+      try {
+        return await alone();
+      } finally {
+        this.next(line);
+      }
+    }
+    const member = { values: issueValuesOf(request, bookkeeping, context), claim: bookkeeping.claim };
+    const turn = await new Promise<Turn>((resolve) => queue.push({ db, request, bookkeeping, context, member, turn: resolve }));
+    switch (turn.kind) {
+      case 'decided':
+        return answerOf(turn.row, request, bookkeeping, context.leases);
+      case 'alone':
+        return alone();
+      case 'lost':
+        throw turn.error;
+      case 'lead':
+        return this.lead(line, turn.batch, alone);
+    }
+  }
+
+  /** A statement of the tenant ended: the issues that waited meanwhile become the next batch, led by the first. */
+  private next(line: string): void {
+    const queue = this.lines.get(line)!;
+    if (queue.length === 0) {
+      this.lines.delete(line);
+      return;
+    }
+    // A member, and a key, at most once a batch (whatever the campaign): its month row and claim are each written once per statement.
+    const batch: Waiting[] = [];
+    const rest: Waiting[] = [];
+    const taken = new Set<string>();
+    for (const waiting of queue) {
+      const { values, claim } = waiting.member;
+      const ids = [
+        `m${values.memberId}`,
+        ...(claim ? [`k${claim.keyTenantId}\u0000${claim.keyUserId}\u0000${claim.keyRole}\u0000${claim.key}`] : []),
+      ];
+      if (batch.length < this.maxMembers && ids.every((id) => !taken.has(id))) {
+        ids.forEach((id) => taken.add(id));
+        batch.push(waiting);
+      } else {
+        rest.push(waiting);
+      }
+    }
+    this.lines.set(line, rest);
+    this.counts.sizes[batch.length] = (this.counts.sizes[batch.length] ?? 0) + 1;
+    batch[0]!.turn({ kind: 'lead', batch });
+  }
+
+  /** Runs the batch on the leader's connection (batch[0]), hands each member its turn, and returns the leader's own answer. */
+  private async lead(line: string, batch: Waiting[], alone: () => Promise<Answer>): Promise<Answer> {
+    const [leader] = batch as [Waiting, ...Waiting[]];
+    if (batch.length < MIN_BATCH) {
+      // Too few to pay for the batch's statement: each runs alone, side by side, and the leader's holds the line.
+      for (const waiting of batch) if (waiting !== leader) waiting.turn({ kind: 'alone' });
+      try {
+        return await alone();
+      } finally {
+        this.next(line);
+      }
+    }
+    // Member order is lock order: every batch takes its members' rows in the same order (and its slots in campaign order).
+    const members = [...batch].sort((a, b) => (a.member.values.memberId < b.member.values.memberId ? -1 : 1));
+    let rows: MemberRow[];
+    this.counts.batches++;
+    this.counts.members += batch.length;
+    try {
+      rows = await runBatch(
+        leader.db,
+        members.map((m) => m.member),
+      );
+    } catch (error) {
+      this.next(line);
+      if (isPrimaryGone(error)) {
+        for (const waiting of batch) if (waiting !== leader) waiting.turn({ kind: 'lost', error });
+        throw error;
+      }
+      // The batch failed whole and kept nothing: each member runs alone, as it would have without batching.
+      this.counts.failed++;
+      leader.context.onRace?.();
+      for (const waiting of batch) if (waiting !== leader) waiting.turn({ kind: 'alone' });
+      return alone();
+    }
+    this.next(line);
+    let own: IssueRow | null = null;
+    members.forEach((waiting, i) => {
+      learnShape(leader.context.shapes, waiting.request, rows[i]!);
+      const row = decided(rows[i]!);
+      if (waiting === leader) own = row;
+      else waiting.turn(row ? { kind: 'decided', row } : { kind: 'alone' });
+    });
+    return own ? answerOf(own, leader.request, leader.bookkeeping, leader.context.leases) : alone();
+  }
+}
+
+/** A member's row as one issue's, or null when the batch left the member to a statement of its own (ALONE, or a campaign of another shape). */
+function decided(row: MemberRow): IssueRow | null {
+  return row.outcome === 'ALONE' || row.outcome === 'OTHER_SHAPE' ? null : { ...row, outcome: row.outcome };
+}
