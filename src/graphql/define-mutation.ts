@@ -29,8 +29,8 @@ export interface MutationDefinition<
   prepare?: (input: Input, ctx: ScopedContext<Access>) => Prepared;
   /**
    * The unit of work for this request, as data: the feature's function, the values it is called
-   * with, and what its audit row names. runMutation calls the feature's function; nothing of the
-   * declaration is called back once the unit is handed over, but the audit's `entities`.
+   * with, and the feature's function that names what its audit row names. runMutation calls only
+   * the feature's functions: nothing of the declaration is called back once the unit is handed over.
    */
   unit: (prepared: Prepared, ctx: ScopedContext<Access>) => MutationUnit<UnitInput, Result, Needs>;
   /**

@@ -49,9 +49,9 @@ interface UnitCalls<Input, T, Needs> {
   /** The work's first statement carries the Idempotency-Key claim (claimCte) and reports it with `claimed()`. */
   claimsKey?: boolean | undefined;
   isolation?: Isolation | undefined;
-  /** The ids of what the mutation created or changed, for the audit row: a function of the result and the input alone. */
+  /** The ids of what the mutation created or changed, for the audit row: a named function of the feature, of the result and the input alone. */
   entities: (result: T, input: Input) => string[];
-  /** The tenant the audit row belongs to, when it is not the session's (createTenant). */
+  /** The tenant the audit row belongs to, when it is not the session's (createTenant's `tenantOfCreated`). */
   auditTenant?: (result: T) => string;
 }
 

@@ -30,6 +30,12 @@ export interface CheckoutRequest {
 export type Reservation =
   { status: 'RESERVED'; order: Order; payment: ChargeRequest } | { status: 'PAID'; order: Order } | { status: 'COUPON_UNAVAILABLE' };
 
+/** What checkout's audit row names: the order and its coupon, or nothing when nothing was written. */
+export const reservationEntities = (reservation: Reservation): string[] =>
+  reservation.status === 'COUPON_UNAVAILABLE'
+    ? []
+    : [reservation.order.id, ...(reservation.order.couponId ? [reservation.order.couponId] : [])];
+
 /** The key every call about the order sends: Stripe's scope is the account, and the order's id is unique in it. */
 export const paymentKeyOf = (orderId: string) => `checkout-${orderId}`;
 

@@ -129,6 +129,12 @@ export async function listDocumentsOfContracts(
   return byContract;
 }
 
+/** What createContract's audit row names. */
+export const contractEntities = ({ contract }: { contract: Contract }): string[] => [contract.id];
+
+/** What createContractDocument's audit row names: the document and its contract. */
+export const documentEntities = ({ document }: { document: ContractDocument }): string[] => [document.id, document.contractId];
+
 /** createContract's unit of work (runMutation calls it): a contract in the session's tenant. */
 export async function createContract(
   trx: Transaction<DB>,

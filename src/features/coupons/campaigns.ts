@@ -120,6 +120,9 @@ export async function listCampaigns(db: Kysely<DB>, tenantId: string, limit: num
   return rows.map((row) => toCampaign(row, row.issued_yen ?? 0));
 }
 
+/** What createCampaign's audit row names. */
+export const campaignEntities = ({ campaign }: { campaign: Campaign }): string[] => [campaign.id];
+
 /** createCampaign's unit of work (runMutation calls it): the campaign and its budget rows, split as `split` says. */
 export async function createCampaign(
   trx: Transaction<DB>,

@@ -25,4 +25,8 @@ export interface IssueRequest {
   timeZone: string;
 }
 
+/** What issueCoupon's audit row names: the coupon and its campaign, or the campaign asked for when none was issued. */
+export const issueEntities = (result: IssueResult, request: IssueRequest): string[] =>
+  result.coupon ? [result.coupon.id, result.coupon.campaignId] : [request.campaignId];
+
 export const COUPON_ISSUED_TOPIC = 'coupon.issued';

@@ -13,6 +13,9 @@ export interface RedeemResult {
   redeemedAt: Date | null;
 }
 
+/** What redeemCoupon's audit row names: the coupon and its campaign. */
+export const redeemEntities = ({ coupon }: RedeemResult): string[] => [coupon.id, coupon.campaignId];
+
 export interface RedeemRequest {
   tenantId: string;
   /** The session's member: only the coupon's owner redeems it. */

@@ -23,6 +23,12 @@ export interface HuddleResult {
   session: HuddleSession | null;
 }
 
+/** What a member's huddle mutation's audit row names: the huddle, when there is one. */
+export const huddleEntities = ({ session }: HuddleResult): string[] => (session ? [session.id] : []);
+
+/** What cleanupHuddles' audit row names: nothing one row could hold (a pass ends any number of sessions). */
+export const cleanupEntities = (): string[] => [];
+
 interface Member {
   tenantId: string;
   memberId: string;

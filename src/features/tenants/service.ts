@@ -33,6 +33,10 @@ export async function insertTenant(
   return row ? toTenant(row) : null;
 }
 
+/** What createTenant's audit row names; the row belongs to the new tenant, not to the operator's session (`auditTenant`). */
+export const tenantEntities = ({ tenant }: { tenant: Tenant }): string[] => [tenant.id];
+export const tenantOfCreated = ({ tenant }: { tenant: Tenant }): string => tenant.id;
+
 /** createTenant's unit of work (runMutation calls it): the tenant, or BAD_USER_INPUT on `id` when the id is taken. */
 export async function createTenant(
   trx: Transaction<DB>,

@@ -5,6 +5,7 @@ import { runRead } from '../read.js';
 import { requireIdentifier, requirePageSize, requireText, requireYen } from '../validate.js';
 import {
   findCampaign,
+  campaignEntities,
   createCampaign,
   listCampaigns,
   MAX_BUDGET_LEASE_COUPONS,
@@ -89,7 +90,7 @@ defineMutation('createCampaign', {
     work: createCampaign,
     input: { tenantId: session.tenantId, campaign: values },
     needs: services.algorithms.budgetSplit,
-    entities: ({ campaign }) => [campaign.id],
+    entities: campaignEntities,
   }),
 });
 

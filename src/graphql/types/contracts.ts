@@ -7,7 +7,9 @@ import { runRead } from '../read.js';
 import { requirePageSize, requireText } from '../validate.js';
 import {
   findContract,
+  contractEntities,
   createContract,
+  documentEntities,
   issueNextDocument,
   listContracts,
   listDocumentsOfContracts,
@@ -114,7 +116,7 @@ defineMutation('createContract', {
   unit: (title, { session }) => ({
     work: createContract,
     input: { tenantId: session.tenantId, title },
-    entities: ({ contract }) => [contract.id],
+    entities: contractEntities,
   }),
 });
 
@@ -127,7 +129,7 @@ defineMutation('createContractDocument', {
     work: issueNextDocument,
     input: { tenantId: session.tenantId, contractId },
     needs: services.algorithms.documentIssuing,
-    entities: ({ document }) => [document.id, document.contractId],
+    entities: documentEntities,
   }),
 });
 

@@ -5,7 +5,7 @@ import type { Context } from '../context.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireIdentifier, requirePageSize } from '../validate.js';
-import type { IssueRequest, IssueResult } from '../../features/coupons/issue.js';
+import { issueEntities, type IssueResult } from '../../features/coupons/issue.js';
 import { couponStatuses, listMemberCoupons, type CouponStatus, type CouponWithStatus } from '../../features/coupons/member-coupons.js';
 
 const COUPONS_PAGE_DEFAULT = 100;
@@ -109,7 +109,7 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
         deadline,
         onRace: () => services.metrics.transactionRetries.inc({ sqlstate: '40001' }),
       },
-      entities: (result, request: IssueRequest) => (result.coupon ? [result.coupon.id, result.coupon.campaignId] : [request.campaignId]),
+      entities: issueEntities,
     };
   },
   answered: (result, { services }) => services.metrics.couponOutcomes.inc({ status: result.status }),

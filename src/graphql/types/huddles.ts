@@ -4,7 +4,9 @@ import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireText } from '../validate.js';
 import {
+  cleanupEntities,
   cleanupPass,
+  huddleEntities,
   findActiveSession,
   type CleanupResult,
   type HuddleResult,
@@ -72,7 +74,7 @@ function huddleMutation(name: MemberOperation, description: string) {
     unit: (objectiveId, { session, services }) => ({
       work: services.algorithms.huddleOperations[name],
       input: { tenantId: session.tenantId, memberId: session.userId, objectiveId },
-      entities: ({ session: huddle }) => (huddle ? [huddle.id] : []),
+      entities: huddleEntities,
     }),
   });
 }
@@ -107,7 +109,7 @@ defineMutation('cleanupHuddles', {
       batchSize: services.config.huddles.cleanupBatchSize,
     },
     needs: services.algorithms.huddleOperations,
-    entities: () => [],
+    entities: cleanupEntities,
   }),
 });
 

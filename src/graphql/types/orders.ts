@@ -6,7 +6,7 @@ import { runRead } from '../read.js';
 import { requirePageSize, requireYen } from '../validate.js';
 import { reserveCheckout, type CheckoutResult, type SettleDeps } from '../../features/checkout/flow.js';
 import { findOrder, listOrders, type Order, type OrderReader } from '../../features/checkout/orders.js';
-import type { Reservation } from '../../features/checkout/reserve.js';
+import { reservationEntities } from '../../features/checkout/reserve.js';
 import { badInput, paymentsUnavailable } from '../../core/errors.js';
 import type { PaymentProvider } from '../../features/payments/provider.js';
 
@@ -133,10 +133,7 @@ defineMutation('checkout', {
       algorithm: services.algorithms.checkout,
       deps: { provider: prepared.provider, timeoutMs: services.config.payments.timeoutMs },
     },
-    entities: (reservation: Reservation) =>
-      reservation.status === 'COUPON_UNAVAILABLE'
-        ? []
-        : [reservation.order.id, ...(reservation.order.couponId ? [reservation.order.couponId] : [])],
+    entities: reservationEntities,
   }),
   // Transaction 1 and 2 with the provider between them; the place in the waiting room is taken
   // before anything is written, so a checkout refused for want of one has written nothing.

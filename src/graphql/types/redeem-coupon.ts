@@ -1,6 +1,6 @@
 import { builder } from '../builder.js';
 import { defineMutation } from '../define-mutation.js';
-import type { RedeemResult } from '../../features/coupons/redeem.js';
+import { redeemEntities, type RedeemResult } from '../../features/coupons/redeem.js';
 import { CouponType } from './coupons.js';
 
 const RedeemCouponStatus = builder.enumType('RedeemCouponStatus', {
@@ -41,6 +41,6 @@ defineMutation('redeemCoupon', {
   unit: ({ couponId }, { session, services }) => ({
     work: services.algorithms.couponRedeemer.redeem,
     input: { tenantId: session.tenantId, memberId: session.userId, couponId, now: services.clock() },
-    entities: ({ coupon }) => [coupon.id, coupon.campaignId],
+    entities: redeemEntities,
   }),
 });

@@ -2,7 +2,14 @@ import { builder } from '../builder.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireIdentifier, requireText, requireYen } from '../validate.js';
-import { DEFAULT_MONTHLY_CAP_YEN, createTenant, findTenant, type Tenant } from '../../features/tenants/service.js';
+import {
+  DEFAULT_MONTHLY_CAP_YEN,
+  createTenant,
+  findTenant,
+  tenantEntities,
+  tenantOfCreated,
+  type Tenant,
+} from '../../features/tenants/service.js';
 
 export const TenantType = builder.objectRef<Tenant>('Tenant').implement({
   fields: (t) => ({
@@ -38,8 +45,8 @@ defineMutation('createTenant', {
   unit: (values) => ({
     work: createTenant,
     input: values,
-    entities: ({ tenant }) => [tenant.id],
-    auditTenant: ({ tenant }) => tenant.id,
+    entities: tenantEntities,
+    auditTenant: tenantOfCreated,
   }),
 });
 
