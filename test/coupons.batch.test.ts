@@ -224,3 +224,56 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     expect(slot.rows[0].issued_yen).toBe(5 * 500);
   });
 });
+
+// Issues waiting for a batch hold neither a pool connection nor an admission turn: with two of
+// each, a batch still gathers every issue that arrived while its statement was held.
+describe('issueCoupon batching with fewer connections and turns than waiting issues', () => {
+  const WAITING = 12;
+  let backend: TestBackend;
+  let holder: pg.Client;
+  beforeAll(async () => {
+    backend = await createTestBackend({ env: { COUPON_ISSUE_BATCH_MAX: '32', DB_POOL_MAX: '2', MAX_IN_FLIGHT: '2' } });
+    await createTenant(backend, TENANT, CAP);
+    holder = new pg.Client({ connectionString: backend.databaseUrl });
+    await holder.connect();
+  });
+  afterAll(async () => {
+    await holder.end();
+    await backend.close();
+  });
+
+  const issue = (member: string) =>
+    gql(backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'narrow' } }, asUser(TENANT, member));
+
+  it(`gathers ${WAITING} waiting issues into one batch on a pool of 2 and 2 turns: each its own coupon`, async () => {
+    await gqlOk(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id: 'narrow', name: 'narrow', discountYen: 500, budgetYen: 100_000, budgetSlots: 1 } },
+      asTenantAdmin(TENANT),
+    );
+    // The first issue teaches the process the campaign's shape: only a known shape is batched.
+    expect((await issue('narrow-learner')).body.data?.issueCoupon.status).toBe('ISSUED');
+    const coalescer = backend.services.issueCoalescer;
+    const before = { ...coalescer.counts, sizes: [...coalescer.counts.sizes] };
+    await holder.query('begin');
+    await holder.query(`select 1 from campaign_budget_slots where tenant_id = '${TENANT}' and campaign_id = 'narrow' for update`);
+    const first = issue('narrow-first');
+    await waitForLockWaiter(backend);
+    const members = Array.from({ length: WAITING }, (_, i) => `narrow-${i}`);
+    const replies = members.map((member) => issue(member));
+    // Each holding its turn and connection, at most one could wait (two turns, one of them the statement's in flight).
+    await waitFor(() => (coalescer.waiting(TENANT, 'narrow') === WAITING ? true : undefined), `${WAITING} issues waiting`, 60_000);
+    await holder.query('commit');
+    expect((await first).body.data?.issueCoupon.status).toBe('ISSUED');
+    expect((await Promise.all(replies)).map((reply) => reply.body.data?.issueCoupon.status ?? reply.body.errors)).toEqual(
+      members.map(() => 'ISSUED'),
+    );
+    expect(coalescer.counts.batches - before.batches).toBe(1);
+    expect((coalescer.counts.sizes[WAITING] ?? 0) - (before.sizes[WAITING] ?? 0)).toBe(1);
+    const coupons = await backend.sql.query(`select count(*)::int as n from coupons where tenant_id = $1 and campaign_id = 'narrow'`, [
+      TENANT,
+    ]);
+    expect(coupons.rows[0].n).toBe(WAITING + 2);
+  });
+});

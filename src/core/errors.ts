@@ -79,6 +79,16 @@ export const unauthenticated = (message: string) => new AppError(ErrorCode.unaut
 export const forbidden = (message: string) => new AppError(ErrorCode.forbidden, message);
 export const tryAgain = (message: string, details: TryAgainDetails) => new TryAgainError(message, details);
 
+/** A turn that did not come back met a full line or the deadline: a second later is a fair guess. */
+const AFTER_LOST_TURN_MS = 1_000;
+
+/** An operation that gave its admission turn back and got none back: it sends nothing more, and may be sent again. */
+export const turnNotBack = () =>
+  tryAgain('The server was too busy to give this operation its turn back; resend the request', {
+    reason: 'busy',
+    retryAfterMs: AFTER_LOST_TURN_MS,
+  });
+
 /** Checkout on a server with no payment provider (production without STRIPE_SECRET_KEY): nothing was written. */
 export const paymentsUnavailable = () =>
   new AppError(

@@ -81,11 +81,18 @@ export type UnitOfWork<T> = (trx: Transaction<DB>) => Promise<T>;
 export const AS_TRANSACTION = Symbol('run as a transaction');
 
 /**
- * A unit whose writes are one statement, sent on `db` (one connection, outside any transaction
- * block) as its own implicit transaction: the statement commits as it ends, or rolls back whole
- * when it raises. It may read in further statements, never write in them.
+ * Runs `use` on a connection of the pool held for it alone (outside any transaction block), with
+ * the request marked as holding it: while `use` runs, the request can take no second connection.
  */
-export type OneStatementUnit<T> = (db: Kysely<DB>) => Promise<T | typeof AS_TRANSACTION>;
+export type PinConnection = <R>(use: (db: Kysely<DB>) => Promise<R>) => Promise<R>;
+
+/**
+ * A unit whose writes are one statement, sent on a connection it takes with `pin` as its own
+ * implicit transaction: the statement commits as it ends, or rolls back whole when it raises. It
+ * may read in further statements, never write in them. It takes the connection only when it has
+ * a statement to send: an issue waiting for another's batch (coalescer.ts) holds none.
+ */
+export type OneStatementUnit<T> = (pin: PinConnection) => Promise<T | typeof AS_TRANSACTION>;
 
 /**
  * The one way a mutation touches the database: the whole unit of work in one transaction, retried
@@ -192,18 +199,16 @@ export async function runInOneStatement<T>(
   // The statement is its own commit: from the moment it is sent, a lost answer may hide one.
   const sent: SentState = { commitSent: true, readOnly: mark.readOnly };
   try {
-    const value = await tracedAttempt(1, settings, {}, () =>
-      withTransactionScope(mark, () =>
-        db.connection().execute(async (connection) => {
-          mark.holding = true;
-          try {
-            return await work(connection);
-          } finally {
-            mark.holding = false;
-          }
-        }),
-      ),
-    );
+    const pin: PinConnection = (use) =>
+      db.connection().execute(async (connection) => {
+        mark.holding = true;
+        try {
+          return await use(connection);
+        } finally {
+          mark.holding = false;
+        }
+      });
+    const value = await tracedAttempt(1, settings, {}, () => withTransactionScope(mark, () => work(pin)));
     return value === AS_TRANSACTION ? { declined: true, attemptsMade: 0 } : { value, attempts: 1, rolledBack: false };
   } catch (error) {
     if (error instanceof RollbackAndReturn) return { value: error.value as T, attempts: 1, rolledBack: true };

@@ -6,6 +6,7 @@ import {
   type Declined,
   type Isolation,
   type OneStatementUnit,
+  type PinConnection,
   type RunOptions,
   type RunResult,
 } from '../db/transaction.js';
@@ -30,7 +31,7 @@ export type MutationWork<Input, T, Needs> = (trx: Transaction<DB>, input: Input,
  * claim and the audit row (and the stored response) in its statement, or writes nothing.
  */
 export type OneStatementWork<Input, T, Needs> = (
-  db: Kysely<DB>,
+  pin: PinConnection,
   input: Input,
   bookkeeping: Bookkeeping<T>,
   needs: Needs,
@@ -146,10 +147,10 @@ async function inOneStatement<Input, T, Needs>(
   onRetry: RetryListener,
 ): Promise<Attempted<T> | Declined> {
   let replayed = false;
-  const outcome = await ctx.database.inOneStatement<T>({ deadline: ctx.deadline, onRetry }, async (db) => {
+  const outcome = await ctx.database.inOneStatement<T>({ deadline: ctx.deadline, onRetry }, async (pin) => {
     const bookkeeping = books.open();
     try {
-      const value = await oneStatement(db, spec.input, bookkeeping, spec.needs as Needs);
+      const value = await oneStatement(pin, spec.input, bookkeeping, spec.needs as Needs);
       if (value !== AS_TRANSACTION && !bookkeeping.finished) {
         throw new Error(`${spec.operation}: a one-statement unit must write its audit row in its statement`);
       }
@@ -158,7 +159,7 @@ async function inOneStatement<Input, T, Needs>(
       // Its statement wrote nothing when another request holds the key; reading the answer is all that is left.
       if (!(error instanceof KeyHeldElsewhere)) throw error;
       replayed = true;
-      return replayOf<T>(db, books.claim);
+      return pin((db) => replayOf<T>(db, books.claim));
     }
   });
   return 'declined' in outcome ? outcome : { ...outcome, replayed };

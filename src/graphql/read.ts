@@ -4,7 +4,7 @@ import { isHoldingTransaction } from '../db/scope.js';
 import type { DB } from '../db/schema.js';
 import { deadlineError } from '../db/transaction.js';
 import type { Context } from './context.js';
-import { tryAgain } from '../core/errors.js';
+import { tryAgain, turnNotBack } from '../core/errors.js';
 
 /**
  * Serialises a request's database work (its database queue): one piece at a time, so a request never holds more than
@@ -26,16 +26,8 @@ export function createDatabaseQueue(): <T>(work: () => Promise<T>) => Promise<T>
  * come back does no more database work: its other fields would run beyond MAX_IN_FLIGHT.
  */
 export function assertTurnHeld(ctx: Pick<Context, 'turn'>): void {
-  if (!ctx.turn.held) {
-    throw tryAgain('The server was too busy to give this operation its turn back; resend the request', {
-      reason: 'busy',
-      retryAfterMs: AFTER_LOST_TURN_MS,
-    });
-  }
+  if (!ctx.turn.held) throw turnNotBack();
 }
-
-/** A turn that did not come back met a full line or the deadline: a second later is a fair guess. */
-const AFTER_LOST_TURN_MS = 1_000;
 
 /** Stops a request whose answer nobody will read, or that has used its whole deadline. */
 export function assertStillWanted(ctx: Pick<Context, 'signal' | 'deadline'>): void {

@@ -1,7 +1,6 @@
-import type { Kysely } from 'kysely';
 import type { Bookkeeping } from '../bookkeeping/bookkeeping.js';
-import type { DB } from '../../db/schema.js';
-import { isPrimaryGone, type AS_TRANSACTION } from '../../db/transaction.js';
+import { isPrimaryGone, type AS_TRANSACTION, type PinConnection } from '../../db/transaction.js';
+import { turnNotBack } from '../../core/errors.js';
 import { isBatchShape, runBatch, type BatchMember, type MemberRow } from './issue-batch.js';
 import type { IssueRequest, IssueResult } from './issue.js';
 import { answerOf, issueValuesOf, learnShape, type IssueBatcher, type IssueContext, type IssueRow } from './issue-statement.js';
@@ -20,7 +19,8 @@ export const MIN_BATCH = 4;
 type Turn = { kind: 'lead'; batch: Waiting[] } | { kind: 'decided'; row: IssueRow } | { kind: 'alone' } | { kind: 'lost'; error: unknown };
 
 interface Waiting {
-  db: Kysely<DB>;
+  /** Takes its request's connection: a member holds none while it waits. */
+  pin: PinConnection;
   request: IssueRequest;
   bookkeeping: Bookkeeping<IssueResult>;
   context: IssueContext;
@@ -41,6 +41,12 @@ interface Waiting {
  * (COUPON_ISSUE_BATCH_MAX; 1, the default, is no batching). The line is the tenant's, not the
  * campaign's: a shop's sale spreads its requests over a few campaigns, each of which alone would
  * have too few waiting at a time to pay for a batch (docs/benchmarks.md, batched issues).
+ *
+ * An issue waits for its batch on no pool connection and, given `context.stepOut`, on no admission
+ * turn either: neither caps how many can wait, so a batch grows with the load, not with DB_POOL_MAX
+ * or MAX_IN_FLIGHT. The leader takes its connection when the batch is handed to it; a member takes
+ * its turn again when its answer is decided, and one that gets none back is answered TRY_AGAIN if it
+ * still had a statement to send (a decided member answers its row: it has committed).
  *
  * A member whose row the batch did not decide (ALONE), and every member of a batch that failed
  * whole, runs again in a statement of its own on its own connection. A batch whose answer was
@@ -69,7 +75,7 @@ export class IssueCoalescer implements IssueBatcher {
 
   /** The issue, batched with others on its campaign when they meet; `alone` runs it in a statement of its own. */
   async issue(
-    db: Kysely<DB>,
+    pin: PinConnection,
     request: IssueRequest,
     bookkeeping: Bookkeeping<IssueResult>,
     context: IssueContext,
@@ -88,15 +94,23 @@ export class IssueCoalescer implements IssueBatcher {
       }
     }
     const member = { values: issueValuesOf(request, bookkeeping, context), claim: bookkeeping.claim };
-    const turn = await new Promise<Turn>((resolve) => queue.push({ db, request, bookkeeping, context, member, turn: resolve }));
+    const waitForTurn = () => new Promise<Turn>((resolve) => queue.push({ pin, request, bookkeeping, context, member, turn: resolve }));
+    const { value: turn, back } = context.stepOut ? await context.stepOut(waitForTurn) : { value: await waitForTurn(), back: true };
     switch (turn.kind) {
       case 'decided':
         return answerOf(turn.row, request, bookkeeping, context.leases);
-      case 'alone':
-        return alone();
       case 'lost':
         throw turn.error;
+      case 'alone':
+        if (!back) throw turnNotBack();
+        return alone();
       case 'lead':
+        if (!back) {
+          // Without a turn the leader sends nothing: its batch's members run alone, and the line moves on.
+          for (const waiting of turn.batch.slice(1)) waiting.turn({ kind: 'alone' });
+          this.next(line);
+          throw turnNotBack();
+        }
         return this.lead(line, turn.batch, alone);
     }
   }
@@ -148,9 +162,11 @@ export class IssueCoalescer implements IssueBatcher {
     this.counts.batches++;
     this.counts.members += batch.length;
     try {
-      rows = await runBatch(
-        leader.db,
-        members.map((m) => m.member),
+      rows = await leader.pin((db) =>
+        runBatch(
+          db,
+          members.map((m) => m.member),
+        ),
       );
     } catch (error) {
       this.next(line);

@@ -5,7 +5,7 @@ import type { FinishBase, Bookkeeping } from '../bookkeeping/bookkeeping.js';
 import { prepare } from '../../db/prepared.js';
 import type { DB } from '../../db/schema.js';
 import { SqlState, sqlStateOf } from '../../db/sqlstate.js';
-import { AS_TRANSACTION, RollbackAndReturn, type TransactionSettings } from '../../db/transaction.js';
+import { AS_TRANSACTION, RollbackAndReturn, type PinConnection, type TransactionSettings } from '../../db/transaction.js';
 import { notFound } from '../../core/errors.js';
 import { traceparentOf, tracing } from '../../core/tracing.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
@@ -237,7 +237,7 @@ export class CampaignShapes {
 /** What runs a one-statement issue together with others on its campaign (coalescer.ts); `alone` runs it in a statement of its own. */
 export interface IssueBatcher {
   issue(
-    db: Kysely<DB>,
+    pin: PinConnection,
     request: IssueRequest,
     bookkeeping: Bookkeeping<IssueResult>,
     context: IssueContext,
@@ -257,6 +257,12 @@ export interface IssueContext {
   onRace?: () => void;
   /** Batches this process's concurrent one-statement issues per campaign; without it each issue is a statement of its own. */
   coalescer?: IssueBatcher;
+  /**
+   * Gives the request's admission turn back while `wait` runs, then waits for one again (the
+   * operation's OperationTurn): an issue waiting for another's batch holds no turn, so the batch
+   * can grow past MAX_IN_FLIGHT. `back` is false when no turn came back.
+   */
+  stepOut?: <T>(wait: () => Promise<T>) => Promise<{ value: T; back: boolean }>;
 }
 
 const refusal = (status: 'MONTHLY_CAP' | 'BUDGET_EXCEEDED') => new RollbackAndReturn<IssueResult>({ status, coupon: null });

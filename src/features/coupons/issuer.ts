@@ -1,6 +1,6 @@
-import type { Kysely, Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import type { DB } from '../../db/schema.js';
-import type { Isolation, OneStatementUnit } from '../../db/transaction.js';
+import type { Isolation, OneStatementUnit, PinConnection } from '../../db/transaction.js';
 import type { Bookkeeping } from '../bookkeeping/bookkeeping.js';
 import type { IssueRequest, IssueResult } from './issue.js';
 import { issueCoupon } from './issue-transaction.js';
@@ -20,7 +20,7 @@ export interface CouponIssuer {
   issue(trx: Transaction<DB>, request: IssueRequest, bookkeeping: Bookkeeping<IssueResult>, context: IssueContext): Promise<IssueResult>;
   /** The issue as one statement in its own implicit transaction, tried before `issue` (runInOneStatement). */
   oneStatement?: (
-    db: Kysely<DB>,
+    pin: PinConnection,
     request: IssueRequest,
     bookkeeping: Bookkeeping<IssueResult>,
     context: IssueContext,

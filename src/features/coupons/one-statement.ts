@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Bookkeeping } from '../bookkeeping/bookkeeping.js';
 import type { DB } from '../../db/schema.js';
-import { AS_TRANSACTION } from '../../db/transaction.js';
+import { AS_TRANSACTION, type PinConnection } from '../../db/transaction.js';
 import type { IssueRequest, IssueResult } from './issue.js';
 import { isRacedIssue, runIssue, type IssueContext } from './issue-statement.js';
 
@@ -17,13 +17,13 @@ import { isRacedIssue, runIssue, type IssueContext } from './issue-statement.js'
  * that meets others on its campaign runs in one statement with them (coalescer.ts).
  */
 export async function issueCouponInOneStatement(
-  db: Kysely<DB>,
+  pin: PinConnection,
   request: IssueRequest,
   bookkeeping: Bookkeeping<IssueResult>,
   context: IssueContext,
 ): Promise<IssueResult | typeof AS_TRANSACTION> {
-  const alone = () => issueAlone(db, request, bookkeeping, context);
-  return context.coalescer ? context.coalescer.issue(db, request, bookkeeping, context, alone) : alone();
+  const alone = () => pin((db) => issueAlone(db, request, bookkeeping, context));
+  return context.coalescer ? context.coalescer.issue(pin, request, bookkeeping, context, alone) : alone();
 }
 
 /** One issue in a statement of its own, run again on each race. */

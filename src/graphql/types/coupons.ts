@@ -87,7 +87,7 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
   input: IssueCouponInput,
   type: IssueCouponPayload,
   prepare: (input) => requireIdentifier(input.campaignId, 'campaignId'),
-  unit: (campaignId, { session, services, deadline }) => {
+  unit: (campaignId, { session, services, deadline, turn }) => {
     const issuer = services.algorithms.couponIssuer;
     return {
       work: issuer.issue,
@@ -106,6 +106,7 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
         leases: services.budgetLeases,
         shapes: services.campaignShapes,
         coalescer: services.issueCoalescer,
+        stepOut: turn.stepOut.bind(turn),
         deadline,
         onRace: () => services.metrics.transactionRetries.inc({ sqlstate: '40001' }),
       },
