@@ -258,6 +258,197 @@ export interface DatabaseClient extends pg.Client {
   cut(): void;
 }
 
+/** A client of one pool (see clientClass), on one host of the pool's path. */
+class PathClient extends pg.Client implements DatabaseClient {
+  readonly generation: number;
+  retired: string | null = null;
+  private readonly settings: ClientSettings;
+  private readonly path: DatabasePath;
+  private readonly hostIndex: number;
+
+  constructor(settings: ClientSettings, live: Set<DatabaseClient>, config: pg.ClientConfig = {}) {
+    const { path } = settings;
+    const hostIndex = path.firstHost();
+    super({
+      ...config,
+      connectionString: path.hosts[hostIndex]!.url,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+    });
+    this.generation = path.generation;
+    this.settings = settings;
+    this.path = path;
+    this.hostIndex = hostIndex;
+    live.add(this);
+    this.once('end', () => live.delete(this));
+  }
+
+  override connect(): Promise<pg.Client>;
+  override connect(callback: (error: Error) => void): void;
+  override connect(callback?: (error: Error) => void): Promise<pg.Client> | void {
+    const opened = this.open();
+    if (!callback) return opened;
+    opened.then(() => callback(null as unknown as Error), callback);
+  }
+
+  private async open(): Promise<pg.Client> {
+    const attempt = this.path.attemptBegins();
+    let timedOut = false;
+    let connected = false;
+    // One turn later, as for statements (see limited()): a handshake answered while the loop was blocked is read first.
+    const timer = setTimeout(
+      () =>
+        setImmediate(() => {
+          if (connected) return;
+          timedOut = true;
+          this.cut();
+        }),
+      this.settings.connectTimeoutMs,
+    );
+    // Between the handshake and the end of the target check nobody listens to this client yet (its
+    // pool does once connect() settles), and pg emits 'error' when the server closes it there, as
+    // a node does that shuts down: with no listener that would end the process. The check's
+    // query fails with the same error, so open() reports it.
+    const untilSettled = () => {};
+    this.on('error', untilSettled);
+    try {
+      await super.connect();
+      if (!(await this.isTarget())) {
+        throw Object.assign(new Error(`is a standby or read-only (target_session_attrs=${this.path.target.target})`), { standby: true });
+      }
+      connected = true;
+      this.path.hostWorked(this.hostIndex);
+      return this;
+    } catch (error) {
+      const failure = this.connectFailure(error, timedOut);
+      this.path.hostFailed(this.hostIndex, failure, attempt);
+      this.cut();
+      throw Object.assign(new ConnectError([failure]), { cause: error });
+    } finally {
+      connected = true;
+      clearTimeout(timer);
+      this.off('error', untilSettled);
+    }
+  }
+
+  /** Why opening this connection failed, as the path and the ConnectError tell it. */
+  private connectFailure(error: unknown, timedOut: boolean): HostFailure {
+    const standby = (error as { standby?: boolean }).standby === true;
+    return {
+      host: hostLabel(this.path.hosts[this.hostIndex]!),
+      kind: standby ? 'standby' : kindOf(error, timedOut),
+      message: timedOut
+        ? `did not complete a connection within ${this.settings.connectTimeoutMs} ms (DB_POOL_CONNECT_TIMEOUT_MS)`
+        : (error as Error).message,
+      ...(sqlStateOf(error) !== null ? { sqlState: sqlStateOf(error)! } : {}),
+    };
+  }
+
+  /** libpq's target_session_attrs check, on the connection itself. */
+  private async isTarget(): Promise<boolean> {
+    const query = (text: string) => super.query(text) as Promise<pg.QueryResult<Record<string, unknown>>>;
+    switch (this.path.target.target) {
+      case 'any':
+        return true;
+      case 'read-write':
+        return (await query('show transaction_read_only')).rows[0]?.['transaction_read_only'] === 'off';
+      case 'primary':
+        return (await query('select pg_is_in_recovery() as recovery')).rows[0]?.['recovery'] === false;
+    }
+  }
+
+  cut(): void {
+    this.connection.stream.destroy();
+  }
+
+  private retire(reason: string): void {
+    if (this.retired !== null) return;
+    this.retired = reason;
+    // Ending a client whose statement is in flight destroys its socket at once (pg 8.23 and later);
+    // ending marks it so that the pool closes it on release instead of keeping it.
+    this.end().catch(() => {});
+    this.cut();
+  }
+
+  override query(...args: unknown[]): never {
+    const [first, second, third] = args;
+    const text = typeof first === 'string' ? first : (first as { text?: unknown } | null)?.text;
+    const isSubmittable = typeof (first as { submit?: unknown } | null)?.submit === 'function';
+    const superQuery = super.query as (...args: unknown[]) => unknown;
+    if (typeof text !== 'string' || isSubmittable) return superQuery.apply(this, args) as never;
+    const callback = [second, third].find((arg): arg is QueryCallback => typeof arg === 'function');
+    const values = Array.isArray(second) ? (second as unknown[]) : (first as { values?: unknown[] }).values;
+    const name = this.settings.preparedStatements && values !== undefined ? preparedNameOf(text) : undefined;
+    const config = typeof first === 'string' ? { text, values } : { ...(first as object), text, values };
+    const answer = this.limited(name === undefined ? config : { ...config, name }, text);
+    if (!callback) return answer as never;
+    answer.then(
+      (result) => callback(null, result),
+      (error: Error) => callback(error),
+    );
+    return undefined as never;
+  }
+
+  private limited(config: pg.QueryConfig, text: string): Promise<pg.QueryResult> {
+    const rollback = /^\s*rollback\b/i.test(text);
+    const limit = limitFor(rollback, this.settings.statementTimeoutMs);
+    // No statement is sent for work whose time is up; the connection stays good.
+    if (limit.ms <= 0) return Promise.reject(deadlineError(0));
+    const readOnly = currentTransaction()?.readOnly === true;
+    const answer = super.query(config) as unknown as Promise<pg.QueryResult>;
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const timer = setTimeout(
+        () =>
+          // An event loop that was blocked runs expired timers before the I/O that came meanwhile:
+          // one turn later, an answer that did arrive has been read and nothing is cut by mistake.
+          setImmediate(() => {
+            if (settled) return;
+            settled = true;
+            answer.catch(() => {});
+            reject(this.stalled(limit, /^\s*commit\b/i.test(text)));
+          }),
+        limit.ms,
+      );
+      answer.then(
+        (result) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          if (this.settings.answersConfirmHost) this.path.hostWorked(this.hostIndex);
+          resolve(result);
+        },
+        (error: unknown) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          this.statementFailed(error, readOnly);
+          reject(error as Error);
+        },
+      );
+    });
+  }
+
+  /** The statement ran out of its limit: this connection may sit on a dead path and is closed. */
+  private stalled(limit: CallLimit, duringCommit: boolean): QueryTimeoutError {
+    this.retire('timeout');
+    if (this.settings.stallsEvict) this.path.connectionStalled(limit.ms, limit.source);
+    return new QueryTimeoutError(limit.ms, limit.source, duringCommit);
+  }
+
+  /** What a refused statement tells the path: a demoted server, or a database short of resources. */
+  private statementFailed(error: unknown, readOnly: boolean): void {
+    // A write refused as read-only outside a read-only transaction: this server was demoted.
+    if (sqlStateOf(error) === SqlState.readOnlyTransaction && !readOnly) {
+      const host = hostLabel(this.path.hosts[this.hostIndex]!);
+      this.path.hostDemoted(this.hostIndex, { host, kind: 'standby', message: 'stopped accepting writes (25006: a standby now)' });
+      this.retire('standby');
+    }
+    const state = sqlStateOf(error);
+    if (state !== null && stopsWrites(state)) this.path.resourcesShort(state, (error as Error).message);
+  }
+}
+
 /**
  * The pg.Client class for one pool: each client goes to the path's preferred host with TCP
  * keepalive on, gives up on a connect after `connectTimeoutMs`, checks `target_session_attrs`,
@@ -266,179 +457,13 @@ export interface DatabaseClient extends pg.Client {
  * shutdown can cut them all.
  */
 export function clientClass(settings: ClientSettings): { Client: typeof pg.Client; live: Set<DatabaseClient> } {
-  const { path } = settings;
   const live = new Set<DatabaseClient>();
-
-  class Client extends pg.Client implements DatabaseClient {
-    readonly generation = path.generation;
-    retired: string | null = null;
-    private readonly hostIndex: number;
-
-    constructor(config: pg.ClientConfig = {}) {
-      const hostIndex = path.firstHost();
-      super({
-        ...config,
-        connectionString: path.hosts[hostIndex]!.url,
-        keepAlive: true,
-        keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
-      });
-      this.hostIndex = hostIndex;
-      live.add(this);
-      this.once('end', () => live.delete(this));
-    }
-
-    override connect(): Promise<pg.Client>;
-    override connect(callback: (error: Error) => void): void;
-    override connect(callback?: (error: Error) => void): Promise<pg.Client> | void {
-      const opened = this.open();
-      if (!callback) return opened;
-      opened.then(() => callback(null as unknown as Error), callback);
-    }
-
-    private async open(): Promise<pg.Client> {
-      const host = hostLabel(path.hosts[this.hostIndex]!);
-      const attempt = path.attemptBegins();
-      let timedOut = false;
-      let connected = false;
-      // One turn later, as for statements (see limited()): a handshake answered while the loop was blocked is read first.
-      const timer = setTimeout(
-        () =>
-          setImmediate(() => {
-            if (connected) return;
-            timedOut = true;
-            this.cut();
-          }),
-        settings.connectTimeoutMs,
-      );
-      // Between the handshake and the end of the target check nobody listens to this client yet (its
-      // pool does once connect() settles), and pg emits 'error' when the server closes it there, as
-      // a node does that shuts down: with no listener that would end the process. The check's
-      // query fails with the same error, so open() reports it.
-      const untilSettled = () => {};
-      this.on('error', untilSettled);
-      try {
-        await super.connect();
-        if (!(await this.isTarget())) {
-          throw Object.assign(new Error(`is a standby or read-only (target_session_attrs=${path.target.target})`), { standby: true });
-        }
-        connected = true;
-        path.hostWorked(this.hostIndex);
-        return this;
-      } catch (error) {
-        const standby = (error as { standby?: boolean }).standby === true;
-        const failure: HostFailure = {
-          host,
-          kind: standby ? 'standby' : kindOf(error, timedOut),
-          message: timedOut
-            ? `did not complete a connection within ${settings.connectTimeoutMs} ms (DB_POOL_CONNECT_TIMEOUT_MS)`
-            : (error as Error).message,
-          ...(sqlStateOf(error) !== null ? { sqlState: sqlStateOf(error)! } : {}),
-        };
-        path.hostFailed(this.hostIndex, failure, attempt);
-        this.cut();
-        throw Object.assign(new ConnectError([failure]), { cause: error });
-      } finally {
-        connected = true;
-        clearTimeout(timer);
-        this.off('error', untilSettled);
-      }
-    }
-
-    /** libpq's target_session_attrs check, on the connection itself. */
-    private async isTarget(): Promise<boolean> {
-      const query = (text: string) => super.query(text) as Promise<pg.QueryResult<Record<string, unknown>>>;
-      switch (path.target.target) {
-        case 'any':
-          return true;
-        case 'read-write':
-          return (await query('show transaction_read_only')).rows[0]?.['transaction_read_only'] === 'off';
-        case 'primary':
-          return (await query('select pg_is_in_recovery() as recovery')).rows[0]?.['recovery'] === false;
-      }
-    }
-
-    cut(): void {
-      this.connection.stream.destroy();
-    }
-
-    private retire(reason: string): void {
-      if (this.retired !== null) return;
-      this.retired = reason;
-      // Ending a client whose statement is in flight destroys its socket at once (pg 8.23 and later);
-      // ending marks it so that the pool closes it on release instead of keeping it.
-      this.end().catch(() => {});
-      this.cut();
-    }
-
-    override query(...args: unknown[]): never {
-      const [first, second, third] = args;
-      const text = typeof first === 'string' ? first : (first as { text?: unknown } | null)?.text;
-      const isSubmittable = typeof (first as { submit?: unknown } | null)?.submit === 'function';
-      const superQuery = super.query as (...args: unknown[]) => unknown;
-      if (typeof text !== 'string' || isSubmittable) return superQuery.apply(this, args) as never;
-      const callback = [second, third].find((arg): arg is QueryCallback => typeof arg === 'function');
-      const values = Array.isArray(second) ? (second as unknown[]) : (first as { values?: unknown[] }).values;
-      const name = settings.preparedStatements && values !== undefined ? preparedNameOf(text) : undefined;
-      const config = typeof first === 'string' ? { text, values } : { ...(first as object), text, values };
-      const answer = this.limited(name === undefined ? config : { ...config, name }, text);
-      if (!callback) return answer as never;
-      answer.then(
-        (result) => callback(null, result),
-        (error: Error) => callback(error),
-      );
-      return undefined as never;
-    }
-
-    private limited(config: pg.QueryConfig, text: string): Promise<pg.QueryResult> {
-      const rollback = /^\s*rollback\b/i.test(text);
-      const limit = limitFor(rollback, settings.statementTimeoutMs);
-      // No statement is sent for work whose time is up; the connection stays good.
-      if (limit.ms <= 0) return Promise.reject(deadlineError(0));
-      const readOnly = currentTransaction()?.readOnly === true;
-      const answer = super.query(config) as unknown as Promise<pg.QueryResult>;
-      return new Promise((resolve, reject) => {
-        let settled = false;
-        const timer = setTimeout(
-          () =>
-            // An event loop that was blocked runs expired timers before the I/O that came meanwhile:
-            // one turn later, an answer that did arrive has been read and nothing is cut by mistake.
-            setImmediate(() => {
-              if (settled) return;
-              settled = true;
-              answer.catch(() => {});
-              this.retire('timeout');
-              if (settings.stallsEvict) path.connectionStalled(limit.ms, limit.source);
-              reject(new QueryTimeoutError(limit.ms, limit.source, /^\s*commit\b/i.test(text)));
-            }),
-          limit.ms,
-        );
-        answer.then(
-          (result) => {
-            if (settled) return;
-            settled = true;
-            clearTimeout(timer);
-            if (settings.answersConfirmHost) path.hostWorked(this.hostIndex);
-            resolve(result);
-          },
-          (error: unknown) => {
-            if (settled) return;
-            settled = true;
-            clearTimeout(timer);
-            // A write refused as read-only outside a read-only transaction: this server was demoted.
-            if (sqlStateOf(error) === SqlState.readOnlyTransaction && !readOnly) {
-              const host = hostLabel(path.hosts[this.hostIndex]!);
-              path.hostDemoted(this.hostIndex, { host, kind: 'standby', message: 'stopped accepting writes (25006: a standby now)' });
-              this.retire('standby');
-            }
-            const state = sqlStateOf(error);
-            if (state !== null && stopsWrites(state)) path.resourcesShort(state, (error as Error).message);
-            reject(error as Error);
-          },
-        );
-      });
+  // pg.Pool builds its clients as `new Client(config)`: the pool's settings travel in the class.
+  class Client extends PathClient {
+    constructor(config?: pg.ClientConfig) {
+      super(settings, live, config);
     }
   }
-
   return { Client: Client as unknown as typeof pg.Client, live };
 }
 

@@ -153,17 +153,131 @@ export interface GuardOptions {
 }
 
 export function createGuardedPool(options: PoolOptions, log: Logger, path: DatabasePath, guard: GuardOptions): GuardedPool {
-  const { Client, live } = clientClass({
-    path,
-    connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-    statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
-    preparedStatements: options.preparedStatements,
-    stallsEvict: guard.failFast,
-    answersConfirmHost: guard.answersConfirmHost ?? false,
-  });
+  const pool = new PoolGuard(options, log, path, guard);
+  const kyselyPool: PostgresPool = { connect: () => pool.connect(), end: () => pool.end() };
+  return { kyselyPool, counts: pool.counts, end: (limitMs?: number) => pool.end(limitMs) };
+}
+
+/** pg's pool under the guard: the permits, the per-host opening and the end of createGuardedPool. */
+class PoolGuard {
+  readonly counts: PoolCounts;
+  private readonly raw: pg.Pool;
+  private readonly live: Set<DatabaseClient>;
+  private readonly permits: Permits;
+  private ending: Promise<void> | null = null;
+
+  constructor(
+    private readonly options: PoolOptions,
+    private readonly log: Logger,
+    private readonly path: DatabasePath,
+    private readonly guard: GuardOptions,
+  ) {
+    const { Client, live } = clientClass({
+      path,
+      connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+      preparedStatements: options.preparedStatements,
+      stallsEvict: guard.failFast,
+      answersConfirmHost: guard.answersConfirmHost ?? false,
+    });
+    this.live = live;
+    this.raw = rawPool(options, log, Client);
+    this.permits = new Permits(options.max);
+    this.counts = countsOf(this.raw, this.permits);
+  }
+
+  /** Kysely's connect(): refuses re-entry, and names the limit that ran out. */
+  async connect(): Promise<pg.PoolClient> {
+    if (isHoldingTransaction()) throw new PoolReentryError();
+    // The wait for a connection, as a span of its own: a busy pool shows as a long one.
+    if (!tracing.enabled) return this.acquire();
+    return inSpan(
+      'pool.connect',
+      { attributes: { 'db.system.name': 'postgresql', 'db.client.connection.pool.name': this.options.applicationName } },
+      () => this.acquire(),
+    );
+  }
+
+  private async acquire(): Promise<pg.PoolClient> {
+    const { options, permits } = this;
+    // A loop's pass or a request that outlived the stop gets no new connection once the pool ends.
+    if (this.ending !== null) throw new PoolClosedError(options.applicationName);
+    const deadline = currentTransaction()?.deadline ?? currentRequestScope()?.deadline ?? null;
+    const left = deadline === null ? Infinity : deadline - Date.now();
+    if (left <= 0) throw deadlineError(0);
+    await permits.take(Math.min(options.acquireTimeoutMs, left), () =>
+      left <= options.acquireTimeoutMs ? deadlineError(0) : new PoolExhaustedError(options.acquireTimeoutMs),
+    );
+    let client: pg.PoolClient;
+    try {
+      client = await this.open(deadline);
+    } catch (error) {
+      permits.give();
+      throw error;
+    }
+    const release = client.release;
+    client.release = (error?: Error | boolean) => {
+      release.call(client, error);
+      permits.give();
+    };
+    return client;
+  }
+
+  /** Within a permit: an idle connection that is not suspect, or a new one on the first host that takes it. */
+  private async open(deadline: number | null): Promise<pg.PoolClient> {
+    const { path, raw } = this;
+    const failures: HostFailure[] = [];
+    // Each host once (a new connection goes to the next host after a failure), plus idle connections found suspect.
+    for (let turns = 0; turns < this.options.max + path.hosts.length; turns++) {
+      const left = deadline === null ? Infinity : deadline - Date.now();
+      if (left <= 0) throw deadlineError(0);
+      const opensNew = raw.idleCount === 0;
+      if (opensNew && this.guard.failFast) {
+        const unavailable = path.admitNewConnection();
+        if (unavailable) throw unavailable;
+      }
+      let client: pg.PoolClient;
+      try {
+        // A new connection is limited by its own connect timeout (client.ts), and by the deadline.
+        client = await connectWithin(raw, left);
+      } catch (error) {
+        if (!(error instanceof ConnectError)) throw error;
+        failures.push(...error.failures);
+        if (failures.length >= path.hosts.length) throw new ConnectError(failures);
+        continue;
+      }
+      // An idle connection opened before another stopped answering may sit on the same dead path.
+      if (!opensNew && (client as unknown as DatabaseClient).generation < path.generation) {
+        client.release(new Error('opened before a connection stalled'));
+        continue;
+      }
+      return client;
+    }
+    throw new ConnectError(failures);
+  }
+
+  end(limitMs = POOL_END_LIMIT_MS): Promise<void> {
+    this.ending ??= this.close(limitMs);
+    return this.ending;
+  }
+
+  private async close(limitMs: number): Promise<void> {
+    const ended = this.raw.end().catch(() => {});
+    const inTime = await Promise.race([ended.then(() => true), sleep(limitMs, false)]);
+    if (inTime) return;
+    this.log.warn(
+      { pool: this.options.applicationName, open: this.live.size },
+      'database connections still busy at shutdown: closing them',
+    );
+    for (const client of this.live) client.cut();
+    await Promise.race([ended, sleep(AFTER_CUT_MS)]);
+  }
+}
+
+function rawPool(options: PoolOptions, log: Logger, Client: typeof pg.Client): pg.Pool {
   const raw = new pg.Pool({
     max: options.max,
-    // No timer of pg's own: waiting for a connection and opening one are limited separately, below and in client.ts.
+    // No timer of pg's own: waiting for a connection and opening one are limited separately, in PoolGuard and in client.ts.
     connectionTimeoutMillis: 0,
     idleTimeoutMillis: 30_000,
     application_name: options.applicationName,
@@ -180,122 +294,41 @@ export function createGuardedPool(options: PoolOptions, log: Logger, path: Datab
       log.warn({ err: errorSummary(error) }, 'database connection failed while checked out');
     });
   });
+  return raw;
+}
 
-  const permits = new Permits(options.max);
-
-  /**
-   * The pool's own connect(), with a permit held: pg's pool then never queues (it has an idle
-   * connection or room for a new one), so the only wait is the permit's, which ends on time and
-   * leaves nothing behind. A connect given up at the deadline keeps its permit until it settles.
-   */
-  const take = (limitMs: number): Promise<pg.PoolClient> => {
-    if (limitMs === Infinity) return raw.connect();
-    return new Promise((resolve, reject) => {
-      let settled = false;
-      const timer = setTimeout(() => {
+/**
+ * The pool's own connect(), with a permit held: pg's pool then never queues (it has an idle
+ * connection or room for a new one), so the only wait is the permit's, which ends on time and
+ * leaves nothing behind. A connect given up at the deadline keeps its permit until it settles.
+ */
+function connectWithin(raw: pg.Pool, limitMs: number): Promise<pg.PoolClient> {
+  if (limitMs === Infinity) return raw.connect();
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const timer = setTimeout(() => {
+      settled = true;
+      reject(deadlineError(0));
+    }, limitMs);
+    raw.connect().then(
+      (client) => {
+        if (settled) return client.release();
         settled = true;
-        reject(deadlineError(0));
-      }, limitMs);
-      raw.connect().then(
-        (client) => {
-          if (settled) return client.release();
-          settled = true;
-          clearTimeout(timer);
-          resolve(client);
-        },
-        (error: unknown) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
-          reject(error as Error);
-        },
-      );
-    });
-  };
-
-  /** Within a permit: an idle connection that is not suspect, or a new one on the first host that takes it. */
-  const open = async (deadline: number | null): Promise<pg.PoolClient> => {
-    const failures: HostFailure[] = [];
-    // Each host once (a new connection goes to the next host after a failure), plus idle connections found suspect.
-    for (let turns = 0; turns < options.max + path.hosts.length; turns++) {
-      const left = deadline === null ? Infinity : deadline - Date.now();
-      if (left <= 0) throw deadlineError(0);
-      const opensNew = raw.idleCount === 0;
-      if (opensNew && guard.failFast) {
-        const unavailable = path.admitNewConnection();
-        if (unavailable) throw unavailable;
-      }
-      let client: pg.PoolClient;
-      try {
-        // A new connection is limited by its own connect timeout (client.ts), and by the deadline.
-        client = await take(left);
-      } catch (error) {
-        if (!(error instanceof ConnectError)) throw error;
-        failures.push(...error.failures);
-        if (failures.length >= path.hosts.length) throw new ConnectError(failures);
-        continue;
-      }
-      // An idle connection opened before another stopped answering may sit on the same dead path.
-      if (!opensNew && (client as unknown as DatabaseClient).generation < path.generation) {
-        client.release(new Error('opened before a connection stalled'));
-        continue;
-      }
-      return client;
-    }
-    throw new ConnectError(failures);
-  };
-
-  let ending: Promise<void> | null = null;
-  const acquire = async (): Promise<pg.PoolClient> => {
-    // A loop's pass or a request that outlived the stop gets no new connection once the pool ends.
-    if (ending !== null) throw new PoolClosedError(options.applicationName);
-    const deadline = currentTransaction()?.deadline ?? currentRequestScope()?.deadline ?? null;
-    const left = deadline === null ? Infinity : deadline - Date.now();
-    if (left <= 0) throw deadlineError(0);
-    await permits.take(Math.min(options.acquireTimeoutMs, left), () =>
-      left <= options.acquireTimeoutMs ? deadlineError(0) : new PoolExhaustedError(options.acquireTimeoutMs),
+        clearTimeout(timer);
+        resolve(client);
+      },
+      (error: unknown) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        reject(error as Error);
+      },
     );
-    let client: pg.PoolClient;
-    try {
-      client = await open(deadline);
-    } catch (error) {
-      permits.give();
-      throw error;
-    }
-    const release = client.release;
-    client.release = (error?: Error | boolean) => {
-      release.call(client, error);
-      permits.give();
-    };
-    return client;
-  };
+  });
+}
 
-  const end = (limitMs = POOL_END_LIMIT_MS): Promise<void> => {
-    ending ??= (async () => {
-      const ended = raw.end().catch(() => {});
-      const inTime = await Promise.race([ended.then(() => true), sleep(limitMs, false)]);
-      if (inTime) return;
-      log.warn({ pool: options.applicationName, open: live.size }, 'database connections still busy at shutdown: closing them');
-      for (const client of live) client.cut();
-      await Promise.race([ended, sleep(AFTER_CUT_MS)]);
-    })();
-    return ending;
-  };
-
-  const kyselyPool: PostgresPool = {
-    async connect() {
-      if (isHoldingTransaction()) throw new PoolReentryError();
-      // The wait for a connection, as a span of its own: a busy pool shows as a long one.
-      if (!tracing.enabled) return acquire();
-      return inSpan(
-        'pool.connect',
-        { attributes: { 'db.system.name': 'postgresql', 'db.client.connection.pool.name': options.applicationName } },
-        acquire,
-      );
-    },
-    end: () => end(),
-  };
-  const counts: PoolCounts = {
+function countsOf(raw: pg.Pool, permits: Permits): PoolCounts {
+  return {
     get totalCount() {
       return raw.totalCount;
     },
@@ -306,7 +339,6 @@ export function createGuardedPool(options: PoolOptions, log: Logger, path: Datab
       return permits.waiting;
     },
   };
-  return { kyselyPool, counts, end };
 }
 
 function errorSummary(error: unknown): { message: string; code?: string } {
