@@ -23,12 +23,9 @@ export interface HuddleResult {
   session: HuddleSession | null;
 }
 
-/** What a member's huddle mutation's audit row names: the huddle, when there is one. */
+/** What the audit row names: a member's huddle (when there is one); none for a cleanup pass, which ends any number. */
 export const huddleEntities = ({ session }: HuddleResult): string[] => (session ? [session.id] : []);
-
-/** What cleanupHuddles' audit row names: nothing one row could hold (a pass ends any number of sessions). */
 export const cleanupEntities = (): string[] => [];
-
 interface Member {
   tenantId: string;
   memberId: string;
@@ -36,9 +33,8 @@ interface Member {
 }
 
 /**
- * Join, leave and cleanup of one objective take turns on this transaction-scoped lock, so a
- * cleanup that finds a session empty and a join into that session cannot interleave. The key is
- * a 64-bit hash of (tenant, objective); a collision only makes two objectives share turns.
+ * Join, leave and cleanup of one objective take turns on this transaction-scoped lock, so a cleanup that finds a session
+ * empty and a join into it cannot interleave. The key hashes (tenant, objective) to 64 bits: a collision only shares turns.
  */
 export async function lockObjective(trx: Transaction<DB>, tenantId: string, objectiveId: string): Promise<void> {
   await sql`select pg_advisory_xact_lock(hashtextextended(${tenantId} || chr(31) || ${objectiveId}, 0))`.execute(trx);
@@ -86,9 +82,8 @@ export async function findActiveSession(db: Kysely<DB>, tenantId: string, object
 }
 
 /**
- * Starts the objective's session when none is active. The partial unique index allows one active
- * session per objective: a start that loses that race waits for the winner, does nothing, and
- * reads the winner's session instead.
+ * Starts the objective's session when none is active. The partial unique index allows one active session per
+ * objective: a start that loses that race waits for the winner, does nothing, and reads the winner's session.
  */
 async function startOrFindSession(trx: Transaction<DB>, tenantId: string, objectiveId: string): Promise<HuddleSessionRow> {
   const existing = await activeSessionRow(trx, tenantId, objectiveId);
