@@ -8,25 +8,14 @@ import { functionLengths } from '../scripts/function-lengths.js';
 /** Lines of code (template-literal text not counted) a function of src/ may take. */
 const MAX_LINES = 80;
 
-/**
- * Functions still longer, to be cut into named functions; an entry that is no longer long fails
- * below, so the list only shrinks.
- */
-const STILL_LONG = new Set(['src/http/node-dispatch.ts:createNodeDispatch', 'src/http/node-server.ts:listen']);
-
 describe('function length in src/', () => {
   const root = fileURLToPath(new URL('..', import.meta.url));
   const lengths = functionLengths(root);
 
-  it(`no function is over ${MAX_LINES} lines of code, but those still listed`, () => {
+  it(`no function is over ${MAX_LINES} lines of code`, () => {
     expect(lengths.length).toBeGreaterThan(500);
-    const long = lengths.filter(({ where, lines }) => lines > MAX_LINES && !STILL_LONG.has(where));
+    const long = lengths.filter(({ lines }) => lines > MAX_LINES);
     expect(long, 'cut these into named module-level functions').toEqual([]);
-  });
-
-  it('every function still listed is still long: a shortened one leaves the list', () => {
-    const stillLong = new Set(lengths.filter(({ lines }) => lines > MAX_LINES).map(({ where }) => where));
-    expect([...STILL_LONG].filter((where) => !stillLong.has(where))).toEqual([]);
   });
 
   it('counts the code of a function, not the text of its SQL', () => {

@@ -5,8 +5,7 @@ import { actionStatusOf, retryAfterHeader } from './error-status.js';
 import { actionDocuments } from './action-documents.js';
 import { markReplayed } from './plugins/request-outcome.js';
 import { currentRequestScope } from '../core/request-scope.js';
-import { isDevMode } from '../core/config.js';
-import { actionSecretMatches } from '../features/identity/session.js';
+import { actionSecretRefusal } from '../features/identity/session.js';
 import type { Logger } from '../core/logger.js';
 import type { GraphQLServer } from './yoga.js';
 import { jsonAnswer, type Answer } from './answer.js';
@@ -74,14 +73,8 @@ export function createActionsHandler(yoga: GraphQLServer, schema: GraphQLSchema,
   return async (request, report, body) => {
     if (request.method !== 'POST') return actionError(405, ErrorCode.badUserInput, 'Actions are POST requests');
     const { config } = services;
-    const presented = request.headers.get('x-action-secret');
-    if (config.identity.actionSecret === null && !isDevMode(config)) {
-      return actionError(401, ErrorCode.unauthenticated, '/actions needs ACTION_SECRET to be configured');
-    }
-    // Dev mode needs no secret, but one that is sent is judged like anywhere else.
-    if ((config.identity.actionSecret !== null || presented !== null) && (presented === null || !actionSecretMatches(presented, config))) {
-      return actionError(401, ErrorCode.unauthenticated, 'Missing or invalid x-action-secret');
-    }
+    const refusal = actionSecretRefusal(request.headers.get('x-action-secret'), config, '/actions');
+    if (refusal !== null) return actionError(actionStatusOf[refusal.code], refusal.code, refusal.message);
 
     const parsed = parseActionBody(body ?? (await request.text()));
     if (typeof parsed === 'string') return actionError(400, ErrorCode.badUserInput, parsed);

@@ -57,39 +57,118 @@ const headerOf = (req: IncomingMessage) => (name: string) => {
  * the Fetch path.
  */
 export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMessage, res: ServerResponse) => void {
-  const { yoga, serveFetch, requestLog, log, maxBodyBytes } = parts;
-  const { actions } = parts;
-  const clientAddressOf = clientAddresses(parts.trustProxy);
-  const requestUrlParses = requestUrlCheck();
+  const dispatch = new NodeDispatch(parts);
+  return (req, res) => dispatch.serve(req, res);
+}
+
+/** The parts a request on a Node socket is served with, and the per-server memory of Hosts and proxies. */
+class NodeDispatch {
+  private readonly clientAddressOf: (req: IncomingMessage) => string;
+  private readonly requestUrlParses = requestUrlCheck();
+
+  constructor(private readonly parts: NodeDispatchParts) {
+    this.clientAddressOf = clientAddresses(parts.trustProxy);
+  }
+
+  serve(req: IncomingMessage, res: ServerResponse): void {
+    const requestId = requestIdOf(req.headers['x-request-id']);
+    const clientAddress = this.clientAddressOf(req);
+    const path = (req.url ?? '/').split('?')[0]!;
+    const method = req.method ?? 'GET';
+    const line = { method, path, requestId, clientAddress, header: headerOf(req) };
+    if (this.refusedUnread(req, res, line)) return;
+    const { maxBodyBytes } = this.parts;
+    const declaredLength = Number(req.headers['content-length'] ?? 'NaN');
+    // The hot path: GraphQL with a declared, acceptable length (Node's parser holds the body to
+    // it) is read straight off the socket and handed to Yoga as a request of its own Fetch
+    // implementation with the body as text: no stream is piped and no size is checked a second
+    // time. Everything else (a browser asking for GraphiQL, a body that is not JSON included)
+    // takes the Fetch path, which buffers and limits bodies of unknown length.
+    const pageRequest = wantsGraphiQLPage(method, req.headers.accept);
+    const isJsonPost = method === 'POST' && declaredLength <= maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
+    if (path === '/graphql' && !pageRequest && (method === 'GET' || isJsonPost)) {
+      // Media types are case-insensitive; Yoga compares them as written.
+      if (isJsonPost) req.headers['content-type'] = req.headers['content-type']!.toLowerCase();
+      const readBody = isJsonPost ? () => readDeclaredBody(req) : () => Promise.resolve(null);
+      return this.serveOnSocket(res, line, readBody, (body, report) => this.answerGraphQL(req, res, body, requestId, report));
+    }
+    // Hasura's action calls, the same way: nothing of them is piped through a web stream or
+    // buffered a second time, and no Fetch request or response is built for them.
+    if (path === '/actions' && isJsonPost) {
+      return this.serveOnSocket(
+        res,
+        line,
+        () => readDeclaredBody(req),
+        (body, report) => this.writeAnswered(res, requestId, () => this.parts.actions(this.fetchRequestOf(req, res), report, body ?? '')),
+      );
+    }
+    this.parts
+      .serveFetch(toFetchRequest(req, res), path, requestId, clientAddress)
+      .then((response) => writeFetchResponse(response, res))
+      .catch(this.writeFailed(res));
+  }
+
+  /** Refuses, before anything reads it, a request Node cannot have read whole or that cannot be a Fetch request: whether it did. */
+  private refusedUnread(req: IncomingMessage, res: ServerResponse, line: RequestLine): boolean {
+    const { log } = this.parts;
+    const { requestId, method } = line;
+    // Node keeps the first MAX_REQUEST_HEADERS headers and drops the rest unseen: a session
+    // header past the cut would be judged by its absence. Nothing of such a request is read.
+    if (req.rawHeaders.length >= 2 * MAX_REQUEST_HEADERS) {
+      log.debug({ requestId, headers: req.rawHeaders.length / 2 }, 'refused a request with too many headers');
+      this.refuse(res, line, 431, `A request may carry fewer than ${MAX_REQUEST_HEADERS} headers`, { connection: 'close' });
+      return true;
+    }
+    // A Host that is not an authority (x:99999, [::1, ex ample) or a target the URL parser
+    // refuses is the client's mistake: 400, never a crash with a stack.
+    if (!this.requestUrlParses(req)) {
+      log.debug({ requestId }, 'refused a request whose Host or target is not a valid URL');
+      this.refuse(res, line, 400, 'The Host header and the request target must form a valid URL', { connection: 'close' });
+      return true;
+    }
+    if (!NOT_FETCH_METHODS.has(method)) return false;
+    this.refuse(res, line, 405, `${method} is not served here`, { allow: 'GET, POST, OPTIONS' });
+    return true;
+  }
+
+  /** Answers at once on the socket, before anything else reads the request. */
+  private refuse(res: ServerResponse, line: RequestLine, status: number, message: string, headers: Record<string, string> = {}) {
+    this.parts.requestLog.begin(line, (finish) => {
+      res.writeHead(status, { ...headers, 'content-type': 'application/json', 'x-request-id': line.requestId });
+      res.end(refusalBody(line.path, message, { code: ErrorCode.badUserInput, requestId: line.requestId }));
+      finish(status);
+    });
+  }
 
   /** A request of Yoga's own Fetch implementation: Node's headers as they are (what its own Node adapter hands it), a signal for the client leaving. */
-  const fetchRequestOf = (req: IncomingMessage, res: ServerResponse, body: string | null = null) =>
-    new yoga.fetchAPI.Request(requestUrlOf(req), {
+  private fetchRequestOf(req: IncomingMessage, res: ServerResponse, body: string | null = null) {
+    return new this.parts.yoga.fetchAPI.Request(requestUrlOf(req), {
       method: req.method,
       headers: req.headers as Record<string, string>,
       body,
       signal: clientLeftSignal(res),
     });
+  }
 
   /** An answer made in process, written in one go; a crash outside GraphQL is a 500 of its own. */
-  async function writeAnswered(res: ServerResponse, requestId: string, answered: () => Promise<Answer>) {
+  private async writeAnswered(res: ServerResponse, requestId: string, answered: () => Promise<Answer>) {
     let answer: Answer;
     try {
       answer = await answered();
     } catch (error) {
-      log.error({ err: error }, 'request failed outside GraphQL');
+      this.parts.log.error({ err: error }, 'request failed outside GraphQL');
       return writeFetchResponse(internalError(requestId), res);
     }
     writeAnswer(res, answer);
   }
 
   /** GraphQL read off the socket: Yoga's whole pipeline on a request of its own Fetch implementation, the response in one write. */
-  async function answerGraphQL(req: IncomingMessage, res: ServerResponse, body: string | null, requestId: string, report: RequestReport) {
+  private async answerGraphQL(req: IncomingMessage, res: ServerResponse, body: string | null, requestId: string, report: RequestReport) {
     let response: Response;
     try {
-      response = await yoga.handleRequest(fetchRequestOf(req, res, body), { report });
+      response = await this.parts.yoga.handleRequest(this.fetchRequestOf(req, res, body), { report });
     } catch (error) {
-      log.error({ err: error }, 'request failed outside GraphQL');
+      this.parts.log.error({ err: error }, 'request failed outside GraphQL');
       response = internalError(requestId);
     }
     await writeFetchResponse(response, res);
@@ -101,13 +180,13 @@ export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMess
    * gone out, or, when the client hung up first, once the work is done (CLIENT_CLOSED_REQUEST, with
    * what the work came to): a mutation whose client left still ran, and its line says how it ended.
    */
-  function serveOnSocket(
+  private serveOnSocket(
     res: ServerResponse,
     line: RequestLine,
     readBody: () => Promise<string | null>,
     answer: (body: string | null, report: RequestReport) => Promise<void>,
   ) {
-    requestLog.begin(line, (finish, traceparent, report) => {
+    this.parts.requestLog.begin(line, (finish, traceparent, report) => {
       res.setHeader('x-request-id', line.requestId);
       if (traceparent) res.setHeader('traceparent', traceparent);
       let logged = false;
@@ -129,7 +208,7 @@ export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMess
           (body) => answer(body, report),
           () => undefined, // the client left before its body arrived: nobody to answer
         )
-        .catch(writeFailed(res))
+        .catch(this.writeFailed(res))
         .finally(() => {
           worked = true;
           if (closed) once(CLIENT_CLOSED_REQUEST);
@@ -137,63 +216,10 @@ export function createNodeDispatch(parts: NodeDispatchParts): (req: IncomingMess
     });
   }
 
-  const writeFailed = (res: ServerResponse) => (error: unknown) => {
-    log.error({ err: error }, 'could not write the response');
-    res.destroy();
-  };
-
-  return (req, res) => {
-    const requestId = requestIdOf(req.headers['x-request-id']);
-    const clientAddress = clientAddressOf(req);
-    const path = (req.url ?? '/').split('?')[0]!;
-    const method = req.method ?? 'GET';
-    const line = { method, path, requestId, clientAddress, header: headerOf(req) };
-    /** Answers at once on the socket, before anything else reads the request. */
-    const refuse = (status: number, message: string, headers: Record<string, string> = {}) =>
-      requestLog.begin(line, (finish) => {
-        res.writeHead(status, { ...headers, 'content-type': 'application/json', 'x-request-id': requestId });
-        res.end(refusalBody(path, message, { code: ErrorCode.badUserInput, requestId }));
-        finish(status);
-      });
-    // Node keeps the first MAX_REQUEST_HEADERS headers and drops the rest unseen: a session
-    // header past the cut would be judged by its absence. Nothing of such a request is read.
-    if (req.rawHeaders.length >= 2 * MAX_REQUEST_HEADERS) {
-      log.debug({ requestId, headers: req.rawHeaders.length / 2 }, 'refused a request with too many headers');
-      return refuse(431, `A request may carry fewer than ${MAX_REQUEST_HEADERS} headers`, { connection: 'close' });
-    }
-    // A Host that is not an authority (x:99999, [::1, ex ample) or a target the URL parser
-    // refuses is the client's mistake: 400, never a crash with a stack.
-    if (!requestUrlParses(req)) {
-      log.debug({ requestId }, 'refused a request whose Host or target is not a valid URL');
-      return refuse(400, 'The Host header and the request target must form a valid URL', { connection: 'close' });
-    }
-    if (NOT_FETCH_METHODS.has(method)) return refuse(405, `${method} is not served here`, { allow: 'GET, POST, OPTIONS' });
-    const declaredLength = Number(req.headers['content-length'] ?? 'NaN');
-    // The hot path: GraphQL with a declared, acceptable length (Node's parser holds the body to
-    // it) is read straight off the socket and handed to Yoga as a request of its own Fetch
-    // implementation with the body as text: no stream is piped and no size is checked a second
-    // time. Everything else (a browser asking for GraphiQL, a body that is not JSON included)
-    // takes the Fetch path, which buffers and limits bodies of unknown length.
-    const pageRequest = wantsGraphiQLPage(method, req.headers.accept);
-    const isJsonPost = method === 'POST' && declaredLength <= maxBodyBytes && isGraphQLContentType(req.headers['content-type'] ?? null);
-    if (path === '/graphql' && !pageRequest && (method === 'GET' || isJsonPost)) {
-      // Media types are case-insensitive; Yoga compares them as written.
-      if (isJsonPost) req.headers['content-type'] = req.headers['content-type']!.toLowerCase();
-      const readBody = isJsonPost ? () => readDeclaredBody(req) : () => Promise.resolve(null);
-      return serveOnSocket(res, line, readBody, (body, report) => answerGraphQL(req, res, body, requestId, report));
-    }
-    // Hasura's action calls, the same way: nothing of them is piped through a web stream or
-    // buffered a second time, and no Fetch request or response is built for them.
-    if (path === '/actions' && isJsonPost) {
-      return serveOnSocket(
-        res,
-        line,
-        () => readDeclaredBody(req),
-        (body, report) => writeAnswered(res, requestId, () => actions(fetchRequestOf(req, res), report, body ?? '')),
-      );
-    }
-    serveFetch(toFetchRequest(req, res), path, requestId, clientAddress)
-      .then((response) => writeFetchResponse(response, res))
-      .catch(writeFailed(res));
-  };
+  private writeFailed(res: ServerResponse) {
+    return (error: unknown) => {
+      this.parts.log.error({ err: error }, 'could not write the response');
+      res.destroy();
+    };
+  }
 }

@@ -221,15 +221,87 @@ const compress = compression({ threshold: COMPRESSION_THRESHOLD_BYTES }) as unkn
 ) => void;
 
 export async function listen(app: NodeHandler, port: number, log: Logger, host: string, limits: HttpLimits): Promise<RunningServer> {
-  const drainState = app.drain ?? new DrainState();
-  // Connections that have carried a request, and those answering one now: a used one that is not
-  // busy is an idle keep-alive connection. One never used may have its first request on the way.
-  const used = new WeakSet<Socket>();
-  const busy = new Set<Socket>();
-  const sockets = new Set<Socket>();
-  let closingIdle = false;
-  // Responses not yet begun: a drain that starts while they run must still close their connections.
-  const unanswered = new Set<ServerResponse>();
+  const connections = new Connections(app.drain ?? new DrainState());
+  const server = createHttpServer(app, log, limits, connections);
+  await listenOn(server, port, host);
+  return {
+    server,
+    port: (server.address() as AddressInfo).port,
+    drain: (options) => drainServer(server, connections, log, options),
+    close: (graceMs = 10_000) => closeServer(server, graceMs),
+  };
+}
+
+/**
+ * The server's connections as a drain sees them. Those that have carried a request, and those
+ * answering one now: a used one that is not busy is an idle keep-alive connection. One never used
+ * may have its first request on the way.
+ */
+class Connections {
+  readonly open = new Set<Socket>();
+  private readonly used = new WeakSet<Socket>();
+  private readonly busy = new Set<Socket>();
+  /** Responses not yet begun: a drain that starts while they run must still close their connections. */
+  private readonly unanswered = new Set<ServerResponse>();
+  /** Whether each connection that turns idle is closed (the whole server drains). */
+  private closingIdle = false;
+
+  constructor(private readonly drainState: DrainState) {}
+
+  accepted(socket: Socket): void {
+    this.open.add(socket);
+    socket.once('close', () => {
+      this.open.delete(socket);
+      this.busy.delete(socket);
+    });
+  }
+
+  /** A request begins: its connection is busy until its response closes. */
+  requestBegins(req: IncomingMessage, res: ServerResponse): void {
+    const socket = req.socket;
+    this.used.add(socket);
+    this.busy.add(socket);
+    res.once('close', () => {
+      this.busy.delete(socket);
+      // A response under way when the drain began was sent keep-alive: its connection turns idle now.
+      if (this.closingIdle) this.closeIfIdle([socket]);
+    });
+    if (this.drainState.closing) res.setHeader('connection', 'close');
+    else {
+      this.unanswered.add(res);
+      res.once('close', () => this.unanswered.delete(res));
+    }
+  }
+
+  /** The drain begins: every response from now on closes its connection, those already under way but not yet begun included. */
+  drainBegins(failReady: boolean): void {
+    this.drainState.begin({ failReady });
+    for (const res of this.unanswered) if (!res.headersSent) res.setHeader('connection', 'close');
+    this.unanswered.clear();
+  }
+
+  /** Closes the idle keep-alive connections, and from now on each one that turns idle. */
+  closeIdle(): void {
+    this.closingIdle = true;
+    this.closeIfIdle([...this.open]);
+  }
+
+  /**
+   * Closes those of `candidates` that are idle keep-alive connections, after one turn of the
+   * event loop's I/O: a request whose bytes have already arrived is read (and its connection
+   * busy) first, so only a client that sends in the very instant of the close meets it.
+   */
+  private closeIfIdle(candidates: Iterable<Socket>): void {
+    setImmediate(() =>
+      setImmediate(() => {
+        for (const socket of candidates) if (this.used.has(socket) && !this.busy.has(socket)) socket.destroy();
+      }),
+    );
+  }
+}
+
+/** The HTTP server under its limits, its connections watched for the drain. */
+function createHttpServer(app: NodeHandler, log: Logger, limits: HttpLimits, connections: Connections): Server {
   const server = createServer(
     {
       requestTimeout: limits.requestTimeoutMs,
@@ -237,52 +309,11 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
       connectionsCheckingInterval: TIMEOUT_CHECK_MS,
     },
     (req, res) => {
-      const socket = req.socket;
-      used.add(socket);
-      busy.add(socket);
-      res.once('close', () => {
-        busy.delete(socket);
-        // A response under way when the drain began was sent keep-alive: its connection turns idle now.
-        if (closingIdle) closeIfIdle([socket]);
-      });
-      if (drainState.closing) res.setHeader('connection', 'close');
-      else {
-        unanswered.add(res);
-        res.once('close', () => unanswered.delete(res));
-      }
-      const handle = () => {
-        try {
-          app.handleNode(req, res);
-        } catch (error) {
-          log.error({ err: error }, 'could not answer the request');
-          if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
-          res.end('{"message":"Internal server error"}');
-        }
-      };
-      // The compressor wraps every write of the response; a client that accepts no encoding
-      // (most API clients and load generators) is spared that cost.
-      if (ACCEPTS_ENCODING.test(req.headers['accept-encoding'] ?? '')) compress(req, res, handle);
-      else handle();
+      connections.requestBegins(req, res);
+      answerRequest(app, log, req, res);
     },
   );
-  server.on('connection', (socket: Socket) => {
-    sockets.add(socket);
-    socket.once('close', () => {
-      sockets.delete(socket);
-      busy.delete(socket);
-    });
-  });
-  /**
-   * Closes those of `candidates` that are idle keep-alive connections, after one turn of the
-   * event loop's I/O: a request whose bytes have already arrived is read (and its connection
-   * busy) first, so only a client that sends in the very instant of the close meets it.
-   */
-  const closeIfIdle = (candidates: Iterable<Socket>) =>
-    setImmediate(() =>
-      setImmediate(() => {
-        for (const socket of candidates) if (used.has(socket) && !busy.has(socket)) socket.destroy();
-      }),
-    );
+  server.on('connection', (socket: Socket) => connections.accepted(socket));
   // The handler refuses a request that reaches the cut; Node's default keeps as many, but say it.
   server.maxHeadersCount = MAX_REQUEST_HEADERS;
   // A body the handler would refuse (over MAX_BODY_BYTES) is answered 413 before the client is
@@ -298,7 +329,28 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
   // HTTP_REQUEST_TIMEOUT_MS.
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
   server.maxConnections = limits.maxConnections;
-  await new Promise<void>((resolve, reject) => {
+  return server;
+}
+
+/** The handler's answer; one that throws is a 500 of its own. */
+function answerRequest(app: NodeHandler, log: Logger, req: IncomingMessage, res: ServerResponse): void {
+  const handle = () => {
+    try {
+      app.handleNode(req, res);
+    } catch (error) {
+      log.error({ err: error }, 'could not answer the request');
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+      res.end('{"message":"Internal server error"}');
+    }
+  };
+  // The compressor wraps every write of the response; a client that accepts no encoding
+  // (most API clients and load generators) is spared that cost.
+  if (ACCEPTS_ENCODING.test(req.headers['accept-encoding'] ?? '')) compress(req, res, handle);
+  else handle();
+}
+
+function listenOn(server: Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) =>
       reject(
         error.code === 'EADDRINUSE'
@@ -308,53 +360,55 @@ export async function listen(app: NodeHandler, port: number, log: Logger, host: 
     );
     server.listen(port, host, () => resolve());
   });
-  const openConnections = () => new Promise<number>((resolve) => server.getConnections((_error, count) => resolve(count ?? 0)));
-  return {
-    server,
-    port: (server.address() as AddressInfo).port,
-    async drain({ graceMs, timeoutMs, failReady = true }) {
-      drainState.begin({ failReady });
-      for (const res of unanswered) if (!res.headersSent) res.setHeader('connection', 'close');
-      unanswered.clear();
-      if (graceMs > 0) {
-        log.info({ graceMs }, 'draining: /ready answers 503 and every answer closes its connection; still accepting for SHUTDOWN_GRACE_MS');
-        await sleep(graceMs);
-      }
-      // net.Server's close, not http.Server's: that one would also close connections whose first
-      // request is still on its way in (Node counts them idle until a request begins).
-      const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
-      // The whole server stops: nothing routes here any more (the grace period was for that), so
-      // an idle keep-alive connection will carry no request, and would hold the drain to its
-      // timeout. A process replaced while the others serve keeps them: its clients may still send
-      // on them, and each answer closes its connection.
-      if (failReady) {
-        closingIdle = true;
-        closeIfIdle([...sockets]);
-      }
-      log.info({ connections: await openConnections() }, 'stopped accepting; waiting for requests in flight and idle connections to end');
-      let timer: NodeJS.Timeout | undefined;
-      const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
-      const outcome = await Promise.race([closed.then(() => 'ended' as const), timedOut]);
-      clearTimeout(timer);
-      if (outcome === 'ended') return { forced: 0 };
-      const forced = await openConnections();
-      log.warn({ connections: forced, timeoutMs }, 'connections still open after HTTP_DRAIN_TIMEOUT_MS; closing them');
-      server.closeAllConnections();
-      await closed;
-      return { forced };
-    },
-    close(graceMs = 10_000) {
-      return new Promise<void>((resolve) => {
-        const force = setTimeout(() => server.closeAllConnections(), graceMs);
-        // A keep-alive socket turns idle when its last response is sent; close it then, not at its timeout.
-        const sweep = setInterval(() => server.closeIdleConnections(), 50);
-        server.close(() => {
-          clearTimeout(force);
-          clearInterval(sweep);
-          resolve();
-        });
-        server.closeIdleConnections();
-      });
-    },
-  };
+}
+
+const openConnections = (server: Server) => new Promise<number>((resolve) => server.getConnections((_error, count) => resolve(count ?? 0)));
+
+/** RunningServer.drain. */
+async function drainServer(server: Server, connections: Connections, log: Logger, options: DrainOptions): Promise<DrainReport> {
+  const { graceMs, timeoutMs, failReady = true } = options;
+  connections.drainBegins(failReady);
+  if (graceMs > 0) {
+    log.info({ graceMs }, 'draining: /ready answers 503 and every answer closes its connection; still accepting for SHUTDOWN_GRACE_MS');
+    await sleep(graceMs);
+  }
+  // net.Server's close, not http.Server's: that one would also close connections whose first
+  // request is still on its way in (Node counts them idle until a request begins).
+  const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
+  // The whole server stops: nothing routes here any more (the grace period was for that), so
+  // an idle keep-alive connection will carry no request, and would hold the drain to its
+  // timeout. A process replaced while the others serve keeps them: its clients may still send
+  // on them, and each answer closes its connection.
+  if (failReady) connections.closeIdle();
+  log.info({ connections: await openConnections(server) }, 'stopped accepting; waiting for requests in flight and idle connections to end');
+  return endWithin(server, closed, timeoutMs, log);
+}
+
+/** Waits up to `timeoutMs` for `closed` (every connection ended), then closes what is still open. */
+async function endWithin(server: Server, closed: Promise<void>, timeoutMs: number, log: Logger): Promise<DrainReport> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+  const outcome = await Promise.race([closed.then(() => 'ended' as const), timedOut]);
+  clearTimeout(timer);
+  if (outcome === 'ended') return { forced: 0 };
+  const forced = await openConnections(server);
+  log.warn({ connections: forced, timeoutMs }, 'connections still open after HTTP_DRAIN_TIMEOUT_MS; closing them');
+  server.closeAllConnections();
+  await closed;
+  return { forced };
+}
+
+/** RunningServer.close. */
+function closeServer(server: Server, graceMs: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const force = setTimeout(() => server.closeAllConnections(), graceMs);
+    // A keep-alive socket turns idle when its last response is sent; close it then, not at its timeout.
+    const sweep = setInterval(() => server.closeIdleConnections(), 50);
+    server.close(() => {
+      clearTimeout(force);
+      clearInterval(sweep);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
 }

@@ -1,7 +1,7 @@
 import { hash, timingSafeEqual } from 'node:crypto';
 import { parseCookie } from 'cookie';
 import { isDevMode, type AppConfig, type JwtConfig } from '../../core/config.js';
-import { forbidden, unauthenticated } from '../../core/errors.js';
+import { forbidden, unauthenticated, type AppError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { jwtVerifierFor } from './jwt.js';
 
@@ -81,6 +81,23 @@ export function actionSecretMatches(presented: string, config: AppConfig): boole
   return config.identity.actionSecret !== null && secretMatches(presented, config.identity.actionSecret);
 }
 
+/**
+ * The refusal a request's x-action-secret (null: none sent) earns on `route`, or null when it earns
+ * none. A secret that is sent is judged wherever it is sent, in dev mode too. On /graphql it is one
+ * credential among others, so sending none is no fault. /actions trusts the secret alone: outside
+ * dev mode it needs ACTION_SECRET configured and sent; dev mode (no secret configured) takes a
+ * request without one.
+ */
+export function actionSecretRefusal(presented: string | null, config: AppConfig, route: '/graphql' | '/actions'): AppError | null {
+  if (route === '/graphql') {
+    return presented === null || actionSecretMatches(presented, config) ? null : unauthenticated('Invalid x-action-secret');
+  }
+  const { actionSecret } = config.identity;
+  if (actionSecret === null && !isDevMode(config)) return unauthenticated('/actions needs ACTION_SECRET to be configured');
+  const accepted = presented === null ? actionSecret === null : actionSecretMatches(presented, config);
+  return accepted ? null : unauthenticated('Missing or invalid x-action-secret');
+}
+
 /** The token of an `Authorization: Bearer <token>` header, or null. */
 export function bearerToken(authorization: string | null): string | null {
   const match = authorization === null ? null : /^bearer\s+(\S+)\s*$/i.exec(authorization);
@@ -149,7 +166,8 @@ export async function resolveSession(headers: Headers, config: AppConfig, log?: 
   const forwarded = hasuraHeaders(headers);
   const presentedSecret = headers.get('x-action-secret');
   // A wrong secret is refused whatever else the request carries: a valid JWT beside it included.
-  if (presentedSecret !== null && !actionSecretMatches(presentedSecret, config)) throw unauthenticated('Invalid x-action-secret');
+  const refusal = actionSecretRefusal(presentedSecret, config, '/graphql');
+  if (refusal !== null) throw refusal;
   const token = presentedJwt(headers, config.identity.jwt);
   if (token !== null && config.identity.jwt !== null)
     return sessionFromJwt(token, config.identity.jwt, forwarded['x-hasura-role'] ?? null, log);
