@@ -117,7 +117,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
   it('a second npm start on the same data folder stops, naming the process that serves it and the variables to change', async () => {
     const second = await runScript('src/entry/main.ts', { ...sameDatabase(), PORT: String(await freePort()) });
     expect(second.code).toBe(2);
-    expect(second.output).toMatch(/is already served by process \d+ \(.*src\/main\.ts\)/);
+    expect(second.output).toMatch(/is already served by process \d+ \(.*src\/entry\/main\.ts\)/);
     expect(second.output).toContain('set EMBEDDED_PG_DATA_DIR to another folder and EMBEDDED_PG_PORT to another port');
     expect((await fetch(`${server.base}/ready`)).status).toBe(200);
   });
