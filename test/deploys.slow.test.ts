@@ -224,7 +224,12 @@ describe('deploys under steady load (real processes, the load tool, no resends)'
     const beforeRefusal = after.filter((p) => p.atMs < refused!.atMs);
     const firstFailed = beforeRefusal.findIndex((p) => p.answer === DRAINING);
     expect(firstFailed).toBeGreaterThanOrEqual(0);
-    expect(beforeRefusal.slice(firstFailed).map((p) => p.answer)).toEqual(beforeRefusal.slice(firstFailed).map(() => DRAINING));
+    // A probe that connects in the instant the listener closes waits in the accept queue (the
+    // kernel's, or the cluster primary's before its hand-off) and is reset when the queue is closed:
+    // no HTTP process ever read it. That one probe may say ECONNRESET; any other answer may not.
+    const draining = beforeRefusal.slice(firstFailed).map((p) => p.answer);
+    if (draining.at(-1) === 'ECONNRESET') draining.pop();
+    expect(draining).toEqual(draining.map(() => DRAINING));
     expect(refused!.endMs - signalledAt).toBeGreaterThanOrEqual(graceMs);
 
     // Every request the server accepted was answered: none reset, none refused, the ones sent after
