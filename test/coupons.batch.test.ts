@@ -1,14 +1,23 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
-import { asTenantAdmin, asUser, createTenant, createTestBackend, gql, gqlOk, type TestBackend } from './support/harness.js';
+import { asTenantAdmin, asUser, createTenant, createTestBackend, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
 import { waitFor, waitForLockWaiter } from './support/wait.js';
+import { fairAdmission, type Admission } from '../src/services/admission.js';
+import { tryAgain } from '../src/core/errors.js';
 
 // The coalescer over real HTTP: issues on one campaign that arrive while a statement for it is in
 // flight run as one statement when it ends. A transaction of the test's own holds the row the
 // statement in flight needs, so that the others are seen queued before it is let go.
 
 const TENANT = 'batched';
+
+/** A counter's value in a Prometheus text page (a counter without labels). */
+function counterValue(page: string, name: string): number {
+  const line = page.split('\n').find((l) => l.startsWith(`${name} `));
+  if (!line) throw new Error(`${name} is not on the page`);
+  return Number(line.slice(name.length + 1));
+}
 /** Two members tap twice each, one once. */
 const TAPS = ['tap-a', 'tap-b', 'tap-a', 'tap-c', 'tap-b'];
 const CAP = 2_000;
@@ -84,6 +93,10 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     expect(coalescer().counts.batches - before.batches).toBe(1);
     expect(coalescer().counts.members - before.members).toBe(members.length);
     expect(coalescer().counts.failed - before.failed).toBe(0);
+    // What an operator sizes COUPON_ISSUE_BATCH_MAX by: the counts on /metrics.
+    const scraped = await backend.services.metrics.scrape();
+    expect(counterValue(scraped, 'coupon_issue_batches_total')).toBe(coalescer().counts.batches);
+    expect(counterValue(scraped, 'coupon_issue_batched_members_total')).toBe(coalescer().counts.members);
     for (const [i, reply] of replies.entries()) {
       expect(reply.body.data?.issueCoupon.coupon).toMatchObject({
         memberId: members[i],
@@ -275,5 +288,85 @@ describe('issueCoupon batching with fewer connections and turns than waiting iss
       TENANT,
     ]);
     expect(coupons.rows[0].n).toBe(WAITING + 2);
+  });
+});
+
+// A waiting issue gave its admission turn back; when its batch is decided it must take a turn
+// again before it sends anything. One that cannot (the server too busy) sends nothing: the batch's
+// leader hands its members to statements of their own, and each of them, with no turn either,
+// answers TRY_AGAIN having written nothing; the line is free for the next issue.
+describe('issueCoupon batching when a waiting issue gets no turn back', () => {
+  const MEMBERS = ['unturned-a', 'unturned-b', 'unturned-c', 'unturned-d'];
+  let backend: TestBackend;
+  let holder: pg.Client;
+  let refuseTurns = false;
+  beforeAll(async () => {
+    backend = await createTestBackend({
+      env: { COUPON_ISSUE_BATCH_MAX: '32' },
+      algorithms: {
+        admissionPolicy: (options) => {
+          const fair = fairAdmission(options);
+          const refusing: Admission = {
+            admit: (key, signal, deadline) =>
+              refuseTurns
+                ? { ok: false, error: tryAgain('no turn for the test', { reason: 'busy', retryAfterMs: 0 }) }
+                : fair.admit(key, signal, deadline),
+            stats: () => fair.stats(),
+          };
+          return refusing;
+        },
+      },
+    });
+    await createTenant(backend, TENANT, CAP);
+    holder = new pg.Client({ connectionString: backend.databaseUrl });
+    await holder.connect();
+  });
+  afterAll(async () => {
+    await holder.end();
+    await backend.close();
+  });
+
+  const issue = (member: string) =>
+    gql(backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'unturned' } }, asUser(TENANT, member));
+  const countFor = async (table: string, memberColumn: string) =>
+    Number(
+      (await backend.sql.query(`select count(*) as n from ${table} where tenant_id = $1 and ${memberColumn} = any($2)`, [TENANT, MEMBERS]))
+        .rows[0].n,
+    );
+
+  it('answers TRY_AGAIN for every member, writes nothing for them, and leaves the line free', async () => {
+    await gqlOk(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id: 'unturned', name: 'unturned', discountYen: 500, budgetYen: 100_000, budgetSlots: 1 } },
+      asTenantAdmin(TENANT),
+    );
+    expect((await issue('unturned-learner')).body.data?.issueCoupon.status).toBe('ISSUED');
+    const coalescer = backend.services.issueCoalescer;
+    const before = { ...coalescer.counts };
+    await holder.query('begin');
+    await holder.query(`select 1 from campaign_budget_slots where tenant_id = '${TENANT}' and campaign_id = 'unturned' for update`);
+    const first = issue('unturned-first');
+    await waitForLockWaiter(backend);
+    const replies = MEMBERS.map((member) => issue(member));
+    await waitFor(() => (coalescer.waiting(TENANT, 'unturned') === MEMBERS.length ? true : undefined), 'the members waiting');
+    refuseTurns = true;
+    await holder.query('commit');
+    expect((await first).body.data?.issueCoupon.status).toBe('ISSUED');
+    const answers = await Promise.all(replies);
+    refuseTurns = false;
+    for (const reply of answers) {
+      expect(reply.body.data?.issueCoupon ?? null).toBeNull();
+      expect(errorCodes(reply)).toEqual(['TRY_AGAIN']);
+      expect(reply.body.errors?.[0]?.extensions?.['reason']).toBe('busy');
+    }
+    // No member got as far as a statement: no batch ran, and none of them has a coupon, an event or a month row.
+    expect(coalescer.counts.batches - before.batches).toBe(0);
+    expect(await countFor('coupons', 'member_id')).toBe(0);
+    expect(await countFor('member_monthly_usage', 'member_id')).toBe(0);
+    expect(await countFor('outbox_events', "payload->>'memberId'")).toBe(0);
+    expect(coalescer.waiting(TENANT, 'unturned')).toBe(0);
+    // The resend, with turns to be had, issues: nothing of the refused attempt is in its way.
+    for (const member of MEMBERS) expect((await issue(member)).body.data?.issueCoupon.status).toBe('ISSUED');
   });
 });

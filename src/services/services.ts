@@ -110,6 +110,7 @@ export function buildServices(
     anonymous: config.edge.anonymous,
   });
   const paymentsWaiting = new PaymentWaitingRoom(config.payments.maxWaiting, config.payments.timeoutMs);
+  const issueCoalescer = new IssueCoalescer(config.coupons.issueBatchMax);
   return {
     config,
     pool: database.db,
@@ -124,12 +125,18 @@ export function buildServices(
     payments: paymentProviderOf(config),
     paymentsWaiting,
     campaignShapes: new CampaignShapes(),
-    issueCoalescer: new IssueCoalescer(config.coupons.issueBatchMax),
+    issueCoalescer,
     algorithms,
-    metrics: createMetrics(database.pool.counts, database.db, admission, {
-      waiting: () => paymentsWaiting.waiting,
-      reconcileForMs: config.payments.reconcileForMs,
-    }),
+    metrics: createMetrics(
+      database.pool.counts,
+      database.db,
+      admission,
+      {
+        waiting: () => paymentsWaiting.waiting,
+        reconcileForMs: config.payments.reconcileForMs,
+      },
+      () => issueCoalescer.counts,
+    ),
     transactions: transactionSettingsOf(config),
   };
 }

@@ -114,6 +114,43 @@ function registerPaymentGauges(registry: Registry, db: Kysely<DB>, payments: Pay
   );
 }
 
+/** What the issue coalescer has counted since the process started (features/coupons/coalescer.ts). */
+export interface IssueBatchCounts {
+  batches: number;
+  members: number;
+  failed: number;
+}
+
+/**
+ * issueCoupon's batches (COUPON_ISSUE_BATCH_MAX above 1), read at scrape time from the coalescer's
+ * counts: how many statements carried several issues, how many issues they carried, and how many
+ * failed whole (their members then ran alone). Members over batches is the batch size an operator
+ * sizes the knob by.
+ */
+function registerBatchCounters(registry: Registry, counts: () => IssueBatchCounts): void {
+  const counter = (name: string, help: string, read: (c: IssueBatchCounts) => number) =>
+    new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(read(counts()));
+      },
+    });
+  counter(
+    'coupon_issue_batches_total',
+    'issueCoupon statements that carried a batch of issues (COUPON_ISSUE_BATCH_MAX above 1).',
+    (c) => c.batches,
+  );
+  counter('coupon_issue_batched_members_total', 'issueCoupon requests carried by those batches.', (c) => c.members);
+  counter(
+    'coupon_issue_batches_failed_total',
+    'Batches that failed whole; their members ran alone, each in a statement of its own.',
+    (c) => c.failed,
+  );
+}
+
 /** What this process holds now: its payment calls, its pool's connections, its GraphQL operations. */
 function registerProcessGauges(
   registry: Registry,
@@ -196,6 +233,7 @@ export function createMetrics(
   db: Kysely<DB>,
   admission: { stats(): AdmissionStats },
   payments: PaymentGaugeSources,
+  issueBatches: () => IssueBatchCounts,
 ): Metrics {
   const registry = new Registry();
   const thisProcess = { pid: String(process.pid) };
@@ -204,6 +242,7 @@ export function createMetrics(
   registerProcessGauges(registry, thisProcess, pool, admission, payments);
   registerOutboxGauges(registry, db);
   registerPaymentGauges(registry, db, payments);
+  registerBatchCounters(registry, issueBatches);
   // A forked HTTP process of WEB_CONCURRENCY answers for the whole cluster.
   const scrape = cluster.isWorker ? clusterScrape(registry) : () => registry.metrics();
   return { registry, scrape, ...recorded };
