@@ -61,6 +61,13 @@ interface Figures {
   /** CPU milliseconds per request by part (server, PostgreSQL, delay proxy, load generator), and the machine's busy cores. */
   cpuMsPerRequest: Record<string, number>;
   machineBusyCores: number;
+  /** Batched rows: the share of the requests that batches carried, and the mean issues a batch (the server's counters); null where nothing was batched. */
+  batching: Batching | null;
+}
+
+interface Batching {
+  share: number;
+  membersPerBatch: number;
 }
 
 interface Row {
@@ -212,6 +219,7 @@ async function throughEndpoint(
   const client = new LoadClient(server.url, clients);
   const total = scenario.members.length * scenario.campaigns.length * scenario.sends;
   const retriesBefore = await scrapeCounter(server.metricsUrl, 'transaction_retries_total');
+  const batchesBefore = await batchCounts(server.metricsUrl);
   const locks = target.proxyPid ? await startLockSampler(target.databaseUrl, scenario.tenantId) : null;
   let firstRefusal: Promise<number> | null = null;
   const cpu = measureCpu(() => ({
@@ -251,10 +259,29 @@ async function throughEndpoint(
       lockHoldMs: heldRowSeconds !== undefined && issued > 0 ? (heldRowSeconds * 1000) / issued : null,
       cpuMsPerRequest: Object.fromEntries(Object.entries(used.parts).map(([part, seconds]) => [part, (seconds * 1000) / result.requests])),
       machineBusyCores: used.machineBusy / used.wall,
+      batching: batchingOf(batchesBefore, await batchCounts(server.metricsUrl), result.requests),
     };
   } finally {
     client.close();
   }
+}
+
+/** The issue coalescer's counters on a server's /metrics (0 on a server that batches nothing). */
+async function batchCounts(metricsUrl: string) {
+  return {
+    batches: await scrapeCounter(metricsUrl, 'coupon_issue_batches_total'),
+    members: await scrapeCounter(metricsUrl, 'coupon_issue_batched_members_total'),
+  };
+}
+
+function batchingOf(
+  before: { batches: number; members: number },
+  after: { batches: number; members: number },
+  requests: number,
+): Batching | null {
+  const batches = after.batches - before.batches;
+  const members = after.members - before.members;
+  return batches > 0 ? { share: members / requests, membersPerBatch: members / batches } : null;
 }
 
 /**
@@ -334,6 +361,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
       lockHoldMs: null,
       cpuMsPerRequest: {},
       machineBusyCores: 0,
+      batching: null,
     };
   }
   return { run, setUp, close: () => database.close() };
@@ -384,6 +412,13 @@ const COLUMNS: Column[] = [
     },
   },
   { header: 'lock hold ms', cell: (row) => medianOf(row, (r) => r.lockHoldMs, 2) },
+  {
+    header: 'issues per batch (share batched)',
+    cell: (row) => {
+      const mean = medianOf(row, (r) => r.batching?.membersPerBatch ?? null, 1);
+      return mean === '-' ? '-' : `${mean} (${medianOf(row, (r) => (r.batching ? r.batching.share * 100 : null), 0)} %)`;
+    },
+  },
 ];
 
 function table(rows: Row[]): string {
@@ -793,6 +828,7 @@ async function writeCalibration(
     directRttMs: run.directRttMs,
     quietHoldMs: run.quietHoldMs,
     hot: { clients: HOT_CLIENTS, members: HOT_MEMBERS, discountYen: 100, leaseCoupons: HOT_LEASE_COUPONS, slots: HOT_SLOTS },
+    batchMax: Number(BATCH_MAX),
     rows: run.rows
       .filter((row) => row.clients === HOT_CLIENTS && row.label.includes('1 ms round trip') && !row.label.includes('naive'))
       .map((row) => ({
@@ -807,6 +843,12 @@ async function writeCalibration(
           Object.keys(row.runs[0]!.cpuMsPerRequest).map((part) => [part, median(row.runs.map((r) => r.cpuMsPerRequest[part] ?? 0))]),
         ),
         machineBusyCores: median(row.runs.map((r) => r.machineBusyCores)),
+        batching: row.runs.every((r) => r.batching)
+          ? {
+              share: median(row.runs.map((r) => r.batching!.share)),
+              membersPerBatch: median(row.runs.map((r) => r.batching!.membersPerBatch)),
+            }
+          : null,
       })),
   };
   await mkdir(path.dirname(file), { recursive: true });

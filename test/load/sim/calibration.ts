@@ -17,6 +17,8 @@ export interface CalibratedRow {
   cpuMsPerRequest: Record<string, number>;
   /** What the whole machine was busy with during the row, in cores (other people's work included). */
   machineBusyCores: number;
+  /** Rows whose server batched issues (COUPON_ISSUE_BATCH_MAX): the share of requests batches carried and the mean issues a batch; absent or null elsewhere. */
+  batching?: { share: number; membersPerBatch: number } | null;
 }
 
 export interface Calibration {
@@ -32,6 +34,8 @@ export interface Calibration {
   /** A budget row's hold per issue with one client on one row: the hold without this machine's queue for its cores. */
   quietHoldMs: number;
   hot: { clients: number; members: number; discountYen: number; leaseCoupons: number; slots: number };
+  /** COUPON_ISSUE_BATCH_MAX of the servers of the rows marked batched. */
+  batchMax?: number;
   rows: CalibratedRow[];
 }
 

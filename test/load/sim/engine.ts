@@ -5,7 +5,7 @@
  * order events were scheduled.
  */
 
-export type Wait = { delay: number } | { acquire: Resource } | { compute: Cores; ms: number };
+export type Wait = { delay: number } | { acquire: Resource } | { compute: Cores; ms: number } | { until: Signal };
 export type Process = Generator<Wait, void, void>;
 
 interface Event {
@@ -103,6 +103,25 @@ export class Resource {
   utilisation(): number {
     this.account();
     return this.sim.now > 0 ? this.busyIntegral / this.sim.now : 0;
+  }
+}
+
+/** A moment processes wait for (a batch's turn): those waiting resume, in the order they came, once it is fired. */
+export class Signal {
+  private readonly waiting: (() => void)[] = [];
+  private fired = false;
+
+  constructor(private readonly sim: Simulation) {}
+
+  wait(resume: () => void) {
+    if (this.fired) this.sim.soon(resume);
+    else this.waiting.push(resume);
+  }
+
+  fire() {
+    if (this.fired) return;
+    this.fired = true;
+    for (const resume of this.waiting.splice(0)) this.sim.soon(resume);
   }
 }
 
@@ -207,6 +226,7 @@ export class Simulation {
       const wait = next.value;
       if ('delay' in wait) this.at(this.now + Math.max(0, wait.delay), step);
       else if ('acquire' in wait) wait.acquire.enqueue(step);
+      else if ('until' in wait) wait.until.wait(step);
       else wait.compute.submit(wait.ms, step);
     };
     this.soon(step);

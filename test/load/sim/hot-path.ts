@@ -1,4 +1,5 @@
-import { Cores, random, Resource, Simulation, type Process } from './engine.js';
+import { MIN_BATCH } from '../../../src/features/coupons/coalescer.js';
+import { Cores, random, Resource, Signal, Simulation, type Process } from './engine.js';
 
 /**
  * The hot path of issueCoupon as a queueing model: clients, server processes (one thread each, on
@@ -17,6 +18,16 @@ import { Cores, random, Resource, Simulation, type Process } from './engine.js';
  *   an update of the budget row that another transaction committed after this one's snapshot fails
  *   (40001), and the whole transaction is retried after a full-jitter pause, at most 8 attempts.
  * - `not hot`: one statement, and the budget rows never contended (the reference campaigns).
+ *
+ * With `batchMax` above 1 (COUPON_ISSUE_BATCH_MAX), slots and not hot issue as the coalescer does
+ * (src/features/coupons/coalescer.ts): per server process one line (the bench's and the model's
+ * campaigns are one tenant's), an issue that finds no statement of its line in flight runs alone at
+ * once, one that finds one waits for it; when it ends, up to `batchMax` of those waiting go as one
+ * statement (fewer than MIN_BATCH each run alone, side by side). A batch takes one budget row for
+ * all of its members that issue, as many as the row with most room pays for; the rest run alone;
+ * a row that went short while the batch waited for it fails the batch whole, and its members run
+ * alone. A batch pays its statement's share of the work once (`Costs.statementShare`) and each
+ * member the rest.
  */
 export type Design =
   | { kind: 'slots'; rows: number }
@@ -40,6 +51,12 @@ export interface Costs {
   /** On the bench's machine only, where they share its cores: the delay proxy per round trip, the load generator per request (one thread each). */
   proxyCpuMsPerTrip?: number;
   generatorCpuMs?: number;
+  /**
+   * With batching: the share of `dbCpuMs` and `holdMs` (`db`) and of `appCpuMs` (`app`) that is the
+   * statement's (parse, plan, commit; sending it and reading its answer), paid once per statement
+   * whatever its members; the rest is each member's. Fitted from the batched bench rows (main.ts).
+   */
+  statementShare?: { db: number; app: number };
 }
 
 export interface Deployment {
@@ -53,6 +70,8 @@ export interface Deployment {
   /** The bench's machine: every process of the run (server, PostgreSQL, delay proxy, load generator) shares this many cores (fractional: what other users left). */
   sharedCores?: number;
   rttMs: number;
+  /** COUPON_ISSUE_BATCH_MAX: the most issues a process runs as one statement; 1 or absent, no batching. */
+  batchMax?: number;
 }
 
 export interface Workload {
@@ -68,6 +87,7 @@ export interface SimResult {
   issued: number;
   refused: number;
   tryAgain: number;
+  p50Ms: number;
   p99Ms: number;
   meanLatencyMs: number;
   /** Coupons of the budget left when the first BUDGET_EXCEEDED was answered, and at the end. */
@@ -78,6 +98,11 @@ export interface SimResult {
   /** Mean requests in the system (Little's law: this equals throughput times mean latency). */
   meanInSystem: number;
   wallMs: number;
+  /** PostgreSQL's work per request answered, and the server processes' (their statements' share included). */
+  dbCpuMsPerRequest: number;
+  appCpuMsPerRequest: number;
+  /** With batching: the share of the requests batches carried and the mean issues a batch, as the server's counters count them; null when none ran. */
+  batching: { share: number; membersPerBatch: number } | null;
 }
 
 /** The serializable transaction, as test/naive/issue-coupon.ts runs it through the runner (docs/design.md §5). */
@@ -166,19 +191,32 @@ export function simulate(
     thread.release();
   }
 
+  let dbWork = 0;
+  let appWork = 0;
+  /** `ms` of PostgreSQL's work, on the database's cores. */
+  function* onDb(ms: number): Process {
+    dbWork += Math.max(0, ms);
+    yield { compute: db, ms };
+  }
+  /** `ms` of server process `process`'s work, on its thread. */
+  function* onApp(process: number, ms: number): Process {
+    appWork += Math.max(0, ms);
+    yield* onThread(appThreads[process]!, appCores[process]!, ms);
+  }
+
   /** A round trip between a server process and PostgreSQL, `dbMs` of database CPU in the middle. */
   function* trip(dbMs: number): Process {
     if (shared) yield* onThread(proxyThread, shared, (costs.proxyCpuMsPerTrip ?? 0) / 2);
     yield { delay: deployment.rttMs / 2 };
-    if (dbMs > 0) yield { compute: db, ms: dbMs };
+    if (dbMs > 0) yield* onDb(dbMs);
     if (shared) yield* onThread(proxyThread, shared, (costs.proxyCpuMsPerTrip ?? 0) / 2);
     yield { delay: deployment.rttMs / 2 };
   }
 
   /** The rest of the statement and its commit, on the database's cores, while `target` is held. */
-  function* hold(target: BudgetRow): Process {
+  function* hold(target: BudgetRow, ms = costs.holdMs): Process {
     const start = sim.now;
-    yield { compute: db, ms: costs.holdMs };
+    yield* onDb(ms);
     target.heldMs += sim.now - start;
   }
 
@@ -224,7 +262,7 @@ export function simulate(
   let notHotRequests = 0;
   function* oneStatement(process: number): Process {
     yield* trip(0);
-    yield { compute: db, ms: costs.dbCpuMs };
+    yield* onDb(costs.dbCpuMs);
     if (design.kind === 'not hot') {
       // Every 1 / issuedShare-th request issues, on a row nobody else waits for.
       const n = notHotRequests++;
@@ -261,7 +299,7 @@ export function simulate(
   /** A statement of the transaction: its round trip, then the server's work on the answer and the next statement. */
   function* statement(process: number, dbMs: number): Process {
     yield* trip(dbMs);
-    yield* onThread(appThreads[process]!, appCores[process]!, costs.appCpuMsPerTrip ?? 0);
+    yield* onApp(process, costs.appCpuMsPerTrip ?? 0);
   }
 
   function* serializable(process: number): Process {
@@ -304,6 +342,129 @@ export function simulate(
     tryAgain++;
   }
 
+  const batchMax = design.kind === 'serializable' || design.kind === 'leases' ? 1 : (deployment.batchMax ?? 1);
+  const share = batchMax > 1 ? (costs.statementShare ?? { db: 0, app: 0 }) : { db: 0, app: 0 };
+  /** A request's own server work, each half; and its statement's, paid by whoever sends the statement, each half. */
+  const requestAppMs = ((1 - share.app) * costs.appCpuMs) / 2;
+  const statementAppMs = (share.app * costs.appCpuMs) / 2;
+
+  /** One issue's statement on a connection of `process`'s pool. */
+  function* alone(process: number): Process {
+    yield* onApp(process, statementAppMs);
+    yield { acquire: pools[process]! };
+    yield* oneStatement(process);
+    pools[process]!.release();
+    yield* onApp(process, statementAppMs);
+  }
+
+  type Turn = 'lead' | 'decided' | 'alone';
+  interface Member {
+    signal: Signal;
+    turn: Turn;
+    batch: Member[];
+  }
+  const lines = Array.from({ length: deployment.processes }, () => ({ busy: false, waiting: [] as Member[] }));
+  const batches = { count: 0, members: 0 };
+
+  /** A statement of `process`'s line ended: those that waited become the next batch, or run alone when too few. */
+  function next(process: number) {
+    const line = lines[process]!;
+    if (line.waiting.length === 0) {
+      line.busy = false;
+      return;
+    }
+    const batch = line.waiting.splice(0, batchMax);
+    const [leader, ...rest] = batch as [Member, ...Member[]];
+    leader.turn = batch.length < MIN_BATCH ? 'alone' : 'lead';
+    leader.batch = batch;
+    leader.signal.fire();
+    if (batch.length < MIN_BATCH) for (const member of rest) release(member, 'alone');
+  }
+  const release = (member: Member, turn: Turn) => {
+    member.turn = turn;
+    member.signal.fire();
+  };
+
+  /** How many of `members` issue in a batch of `design`, and the row they take (null: none to take). Waits for the row as the statement does. */
+  function* batchBudget(process: number, members: number, pick: { row: BudgetRow | null; issuing: number; failed: boolean }): Process {
+    if (design.kind === 'not hot') {
+      for (let i = 0; i < members; i++) {
+        const n = notHotRequests++;
+        if (Math.floor((n + 1) * design.issuedShare) > Math.floor(n * design.issuedShare)) pick.issuing++;
+      }
+      pick.row = pick.issuing > 0 ? rows[0]! : null;
+      return;
+    }
+    const most = rows.reduce((m, r) => Math.max(m, r.room), 0);
+    if (most === 0) return;
+    pick.issuing = Math.min(members, most);
+    const taken: { row: BudgetRow | null } = { row: null };
+    yield* pickRow(process, taken);
+    if (taken.row && taken.row.room < pick.issuing) {
+      // The row went short while the batch waited for it: 40001, the batch kept nothing.
+      taken.row.lock.release();
+      pick.failed = true;
+      return;
+    }
+    pick.row = taken.row;
+    if (!taken.row) pick.failed = true;
+  }
+
+  /** The leader's batch as one statement: the statement's share once, each member's share, the row once for those that issue. */
+  function* runBatch(process: number, batch: Member[]): Process {
+    batches.count++;
+    batches.members += batch.length;
+    yield* onApp(process, statementAppMs);
+    yield { acquire: pools[process]! };
+    yield* trip(0);
+    yield* onDb(costs.dbCpuMs * (share.db + batch.length * (1 - share.db)));
+    const pick = { row: null as BudgetRow | null, issuing: 0, failed: false };
+    yield* batchBudget(process, batch.length, pick);
+    if (pick.row) {
+      yield* hold(pick.row, costs.holdMs * (share.db + pick.issuing * (1 - share.db)));
+      if (design.kind !== 'not hot') {
+        pick.row.room -= pick.issuing;
+        pick.row.lock.release();
+      }
+      issued += pick.issuing;
+    }
+    pools[process]!.release();
+    next(process);
+    yield* onApp(process, statementAppMs);
+    if (pick.failed) {
+      for (const member of batch.slice(1)) release(member, 'alone');
+      yield* alone(process);
+      return;
+    }
+    // Not hot, every member is decided; with no room anywhere every member is refused; else those the row paid for are
+    // decided and the rest run alone (the leader, at the head, is always among the decided).
+    let decided = batch.length;
+    if (design.kind === 'not hot') refused += batch.length - pick.issuing;
+    else if (!pick.row) batch.forEach(() => refuse());
+    else decided = pick.issuing;
+    batch.slice(1).forEach((member, i) => release(member, i + 1 < decided ? 'decided' : 'alone'));
+  }
+
+  /** An issue through `process`'s coalescer. */
+  function* coalesced(process: number): Process {
+    const line = lines[process]!;
+    if (!line.busy) {
+      line.busy = true;
+      yield* alone(process);
+      next(process);
+      return;
+    }
+    const member: Member = { signal: new Signal(sim), turn: 'alone', batch: [] };
+    line.waiting.push(member);
+    yield { until: member.signal };
+    if (member.turn === 'lead') yield* runBatch(process, member.batch);
+    else if (member.turn === 'alone') {
+      yield* alone(process);
+      // A leader of too few runs alone and holds the line while it does.
+      if (member.batch.length > 0) next(process);
+    }
+  }
+
   let sent = 0;
   let process = 0;
   function* request(): Process {
@@ -311,14 +472,11 @@ export function simulate(
     enter();
     const mine = process++ % deployment.processes;
     if (shared) yield* onThread(generatorThread, shared, costs.generatorCpuMs ?? 0);
-    yield* onThread(appThreads[mine]!, appCores[mine]!, costs.appCpuMs / 2);
+    yield* onApp(mine, requestAppMs);
     if (design.kind === 'serializable') yield* serializable(mine);
-    else {
-      yield { acquire: pools[mine]! };
-      yield* oneStatement(mine);
-      pools[mine]!.release();
-    }
-    yield* onThread(appThreads[mine]!, appCores[mine]!, costs.appCpuMs / 2);
+    else if (batchMax > 1) yield* coalesced(mine);
+    else yield* alone(mine);
+    yield* onApp(mine, requestAppMs);
     latencies.push(sim.now - started);
     leave();
   }
@@ -348,6 +506,7 @@ export function simulate(
     issued,
     refused,
     tryAgain,
+    p50Ms: sorted[Math.floor(sorted.length * 0.5)] ?? 0,
     p99Ms: sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.99))] ?? 0,
     meanLatencyMs: latencies.reduce((sum, l) => sum + l, 0) / Math.max(1, latencies.length),
     strandedAtFirstRefusal: strandedAtFirstRefusal ?? roomLeft(),
@@ -355,5 +514,11 @@ export function simulate(
     lockHoldMs: issued ? rows.reduce((sum, r) => sum + r.heldMs, 0) / issued : 0,
     meanInSystem: wallMs > 0 ? inSystemIntegral / wallMs : 0,
     wallMs,
+    dbCpuMsPerRequest: dbWork / Math.max(1, latencies.length),
+    appCpuMsPerRequest: appWork / Math.max(1, latencies.length),
+    batching:
+      batches.count > 0
+        ? { share: batches.members / Math.max(1, latencies.length), membersPerBatch: batches.members / batches.count }
+        : null,
   };
 }

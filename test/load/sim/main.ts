@@ -39,8 +39,13 @@ function parseArgs(argv: string[]) {
   return { calibration, rate, requests, holdMs };
 }
 
-/** The design a bench row measured. */
+/** What a bench row's label says of its server: its issues batched (COUPON_ISSUE_BATCH_MAX above 1). */
+const BATCHED = ', batched';
+export const isBatched = (label: string) => label.includes(BATCHED);
+
+/** The design a bench row measured (a batched row's is its unbatched row's). */
 export function designOf(label: string, calibration: Calibration): Design | null {
+  if (isBatched(label)) return designOf(label.replace(BATCHED, ''), calibration);
   if (label.startsWith('hot campaign, 1 budget slot')) return { kind: 'slots', rows: 1 };
   if (label.startsWith('hot campaign, 16 budget slots')) return { kind: 'slots', rows: calibration.hot.slots };
   if (label.startsWith('hot campaign, budget leases')) return { kind: 'leases', leaseCoupons: calibration.hot.leaseCoupons };
@@ -73,10 +78,57 @@ const HOPELESS = 3_000;
  * everything else does; that work is part of PostgreSQL's CPU per issued request.
  */
 export function benchSetting(row: CalibratedRow, design: Design, calibration: Calibration): { costs: Costs; deployment: Deployment } {
-  const cpu = row.cpuMsPerRequest;
-  const ours = Object.values(cpu).reduce((sum, ms) => sum + ms, 0);
+  const ours = Object.values(row.cpuMsPerRequest).reduce((sum, ms) => sum + ms, 0);
   const ourCores = (ours * row.requestsPerSecond) / 1000;
   const others = Math.max(0, row.machineBusyCores - ourCores);
+  // A batched row runs its unbatched row's work, its statements' share paid once a batch (fitted from the two rows).
+  const unbatched = isBatched(row.label) ? partnerOf(row, calibration) : row;
+  const costs = unbatchedCosts(unbatched, design, calibration);
+  return {
+    costs: isBatched(row.label) ? { ...costs, statementShare: statementShareOf(row, unbatched) } : costs,
+    deployment: {
+      clients: calibration.hot.clients,
+      processes: 1,
+      poolPerProcess: POOL_PER_PROCESS,
+      dbCores: calibration.cores,
+      sharedCores: Math.max(0.25, calibration.cores - others),
+      rttMs: calibration.proxyRttMs,
+      ...(isBatched(row.label) ? { batchMax: calibration.batchMax ?? DEFAULT_BATCH_MAX } : {}),
+    },
+  };
+}
+
+/** The bench's COUPON_ISSUE_BATCH_MAX, for a calibration that does not name it. */
+const DEFAULT_BATCH_MAX = 32;
+
+/** The unbatched row a batched row was measured beside. */
+function partnerOf(row: CalibratedRow, calibration: Calibration): CalibratedRow {
+  const label = row.label.replace(BATCHED, '');
+  const partner = calibration.rows.find((r) => r.label === label);
+  if (!partner) throw new Error(`the calibration has "${row.label}" but not the unbatched row "${label}" it is fitted against`);
+  return partner;
+}
+
+/**
+ * The share of a statement's work paid once per statement, from a batched row and its unbatched
+ * one: the batched row ran `statements` per request (its server's counters), and a share s of each
+ * request's CPU is the statement's, so batched / unbatched = 1 - s + s * statements, for
+ * PostgreSQL's CPU and for the server's.
+ */
+export function statementShareOf(batched: CalibratedRow, unbatched: CalibratedRow): { db: number; app: number } {
+  const batching = batched.batching;
+  if (!batching) throw new Error(`"${batched.label}" has no batch counts: measure it again with npm run bench`);
+  const statementsPerRequest = 1 - batching.share + batching.share / batching.membersPerBatch;
+  const fit = (part: string) => {
+    const ratio = (batched.cpuMsPerRequest[part] ?? 0) / (unbatched.cpuMsPerRequest[part] ?? 1);
+    return Math.min(1, Math.max(0, (1 - ratio) / (1 - statementsPerRequest)));
+  };
+  return { db: fit('PostgreSQL'), app: fit('server') };
+}
+
+/** One issue a statement: the costs of a row as measured. */
+function unbatchedCosts(row: CalibratedRow, design: Design, calibration: Calibration): Costs {
+  const cpu = row.cpuMsPerRequest;
   const issuedShare = issuedShareOf(design);
   const trips =
     design.kind === 'serializable'
@@ -87,25 +139,15 @@ export function benchSetting(row: CalibratedRow, design: Design, calibration: Ca
   const holdMs = calibration.quietHoldMs;
   const outsideHold = Math.max(0, (cpu['PostgreSQL'] ?? 0) - issuedShare * holdMs);
   return {
-    costs: {
-      // A transaction's server CPU goes to its round trips and to the request itself in equal parts; one statement has it all around its trip.
-      appCpuMs: (cpu['server'] ?? 0) / (design.kind === 'serializable' ? trips + 1 : 1),
-      appCpuMsPerTrip: design.kind === 'serializable' ? (cpu['server'] ?? 0) / (trips + 1) : 0,
-      // The serializable transaction's dbCpuMs is that of one attempt that commits, spread over its statements.
-      dbCpuMs: design.kind === 'serializable' ? (outsideHold / trips) * SERIALIZABLE_TRIPS.issued : outsideHold,
-      holdMs,
-      commitMs: holdMs,
-      proxyCpuMsPerTrip: (cpu['delay proxy'] ?? 0) / trips,
-      generatorCpuMs: cpu['load generator'] ?? 0,
-    },
-    deployment: {
-      clients: calibration.hot.clients,
-      processes: 1,
-      poolPerProcess: POOL_PER_PROCESS,
-      dbCores: calibration.cores,
-      sharedCores: Math.max(0.25, calibration.cores - others),
-      rttMs: calibration.proxyRttMs,
-    },
+    // A transaction's server CPU goes to its round trips and to the request itself in equal parts; one statement has it all around its trip.
+    appCpuMs: (cpu['server'] ?? 0) / (design.kind === 'serializable' ? trips + 1 : 1),
+    appCpuMsPerTrip: design.kind === 'serializable' ? (cpu['server'] ?? 0) / (trips + 1) : 0,
+    // The serializable transaction's dbCpuMs is that of one attempt that commits, spread over its statements.
+    dbCpuMs: design.kind === 'serializable' ? (outsideHold / trips) * SERIALIZABLE_TRIPS.issued : outsideHold,
+    holdMs,
+    commitMs: holdMs,
+    proxyCpuMsPerTrip: (cpu['delay proxy'] ?? 0) / trips,
+    generatorCpuMs: cpu['load generator'] ?? 0,
   };
 }
 
@@ -117,35 +159,58 @@ function replayBench(calibration: Calibration): number[] {
       `round trip through the proxy ${calibration.proxyRttMs} ms nominal (select 1: ${calibration.rttMs.toFixed(2)} ms, ${calibration.directRttMs.toFixed(2)} ms direct)\n`,
   );
   console.log(
-    '| bench row (128 clients, 1 ms) | req/s measured | req/s simulated | error | p99 ms measured | p99 ms simulated | lock hold ms measured | lock hold ms simulated |',
+    '| bench row (128 clients, 1 ms) | req/s measured | req/s simulated | error | p99 ms measured | p99 ms simulated | ' +
+      'lock hold ms measured | lock hold ms simulated | PostgreSQL CPU ms/req measured | simulated | issues per batch (share batched) measured | simulated |',
   );
-  console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+  console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
   const errors: number[] = [];
+  const fitted: string[] = [];
+  const batchCell = (b: { share: number; membersPerBatch: number } | null | undefined) =>
+    b ? `${b.membersPerBatch.toFixed(1)} (${(b.share * 100).toFixed(0)} %)` : '-';
   for (const row of calibration.rows) {
     const design = designOf(row.label, calibration);
     if (!design) continue;
     const { costs, deployment } = benchSetting(row, design, calibration);
     const result = simulate(design, costs, deployment, { requests: calibration.hot.members, budgetCoupons: calibration.hot.members / 2 });
     errors.push((result.requestsPerSecond - row.requestsPerSecond) / row.requestsPerSecond);
+    const share = costs.statementShare;
     console.log(
       `| ${row.label} | ${row.requestsPerSecond.toFixed(0)} | ${result.requestsPerSecond.toFixed(0)} | ${pct(result.requestsPerSecond, row.requestsPerSecond)} | ` +
-        `${row.p99Ms.toFixed(0)} | ${result.p99Ms.toFixed(0)} | ${row.lockHoldMs?.toFixed(2) ?? '-'} | ${result.lockHoldMs.toFixed(2)} |`,
+        `${row.p99Ms.toFixed(0)} | ${result.p99Ms.toFixed(0)} | ${row.lockHoldMs?.toFixed(2) ?? '-'} | ${result.lockHoldMs.toFixed(2)} | ` +
+        `${(row.cpuMsPerRequest['PostgreSQL'] ?? 0).toFixed(2)} | ${result.dbCpuMsPerRequest.toFixed(2)} | ${batchCell(row.batching)} | ${batchCell(result.batching)} |`,
     );
+    if (share)
+      fitted.push(
+        `${row.label}: ${(share.db * 100).toFixed(0)} % of PostgreSQL's work and ${(share.app * 100).toFixed(0)} % of the server's is the statement's, paid once a batch`,
+      );
   }
+  if (fitted.length)
+    console.log(`
+Fitted from each batched row and its unbatched row (statementShareOf):
+  ${fitted.join('\n  ')}`);
   return errors;
 }
 
-/** The deployment's costs: the not-hot row's CPU per request for the server and PostgreSQL, the one-statement hold as measured. */
-function deploymentCosts(calibration: Calibration, measuredCalibration: Calibration): Costs {
-  const reference = calibration.rows.find((r) => r.label.startsWith('not hot')) ?? calibration.rows[0]!;
+/** The deployment's costs: the not-hot row's CPU per request for the server and PostgreSQL, the one-statement hold as measured; batched, the not-hot batched row's statement share. */
+function deploymentCosts(calibration: Calibration, measuredCalibration: Calibration, batched: boolean): Costs {
+  const reference = calibration.rows.find((r) => r.label.startsWith('not hot') && !isBatched(r.label)) ?? calibration.rows[0]!;
   // The hold's work is part of PostgreSQL's CPU per issued request, as in the bench's replay.
   const measuredHold = measuredCalibration.quietHoldMs;
-  return {
+  const costs: Costs = {
     appCpuMs: reference.cpuMsPerRequest['server'] ?? 1,
     dbCpuMs: Math.max(0, (reference.cpuMsPerRequest['PostgreSQL'] ?? 0.5) - referenceIssuedShare() * measuredHold),
     holdMs: calibration.quietHoldMs,
     commitMs: calibration.quietHoldMs,
   };
+  if (!batched) return costs;
+  const row = calibration.rows.find((r) => r.label.startsWith('not hot') && isBatched(r.label));
+  if (!row) throw new Error('the calibration has no batched not-hot row: run npm run bench on this checkout');
+  return { ...costs, statementShare: statementShareOf(row, reference) };
+}
+
+interface Candidate {
+  design: Design;
+  batchMax: number;
 }
 
 interface Answer {
@@ -154,27 +219,67 @@ interface Answer {
   processes: number;
   rows: string;
   dbCores: number;
-  result: SimResult | null;
+  result: SimResult;
 }
 
-/** The smallest configuration that keeps up with `rate`, searched from what the CPU alone needs upward. */
-function smallestKeepingUp(design: Design, costs: Costs, rttMs: number, rate: number, requests: number): Answer & { design: string } {
+const labelOf = ({ design, batchMax }: Candidate) =>
+  (design.kind === 'slots' ? `${design.rows} slot${design.rows === 1 ? '' : 's'}` : design.kind) +
+  (batchMax > 1 ? `, batched (${batchMax})` : '');
+
+/**
+ * The smallest configuration that keeps up with `rate`, searched from what the CPU alone needs
+ * upward: the fewest database cores, then the fewest server processes. A batched design's CPU per
+ * request depends on its batches, which grow with what each process has waiting: fewer processes
+ * carry larger batches, so each count of processes is tried with the database cores it needs.
+ */
+function smallestKeepingUp(candidate: Candidate, costs: Costs, rttMs: number, rate: number, requests: number): Answer {
+  const { design, batchMax } = candidate;
   const workload = { requests, budgetCoupons: requests / 2 };
-  const minProcesses = Math.max(1, Math.ceil((rate * costs.appCpuMs) / 1000 / 0.8));
-  const minDb = Math.max(1, Math.ceil((rate * costs.dbCpuMs) / 1000 / 0.8));
-  const label = design.kind === 'slots' ? `${design.rows} slot${design.rows === 1 ? '' : 's'}` : design.kind;
+  const share = batchMax > 1 ? (costs.statementShare ?? { db: 0, app: 0 }) : { db: 0, app: 0 };
+  // Below these even batches of every request at once could not keep up.
+  const minProcesses = Math.max(1, Math.ceil((rate * costs.appCpuMs * (1 - share.app)) / 1000 / 0.8));
+  const minDb = Math.max(1, Math.ceil((rate * (costs.dbCpuMs + costs.holdMs / 2) * (1 - share.db)) / 1000 / 0.8));
   const rowsOf = (p: number) =>
     design.kind === 'slots' ? String(design.rows) : design.kind === 'leases' ? `${p} leases + 1 budget row` : '1';
+  const run = (p: number, d: number): Answer => {
+    const deployment = { ratePerSecond: rate, processes: p, poolPerProcess: POOL_PER_PROCESS, dbCores: d, rttMs, batchMax };
+    return {
+      design: labelOf(candidate),
+      rttMs,
+      processes: p,
+      rows: rowsOf(p),
+      dbCores: d,
+      result: simulate(design, costs, deployment, workload, 1, HOPELESS),
+    };
+  };
+  if (batchMax <= 1) return unbatchedSearch(run, minProcesses, minDb, rate);
+  let best: Answer | null = null;
+  let last: Answer | null = null;
+  for (const extra of [0, 1, 2, 3, 4, 6, 8, 12, 16, 24]) {
+    const p = minProcesses + extra;
+    // The fewest cores this many processes keep up on, if any within the reach of the unbatched design's.
+    for (let d = minDb; d <= Math.max(minDb + 24, 2 * minDb) && (!best || d < best.dbCores); d++) {
+      last = run(p, d);
+      if (keepsUp(last.result, rate)) {
+        if (!best || d < best.dbCores) best = last;
+        break;
+      }
+      if (last.result.overloaded && last.result.dbCpuMsPerRequest * rate < 1000 * d * 0.8) break;
+    }
+  }
+  return best ?? last!;
+}
+
+/** The unbatched designs' search: processes and cores grown together from their floors. */
+function unbatchedSearch(run: (p: number, d: number) => Answer, minProcesses: number, minDb: number, rate: number): Answer {
   let last: Answer | null = null;
   for (const extra of [0, 1, 2, 4, 8]) {
     for (const [p, d] of [
       [minProcesses + extra, minDb + Math.floor(extra / 2)],
       [minProcesses + Math.floor(extra / 2), minDb + extra],
     ] as const) {
-      const deployment = { ratePerSecond: rate, processes: p, poolPerProcess: POOL_PER_PROCESS, dbCores: d, rttMs };
-      const result = simulate(design, costs, deployment, workload, 1, HOPELESS);
-      last = { design: label, rttMs, processes: p, rows: rowsOf(p), dbCores: d, result };
-      if (keepsUp(result, rate)) return last;
+      last = run(p, d);
+      if (keepsUp(last.result, rate)) return last;
     }
   }
   return last!;
@@ -184,36 +289,73 @@ const keepsUp = (r: SimResult, rate: number) =>
   !r.overloaded && r.requestsPerSecond >= rate * KEEPS_UP && r.p99Ms < P99_LIMIT_MS && r.tryAgain === 0;
 
 function answer(calibration: Calibration, measured: Calibration, rate: number, requests: number) {
-  const costs = deploymentCosts(calibration, measured);
+  const costs = deploymentCosts(calibration, measured, false);
+  const batchedCosts = hasBatchedRows(calibration) ? deploymentCosts(calibration, measured, true) : null;
+  const batchMax = calibration.batchMax ?? DEFAULT_BATCH_MAX;
   console.log(
     `\n${rate.toLocaleString('en')} coupons/s offered (Poisson), ${requests.toLocaleString('en')} requests sold out half-way; a server process is one thread on a core of its own, ` +
       `${POOL_PER_PROCESS} connections; per request ${costs.appCpuMs.toFixed(2)} ms of server CPU and ${costs.dbCpuMs.toFixed(2)} ms of PostgreSQL CPU ` +
       `besides the hold (the not-hot row), and ${costs.holdMs.toFixed(2)} ms of PostgreSQL work while an issue holds its budget row (one client, one row). ` +
+      (batchedCosts?.statementShare
+        ? `Batched (COUPON_ISSUE_BATCH_MAX=${batchMax}): ${(batchedCosts.statementShare.db * 100).toFixed(0)} % of PostgreSQL's work and ` +
+          `${(batchedCosts.statementShare.app * 100).toFixed(0)} % of the server's paid once a statement (the not-hot batched row). `
+        : '') +
       `PostgreSQL's cores and each process's core shared by processor sharing. Keeps up: ` +
       `${KEEPS_UP * 100} % of the rate answered, p99 under ${P99_LIMIT_MS} ms, no TRY_AGAIN.\n`,
   );
   console.log(
-    '| design | round trip | server processes | budget rows | database cores | req/s | p99 ms | stranded at first refusal (coupons) | stranded at end | keeps up |',
+    '| design | round trip | server processes | budget rows | database cores | req/s | p99 ms | PostgreSQL CPU ms/req | issues per batch (share batched) | stranded at first refusal (coupons) | stranded at end | keeps up |',
   );
-  console.log('| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |');
-  const designs: Design[] = [
-    { kind: 'slots', rows: 1 },
-    { kind: 'slots', rows: 2 },
-    { kind: 'slots', rows: 4 },
-    { kind: 'slots', rows: 16 },
-    { kind: 'leases', leaseCoupons: calibration.hot.leaseCoupons },
-    { kind: 'serializable' },
+  console.log('| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |');
+  const candidates: Candidate[] = [
+    ...[1, 2, 4, 16].map((rows) => ({ design: { kind: 'slots', rows } as Design, batchMax: 1 })),
+    { design: { kind: 'leases', leaseCoupons: calibration.hot.leaseCoupons }, batchMax: 1 },
+    { design: { kind: 'serializable' }, batchMax: 1 },
+    ...(batchedCosts ? [1, 16].map((rows) => ({ design: { kind: 'slots', rows } as Design, batchMax })) : []),
   ];
   for (const rttMs of [1, 5]) {
-    for (const design of designs) {
-      const found = smallestKeepingUp(design, costs, rttMs, rate, requests);
-      const r = found.result!;
+    for (const candidate of candidates) {
+      const found = smallestKeepingUp(candidate, candidate.batchMax > 1 ? batchedCosts! : costs, rttMs, rate, requests);
+      const r = found.result;
       const ok = keepsUp(r, rate);
+      const batch = r.batching ? `${r.batching.membersPerBatch.toFixed(1)} (${(r.batching.share * 100).toFixed(0)} %)` : '-';
       console.log(
         `| ${found.design} | ${rttMs} ms | ${found.processes} | ${found.rows} | ${found.dbCores} | ${r.requestsPerSecond.toFixed(0)} | ${r.p99Ms.toFixed(1)} | ` +
+          `${r.dbCpuMsPerRequest.toFixed(2)} | ${batch} | ` +
           `${r.overloaded ? '-' : r.strandedAtFirstRefusal} | ${r.overloaded ? '-' : r.strandedAtEnd} | ${ok ? 'yes' : r.overloaded ? 'no: falls behind' : `no (TRY_AGAIN ${r.tryAgain})`} |`,
       );
     }
+  }
+  if (batchedCosts) lowLoad(costs, batchedCosts, batchMax);
+}
+
+const hasBatchedRows = (calibration: Calibration) => calibration.rows.some((r) => isBatched(r.label) && r.batching);
+
+/** What batching costs a request when there is little to batch: the same offered load with and without, on a process or two. */
+function lowLoad(costs: Costs, batchedCosts: Costs, batchMax: number) {
+  console.log(
+    '\nAt low load (one budget row, 1 ms round trip, 4 database cores): the latency batching adds where a process has little waiting\n',
+  );
+  console.log(
+    '| coupons/s | server processes | p50 ms unbatched | p50 ms batched | p99 ms unbatched | p99 ms batched | issues per batch (share batched) |',
+  );
+  console.log('| ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+  for (const [rate, processes] of [
+    [50, 1],
+    [200, 1],
+    [500, 2],
+    [1_000, 2],
+  ] as const) {
+    const deployment = { ratePerSecond: rate, processes, poolPerProcess: POOL_PER_PROCESS, dbCores: 4, rttMs: 1 };
+    const workload = { requests: Math.max(2_000, rate * 10), budgetCoupons: Math.max(2_000, rate * 10) };
+    const plain = simulate({ kind: 'slots', rows: 1 }, costs, deployment, workload);
+    const batched = simulate({ kind: 'slots', rows: 1 }, batchedCosts, { ...deployment, batchMax }, workload);
+    const batch = batched.batching
+      ? `${batched.batching.membersPerBatch.toFixed(1)} (${(batched.batching.share * 100).toFixed(0)} %)`
+      : '-';
+    console.log(
+      `| ${rate} | ${processes} | ${plain.p50Ms.toFixed(2)} | ${batched.p50Ms.toFixed(2)} | ${plain.p99Ms.toFixed(2)} | ${batched.p99Ms.toFixed(2)} | ${batch} |`,
+    );
   }
 }
 
