@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { Cores, Simulation } from './load/sim/engine.js';
 import { simulate, type Costs } from './load/sim/hot-path.js';
+import { statementShareOf } from './load/sim/main.js';
+import type { CalibratedRow } from './load/sim/calibration.js';
 
 // The simulation behind npm run sim against what queueing theory says of its simplest cases, so
 // that a broken engine or model fails here rather than answering the capacity question wrongly.
@@ -96,6 +98,95 @@ describe('the hot-path simulation', () => {
     );
     expect(result.tryAgain).toBe(0);
     expect(result.meanLatencyMs).toBeCloseTo(12 + 0.5, 6);
+  });
+});
+
+describe('the coalescer in the model (COUPON_ISSUE_BATCH_MAX)', () => {
+  it('never makes a lone request wait: one client takes exactly as long batched as not', () => {
+    const costs = { ...free, appCpuMs: 0.4, dbCpuMs: 0.2, holdMs: 0.3, statementShare: { db: 0.7, app: 0.3 } };
+    const run = (batchMax: number) =>
+      simulate({ kind: 'slots', rows: 1 }, costs, { ...roomy, clients: 1, rttMs: 1, batchMax }, { requests: 500, budgetCoupons: 1_000 });
+    expect(run(32).meanLatencyMs).toBeCloseTo(run(1).meanLatencyMs, 9);
+    expect(run(32).batching).toBeNull();
+  });
+
+  it('a batch holds the row once: with all of the hold the statement’s, one row serves a batch per hold', () => {
+    const costs = { ...free, holdMs: 1, statementShare: { db: 1, app: 0 } };
+    const run = (batchMax: number) =>
+      simulate(
+        { kind: 'slots', rows: 1 },
+        costs,
+        { ...roomy, clients: 64, rttMs: 0, batchMax },
+        { requests: 32_000, budgetCoupons: 32_000 },
+      );
+    const unbatched = run(1);
+    expect(unbatched.requestsPerSecond / 1_000).toBeGreaterThan(0.99);
+    expect(unbatched.requestsPerSecond / 1_000).toBeLessThan(1.001);
+    // 64 clients, one statement in flight: 32 wait each time one ends, and go as one.
+    const batched = run(32);
+    expect(batched.requestsPerSecond / 32_000).toBeGreaterThan(0.95);
+    expect(batched.requestsPerSecond / 32_000).toBeLessThan(1.001);
+    expect(batched.batching!.membersPerBatch).toBeCloseTo(32, 0);
+    // The statement's share paid once a batch: PostgreSQL's work per request is the hold over the batch.
+    expect(batched.dbCpuMsPerRequest).toBeCloseTo(1 / 32, 2);
+  });
+
+  it('fewer than MIN_BATCH waiting run alone, and a batch never carries more than batchMax', () => {
+    const costs = { ...free, appCpuMs: 0.2, dbCpuMs: 0.2, holdMs: 0.3, statementShare: { db: 0.7, app: 0.3 } };
+    const three = simulate(
+      { kind: 'slots', rows: 1 },
+      costs,
+      { ...roomy, clients: 4, rttMs: 1, batchMax: 32 },
+      { requests: 2_000, budgetCoupons: 2_000 },
+    );
+    // Four clients: at most three wait behind the one in flight, too few for a batch.
+    expect(three.batching).toBeNull();
+    const many = simulate(
+      { kind: 'slots', rows: 1 },
+      costs,
+      { ...roomy, clients: 200, rttMs: 1, batchMax: 8 },
+      { requests: 8_000, budgetCoupons: 8_000 },
+    );
+    expect(many.batching!.membersPerBatch).toBeLessThanOrEqual(8);
+    expect(many.batching!.membersPerBatch).toBeGreaterThan(7);
+  });
+
+  it('sells out exactly batched: the row with most room pays for what it can, the rest run alone', () => {
+    for (const rows of [1, 16]) {
+      const result = simulate(
+        { kind: 'slots', rows },
+        { ...free, appCpuMs: 0.2, dbCpuMs: 0.1, holdMs: 0.2, statementShare: { db: 0.7, app: 0.3 } },
+        { ...roomy, clients: 64, rttMs: 1, batchMax: 32 },
+        { requests: 3_000, budgetCoupons: 1_003 },
+      );
+      expect(result.batching).not.toBeNull();
+      expect(result.issued).toBe(1_003);
+      expect(result.issued + result.refused).toBe(3_000);
+      expect(result.strandedAtEnd).toBe(0);
+    }
+  });
+
+  it("fits the statement's share from a batched row and its unbatched one: batched / unbatched = 1 - s + s x statements per request", () => {
+    const row = (cpu: Record<string, number>, batching: CalibratedRow['batching']): CalibratedRow => ({
+      label: 'row',
+      requestsPerSecond: 1,
+      p99Ms: 1,
+      lockHoldMs: null,
+      retriesPerRequest: 0,
+      strandedAtFirstRefusalYen: null,
+      cpuMsPerRequest: cpu,
+      machineBusyCores: 1,
+      batching,
+    });
+    // 90 % of the requests in batches of 10: 0.1 + 0.09 = 0.19 statements a request.
+    const statements = 0.1 + 0.9 / 10;
+    const batched = row(
+      { PostgreSQL: 1 - 0.8 + 0.8 * statements, server: 2 * (1 - 0.3 + 0.3 * statements) },
+      { share: 0.9, membersPerBatch: 10 },
+    );
+    const share = statementShareOf(batched, row({ PostgreSQL: 1, server: 2 }, null));
+    expect(share.db).toBeCloseTo(0.8, 9);
+    expect(share.app).toBeCloseTo(0.3, 9);
   });
 });
 

@@ -318,10 +318,12 @@ function answer(calibration: Calibration, measured: Calibration, rate: number, r
       const found = smallestKeepingUp(candidate, candidate.batchMax > 1 ? batchedCosts! : costs, rttMs, rate, requests);
       const r = found.result;
       const ok = keepsUp(r, rate);
-      const batch = r.batching ? `${r.batching.membersPerBatch.toFixed(1)} (${(r.batching.share * 100).toFixed(0)} %)` : '-';
+      // A run stopped as hopeless has work begun for requests never answered: no per-request figures.
+      const batch =
+        r.batching && !r.overloaded ? `${r.batching.membersPerBatch.toFixed(1)} (${(r.batching.share * 100).toFixed(0)} %)` : '-';
       console.log(
         `| ${found.design} | ${rttMs} ms | ${found.processes} | ${found.rows} | ${found.dbCores} | ${r.requestsPerSecond.toFixed(0)} | ${r.p99Ms.toFixed(1)} | ` +
-          `${r.dbCpuMsPerRequest.toFixed(2)} | ${batch} | ` +
+          `${r.overloaded ? '-' : r.dbCpuMsPerRequest.toFixed(2)} | ${batch} | ` +
           `${r.overloaded ? '-' : r.strandedAtFirstRefusal} | ${r.overloaded ? '-' : r.strandedAtEnd} | ${ok ? 'yes' : r.overloaded ? 'no: falls behind' : `no (TRY_AGAIN ${r.tryAgain})`} |`,
       );
     }
