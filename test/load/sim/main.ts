@@ -8,7 +8,9 @@ Replays the bench's hot rows (1 ms round trip, 128 clients, sold out half-way) w
 bench measured on its machine (test/load/sim/calibration.json, written by npm run bench), prints
 measured and simulated side by side, then answers: how many server processes, budget rows or
 leases and database cores issue --rate coupons per second at 1 ms and at 5 ms round trip, with what
-p99 and stranded budget, for budget slots, budget leases and SERIALIZABLE. --hold-ms replaces the measured one-client hold: what if a budget row
+p99 and stranded budget, for budget slots, budget leases and SERIALIZABLE, and for slots with issues
+batched (COUPON_ISSUE_BATCH_MAX, fitted on the bench's batched rows), then what batching adds to
+latency at low load. --hold-ms replaces the measured one-client hold: what if a budget row
 were held that long (a database with cores of its own, where this machine's are all busy).`;
 
 /** The server's pool (DB_POOL_MAX's default). */
