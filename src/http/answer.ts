@@ -1,5 +1,11 @@
 import type { ServerResponse } from 'node:http';
 
+/**
+ * /actions' replies, made by the server itself (actions.ts) before they are written: no GraphQL
+ * library is involved. On a Node socket they are written whole; on the Fetch path they become a
+ * standard `Response`.
+ */
+
 /** A response as it goes out: status, headers and the whole body, with nothing of it read back. */
 export interface Answer {
   status: number;

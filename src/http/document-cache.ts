@@ -2,6 +2,12 @@ import type { DocumentNode, Token } from 'graphql';
 import { LRUCache } from 'lru-cache';
 
 /**
+ * The parsed-document caches Yoga is given through its public `parserAndValidationCache` option
+ * (yoga.ts): least-recently-used caches (`lru-cache`) bounded by the bytes their documents hold,
+ * not by their count. Nothing here runs or replaces Yoga's parser; it only decides what is kept.
+ */
+
+/**
  * Heap bytes one parsed token holds (its Token, its share of the AST nodes and their locations),
  * measured on graphql 16 with documents from 9 to 1,000 tokens: 290 to 500. Rounded up.
  */

@@ -21,6 +21,15 @@ import { requestIdOf, type RequestLine, type RequestLog } from './request-log.js
 import type { ServeFetch } from './serve-fetch.js';
 import type { GraphQLServer } from './yoga.js';
 
+/**
+ * A request on a Node socket, into Yoga. Public APIs only: Yoga's own Fetch classes
+ * (`yoga.fetchAPI.Request`) to build the request, `yoga.handleRequest(request, serverContext)` for
+ * /graphql's whole pipeline (every plugin's hooks, Yoga's negotiation and result processing), and
+ * the actions handler (`yoga.getResultForParams`, actions.ts) for /actions. The one decision made
+ * here is which requests are read straight off the socket instead of through the Fetch path
+ * (router.ts); what is served is the same either way (test/pipeline-hooks.isolated.test.ts).
+ */
+
 export interface NodeDispatchParts {
   yoga: GraphQLServer;
   serveFetch: ServeFetch;

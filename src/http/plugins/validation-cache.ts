@@ -4,6 +4,12 @@ import type { Counter } from 'prom-client';
 import type { Context } from '../../graphql/context.js';
 
 /**
+ * An envelop plugin on its public `onValidate` hook (`setResult`), with graphql-js's
+ * `getOperationAST`: the cache of validation results that Yoga's own is switched off for
+ * (`validationCache: false` in yoga.ts).
+ */
+
+/**
  * Validation runs once per parsed document: its result is kept beside the document (the parser's
  * cache hands the same document to every request with its text) and goes when the document does.
  * The rules are this server's own and never change, so the document alone is the key. (Yoga's own
