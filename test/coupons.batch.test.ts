@@ -1,7 +1,17 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
-import { asTenantAdmin, asUser, createTenant, createTestBackend, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
+import {
+  asTenantAdmin,
+  asUser,
+  createTenant,
+  createTestBackend,
+  errorCodes,
+  gql,
+  gqlOk,
+  type TestBackend,
+  type TestBackendOptions,
+} from './support/harness.js';
 import { waitFor, waitForLockWaiter } from './support/wait.js';
 import { fairAdmission, type Admission } from '../src/services/admission.js';
 import { tryAgain } from '../src/core/errors.js';
@@ -22,38 +32,46 @@ function counterValue(page: string, name: string): number {
 const TAPS = ['tap-a', 'tap-b', 'tap-a', 'tap-c', 'tap-b'];
 const CAP = 2_000;
 
-describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
-  let backend: TestBackend;
-  let holder: pg.Client;
+/**
+ * A backend with issue batching on (and `options`), the test tenant, and a client of the test's own
+ * that holds rows while issues queue, for the describe it is called in.
+ */
+function batchingBackend(options: TestBackendOptions = {}) {
+  const setup = {} as { backend: TestBackend; holder: pg.Client };
   beforeAll(async () => {
-    backend = await createTestBackend({ env: { COUPON_ISSUE_BATCH_MAX: '32' } });
-    await createTenant(backend, TENANT, CAP);
-    holder = new pg.Client({ connectionString: backend.databaseUrl });
-    await holder.connect();
+    setup.backend = await createTestBackend({ ...options, env: { COUPON_ISSUE_BATCH_MAX: '32', ...options.env } });
+    await createTenant(setup.backend, TENANT, CAP);
+    setup.holder = new pg.Client({ connectionString: setup.backend.databaseUrl });
+    await setup.holder.connect();
   });
   afterAll(async () => {
-    await holder.end();
-    await backend.close();
+    await setup.holder.end();
+    await setup.backend.close();
   });
+  return setup;
+}
+
+describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
+  const setup = batchingBackend();
 
   const createCampaign = (id: string, budgetYen: number, budgetSlots = 1) =>
     gqlOk(
-      backend.app.fetch,
+      setup.backend.app.fetch,
       CreateCampaignDocument,
       { input: { id, name: id, discountYen: 500, budgetYen, budgetSlots } },
       asTenantAdmin(TENANT),
     );
   const issue = (campaignId: string, member: string, key?: string) =>
     gql(
-      backend.app.fetch,
+      setup.backend.app.fetch,
       IssueCouponDocument,
       { input: { campaignId } },
       { ...asUser(TENANT, member), ...(key ? { 'idempotency-key': key } : {}) },
     );
   const statusOf = (reply: Awaited<ReturnType<typeof issue>>) => reply.body.data?.issueCoupon.status ?? JSON.stringify(reply.body.errors);
   const count = async (table: string, where: string, params: unknown[]) =>
-    Number((await backend.sql.query(`select count(*) as n from ${table} where ${where}`, params)).rows[0].n);
-  const coalescer = () => backend.services.issueCoalescer;
+    Number((await setup.backend.sql.query(`select count(*) as n from ${table} where ${where}`, params)).rows[0].n);
+  const coalescer = () => setup.backend.services.issueCoalescer;
 
   /** Sends `first` (its statement then waits on what `hold` locked), then `rest` (on `campaign` or several) once the first waits, and resolves once all of `rest` are queued behind it. */
   async function queuedBehind(
@@ -63,10 +81,10 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     rest: (() => ReturnType<typeof issue>)[],
   ) {
     const campaigns = typeof campaign === 'string' ? [campaign] : campaign;
-    await holder.query('begin');
-    await holder.query(hold);
+    await setup.holder.query('begin');
+    await setup.holder.query(hold);
     const firstReply = first();
-    await waitForLockWaiter(backend);
+    await waitForLockWaiter(setup.backend);
     const restReplies = rest.map((send) => send());
     const queued = () => campaigns.reduce((n, c) => n + coalescer().waiting(TENANT, c), 0);
     await waitFor(() => (queued() === rest.length ? true : undefined), `${rest.length} issues queued`);
@@ -86,7 +104,7 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
       () => issue('meet', 'meet-first'),
       members.map((m, i) => () => issue('meet', m, i === 3 ? 'meet-key' : undefined)),
     );
-    await holder.query('commit');
+    await setup.holder.query('commit');
     expect(statusOf(await firstReply)).toBe('ISSUED');
     const replies = await Promise.all(restReplies);
     expect(replies.map(statusOf)).toEqual(['ALREADY_ISSUED', ...members.slice(1).map(() => 'ISSUED')]);
@@ -94,7 +112,7 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     expect(coalescer().counts.members - before.members).toBe(members.length);
     expect(coalescer().counts.failed - before.failed).toBe(0);
     // What an operator sizes COUPON_ISSUE_BATCH_MAX by: the counts on /metrics.
-    const scraped = await backend.services.metrics.scrape();
+    const scraped = await setup.backend.services.metrics.scrape();
     expect(counterValue(scraped, 'coupon_issue_batches_total')).toBe(coalescer().counts.batches);
     expect(counterValue(scraped, 'coupon_issue_batched_members_total')).toBe(coalescer().counts.members);
     for (const [i, reply] of replies.entries()) {
@@ -104,15 +122,18 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
         amountYen: 500,
       });
     }
-    const coupons = await backend.sql.query(`select member_id, id from coupons where tenant_id = $1 and campaign_id = 'meet'`, [TENANT]);
+    const coupons = await setup.backend.sql.query(`select member_id, id from coupons where tenant_id = $1 and campaign_id = 'meet'`, [
+      TENANT,
+    ]);
     expect(coupons.rows).toHaveLength(members.length + 2);
     expect(await count('outbox_events', `tenant_id = $1 and payload->>'campaignId' = 'meet'`, [TENANT])).toBe(members.length + 2);
     expect(await count('audit_log', `tenant_id = $1 and operation = 'issueCoupon' and entity_ids[2] = 'meet'`, [TENANT])).toBe(
       members.length + 3,
     );
-    const slot = await backend.sql.query(`select issued_yen from campaign_budget_slots where tenant_id = $1 and campaign_id = 'meet'`, [
-      TENANT,
-    ]);
+    const slot = await setup.backend.sql.query(
+      `select issued_yen from campaign_budget_slots where tenant_id = $1 and campaign_id = 'meet'`,
+      [TENANT],
+    );
     expect(slot.rows[0].issued_yen).toBe((members.length + 2) * 500);
     // The keyed member's stored answer replays as it was first given.
     const resent = await issue('meet', members[3]!, 'meet-key');
@@ -144,7 +165,7 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
             issue(campaign, member),
       ),
     );
-    await holder.query('commit');
+    await setup.holder.query('commit');
     expect(statusOf(await firstReply)).toBe('ISSUED');
     const replies = await Promise.all(restReplies);
     expect(replies.map(statusOf)).toEqual(asks.map(() => 'ISSUED'));
@@ -154,7 +175,7 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     for (const [i, reply] of replies.entries()) {
       expect(reply.body.data?.issueCoupon.coupon).toMatchObject({ campaignId: asks[i]![0], memberId: asks[i]![1], amountYen: 500 });
     }
-    const issued = await backend.sql.query(
+    const issued = await setup.backend.sql.query(
       `select campaign_id, sum(issued_yen)::int as yen, count(*) filter (where issued_yen > 0)::int as slots_used
          from campaign_budget_slots where tenant_id = $1 and campaign_id like 'across-%' group by campaign_id order by campaign_id`,
       [TENANT],
@@ -164,7 +185,7 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
       { campaign_id: 'across-row', yen: 4 * 500, slots_used: 1 },
       { campaign_id: 'across-slots', yen: 4 * 500, slots_used: expect.any(Number) },
     ]);
-    const slotYen = await backend.sql.query(
+    const slotYen = await setup.backend.sql.query(
       `select issued_yen from campaign_budget_slots where tenant_id = $1 and campaign_id = 'across-slots' and issued_yen > 0`,
       [TENANT],
     );
@@ -181,7 +202,7 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
       () => issue('taps', 'taps-first'),
       TAPS.map((m) => () => issue('taps', m)),
     );
-    await holder.query('commit');
+    await setup.holder.query('commit');
     await firstReply;
     const statuses = (await Promise.all(restReplies)).map(statusOf);
     // Which of a member's taps is queued first is up to the server: one of them is ISSUED, the other ALREADY_ISSUED.
@@ -196,7 +217,7 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     await createCampaign('whole', 100_000);
     expect(statusOf(await issue('whole', 'learner'))).toBe('ISSUED');
     // capped's month row exists, so a transaction of the test's can lock it and take it to the cap.
-    await backend.sql.query(
+    await setup.backend.sql.query(
       `insert into member_monthly_usage (tenant_id, member_id, month, used_yen)
        select $1, 'capped', month, 0 from coupons where tenant_id = $1 and member_id = 'learner' and campaign_id = 'whole'`,
       [TENANT],
@@ -204,7 +225,7 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     let replies: Awaited<ReturnType<typeof issue>>[] = [];
     let failed = 0;
     // A second transaction takes capped's month row to the cap, uncommitted: the batch's snapshot reads room, its write waits.
-    const capper = new pg.Client({ connectionString: backend.databaseUrl });
+    const capper = new pg.Client({ connectionString: setup.backend.databaseUrl });
     await capper.connect();
     try {
       await capper.query('begin');
@@ -216,10 +237,10 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
         () => issue('whole', 'whole-first'),
         ['whole-a', 'capped', 'whole-b', 'whole-c'].map((m) => () => issue('whole', m)),
       );
-      await holder.query('commit');
+      await setup.holder.query('commit');
       expect(statusOf(await firstReply)).toBe('ISSUED');
       await waitFor(() => (coalescer().counts.batches > before.batches ? true : undefined), 'the batch');
-      await waitForLockWaiter(backend);
+      await waitForLockWaiter(setup.backend);
       await capper.query('commit');
       replies = await Promise.all(restReplies);
       failed = coalescer().counts.failed - before.failed;
@@ -231,9 +252,10 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     expect(await count('coupons', `tenant_id = $1 and campaign_id = 'whole'`, [TENANT])).toBe(5);
     expect(await count('coupons', `tenant_id = $1 and member_id = 'capped'`, [TENANT])).toBe(0);
     expect(await count('outbox_events', `tenant_id = $1 and payload->>'campaignId' = 'whole'`, [TENANT])).toBe(5);
-    const slot = await backend.sql.query(`select issued_yen from campaign_budget_slots where tenant_id = $1 and campaign_id = 'whole'`, [
-      TENANT,
-    ]);
+    const slot = await setup.backend.sql.query(
+      `select issued_yen from campaign_budget_slots where tenant_id = $1 and campaign_id = 'whole'`,
+      [TENANT],
+    );
     expect(slot.rows[0].issued_yen).toBe(5 * 500);
   });
 });
@@ -242,51 +264,41 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
 // each, a batch still gathers every issue that arrived while its statement was held.
 describe('issueCoupon batching with fewer connections and turns than waiting issues', () => {
   const WAITING = 12;
-  let backend: TestBackend;
-  let holder: pg.Client;
-  beforeAll(async () => {
-    backend = await createTestBackend({ env: { COUPON_ISSUE_BATCH_MAX: '32', DB_POOL_MAX: '2', MAX_IN_FLIGHT: '2' } });
-    await createTenant(backend, TENANT, CAP);
-    holder = new pg.Client({ connectionString: backend.databaseUrl });
-    await holder.connect();
-  });
-  afterAll(async () => {
-    await holder.end();
-    await backend.close();
-  });
+  const setup = batchingBackend({ env: { DB_POOL_MAX: '2', MAX_IN_FLIGHT: '2' } });
 
   const issue = (member: string) =>
-    gql(backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'narrow' } }, asUser(TENANT, member));
+    gql(setup.backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'narrow' } }, asUser(TENANT, member));
 
   it(`gathers ${WAITING} waiting issues into one batch on a pool of 2 and 2 turns: each its own coupon`, async () => {
     await gqlOk(
-      backend.app.fetch,
+      setup.backend.app.fetch,
       CreateCampaignDocument,
       { input: { id: 'narrow', name: 'narrow', discountYen: 500, budgetYen: 100_000, budgetSlots: 1 } },
       asTenantAdmin(TENANT),
     );
     // The first issue teaches the process the campaign's shape: only a known shape is batched.
     expect((await issue('narrow-learner')).body.data?.issueCoupon.status).toBe('ISSUED');
-    const coalescer = backend.services.issueCoalescer;
+    const coalescer = setup.backend.services.issueCoalescer;
     const before = { ...coalescer.counts, sizes: [...coalescer.counts.sizes] };
-    await holder.query('begin');
-    await holder.query(`select 1 from campaign_budget_slots where tenant_id = '${TENANT}' and campaign_id = 'narrow' for update`);
+    await setup.holder.query('begin');
+    await setup.holder.query(`select 1 from campaign_budget_slots where tenant_id = '${TENANT}' and campaign_id = 'narrow' for update`);
     const first = issue('narrow-first');
-    await waitForLockWaiter(backend);
+    await waitForLockWaiter(setup.backend);
     const members = Array.from({ length: WAITING }, (_, i) => `narrow-${i}`);
     const replies = members.map((member) => issue(member));
     // Each holding its turn and connection, at most one could wait (two turns, one of them the statement's in flight).
     await waitFor(() => (coalescer.waiting(TENANT, 'narrow') === WAITING ? true : undefined), `${WAITING} issues waiting`, 60_000);
-    await holder.query('commit');
+    await setup.holder.query('commit');
     expect((await first).body.data?.issueCoupon.status).toBe('ISSUED');
     expect((await Promise.all(replies)).map((reply) => reply.body.data?.issueCoupon.status ?? reply.body.errors)).toEqual(
       members.map(() => 'ISSUED'),
     );
     expect(coalescer.counts.batches - before.batches).toBe(1);
     expect((coalescer.counts.sizes[WAITING] ?? 0) - (before.sizes[WAITING] ?? 0)).toBe(1);
-    const coupons = await backend.sql.query(`select count(*)::int as n from coupons where tenant_id = $1 and campaign_id = 'narrow'`, [
-      TENANT,
-    ]);
+    const coupons = await setup.backend.sql.query(
+      `select count(*)::int as n from coupons where tenant_id = $1 and campaign_id = 'narrow'`,
+      [TENANT],
+    );
     expect(coupons.rows[0].n).toBe(WAITING + 2);
   });
 });
@@ -297,61 +309,53 @@ describe('issueCoupon batching with fewer connections and turns than waiting iss
 // answers TRY_AGAIN having written nothing; the line is free for the next issue.
 describe('issueCoupon batching when a waiting issue gets no turn back', () => {
   const MEMBERS = ['unturned-a', 'unturned-b', 'unturned-c', 'unturned-d'];
-  let backend: TestBackend;
-  let holder: pg.Client;
   let refuseTurns = false;
-  beforeAll(async () => {
-    backend = await createTestBackend({
-      env: { COUPON_ISSUE_BATCH_MAX: '32' },
-      algorithms: {
-        admissionPolicy: (options) => {
-          const fair = fairAdmission(options);
-          const refusing: Admission = {
-            admit: (key, signal, deadline) =>
-              refuseTurns
-                ? { ok: false, error: tryAgain('no turn for the test', { reason: 'busy', retryAfterMs: 0 }) }
-                : fair.admit(key, signal, deadline),
-            stats: () => fair.stats(),
-          };
-          return refusing;
-        },
+  const setup = batchingBackend({
+    algorithms: {
+      admissionPolicy: (options) => {
+        const fair = fairAdmission(options);
+        const refusing: Admission = {
+          admit: (key, signal, deadline) =>
+            refuseTurns
+              ? { ok: false, error: tryAgain('no turn for the test', { reason: 'busy', retryAfterMs: 0 }) }
+              : fair.admit(key, signal, deadline),
+          stats: () => fair.stats(),
+        };
+        return refusing;
       },
-    });
-    await createTenant(backend, TENANT, CAP);
-    holder = new pg.Client({ connectionString: backend.databaseUrl });
-    await holder.connect();
-  });
-  afterAll(async () => {
-    await holder.end();
-    await backend.close();
+    },
   });
 
   const issue = (member: string) =>
-    gql(backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'unturned' } }, asUser(TENANT, member));
+    gql(setup.backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'unturned' } }, asUser(TENANT, member));
   const countFor = async (table: string, memberColumn: string) =>
     Number(
-      (await backend.sql.query(`select count(*) as n from ${table} where tenant_id = $1 and ${memberColumn} = any($2)`, [TENANT, MEMBERS]))
-        .rows[0].n,
+      (
+        await setup.backend.sql.query(`select count(*) as n from ${table} where tenant_id = $1 and ${memberColumn} = any($2)`, [
+          TENANT,
+          MEMBERS,
+        ])
+      ).rows[0].n,
     );
 
   it('answers TRY_AGAIN for every member, writes nothing for them, and leaves the line free', async () => {
     await gqlOk(
-      backend.app.fetch,
+      setup.backend.app.fetch,
       CreateCampaignDocument,
       { input: { id: 'unturned', name: 'unturned', discountYen: 500, budgetYen: 100_000, budgetSlots: 1 } },
       asTenantAdmin(TENANT),
     );
     expect((await issue('unturned-learner')).body.data?.issueCoupon.status).toBe('ISSUED');
-    const coalescer = backend.services.issueCoalescer;
+    const coalescer = setup.backend.services.issueCoalescer;
     const before = { ...coalescer.counts };
-    await holder.query('begin');
-    await holder.query(`select 1 from campaign_budget_slots where tenant_id = '${TENANT}' and campaign_id = 'unturned' for update`);
+    await setup.holder.query('begin');
+    await setup.holder.query(`select 1 from campaign_budget_slots where tenant_id = '${TENANT}' and campaign_id = 'unturned' for update`);
     const first = issue('unturned-first');
-    await waitForLockWaiter(backend);
+    await waitForLockWaiter(setup.backend);
     const replies = MEMBERS.map((member) => issue(member));
     await waitFor(() => (coalescer.waiting(TENANT, 'unturned') === MEMBERS.length ? true : undefined), 'the members waiting');
     refuseTurns = true;
-    await holder.query('commit');
+    await setup.holder.query('commit');
     expect((await first).body.data?.issueCoupon.status).toBe('ISSUED');
     const answers = await Promise.all(replies);
     refuseTurns = false;
