@@ -32,6 +32,18 @@ function counterValue(page: string, name: string): number {
 const TAPS = ['tap-a', 'tap-b', 'tap-a', 'tap-c', 'tap-b'];
 const CAP = 2_000;
 
+/** A campaign of one budget row whose shape the process has learned (only a known shape is batched): its first coupon is issued. */
+async function learnedCampaign(backend: TestBackend, id: string) {
+  await gqlOk(
+    backend.app.fetch,
+    CreateCampaignDocument,
+    { input: { id, name: id, discountYen: 500, budgetYen: 100_000, budgetSlots: 1 } },
+    asTenantAdmin(TENANT),
+  );
+  const first = await gql(backend.app.fetch, IssueCouponDocument, { input: { campaignId: id } }, asUser(TENANT, `${id}-learner`));
+  expect(first.body.data?.issueCoupon.status).toBe('ISSUED');
+}
+
 /**
  * A backend with issue batching on (and `options`), the test tenant, and a client of the test's own
  * that holds rows while issues queue, for the describe it is called in.
@@ -270,14 +282,7 @@ describe('issueCoupon batching with fewer connections and turns than waiting iss
     gql(setup.backend.app.fetch, IssueCouponDocument, { input: { campaignId: 'narrow' } }, asUser(TENANT, member));
 
   it(`gathers ${WAITING} waiting issues into one batch on a pool of 2 and 2 turns: each its own coupon`, async () => {
-    await gqlOk(
-      setup.backend.app.fetch,
-      CreateCampaignDocument,
-      { input: { id: 'narrow', name: 'narrow', discountYen: 500, budgetYen: 100_000, budgetSlots: 1 } },
-      asTenantAdmin(TENANT),
-    );
-    // The first issue teaches the process the campaign's shape: only a known shape is batched.
-    expect((await issue('narrow-learner')).body.data?.issueCoupon.status).toBe('ISSUED');
+    await learnedCampaign(setup.backend, 'narrow');
     const coalescer = setup.backend.services.issueCoalescer;
     const before = { ...coalescer.counts, sizes: [...coalescer.counts.sizes] };
     await setup.holder.query('begin');
@@ -339,13 +344,7 @@ describe('issueCoupon batching when a waiting issue gets no turn back', () => {
     );
 
   it('answers TRY_AGAIN for every member, writes nothing for them, and leaves the line free', async () => {
-    await gqlOk(
-      setup.backend.app.fetch,
-      CreateCampaignDocument,
-      { input: { id: 'unturned', name: 'unturned', discountYen: 500, budgetYen: 100_000, budgetSlots: 1 } },
-      asTenantAdmin(TENANT),
-    );
-    expect((await issue('unturned-learner')).body.data?.issueCoupon.status).toBe('ISSUED');
+    await learnedCampaign(setup.backend, 'unturned');
     const coalescer = setup.backend.services.issueCoalescer;
     const before = { ...coalescer.counts };
     await setup.holder.query('begin');
