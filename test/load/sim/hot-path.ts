@@ -98,9 +98,10 @@ export interface SimResult {
   /** Mean requests in the system (Little's law: this equals throughput times mean latency). */
   meanInSystem: number;
   wallMs: number;
-  /** PostgreSQL's work per request answered, and the server processes' (their statements' share included). */
+  /** PostgreSQL's work per request answered (meaningless in a run stopped as overloaded: work begun for requests never answered). */
   dbCpuMsPerRequest: number;
-  appCpuMsPerRequest: number;
+  /** Mean database cores busy over the run (the deployment's own cores, or the bench machine's shared ones). */
+  dbBusyCores: number;
   /** With batching: the share of the requests batches carried and the mean issues a batch, as the server's counters count them; null when none ran. */
   batching: { share: number; membersPerBatch: number } | null;
 }
@@ -192,7 +193,6 @@ export function simulate(
   }
 
   let dbWork = 0;
-  let appWork = 0;
   /** `ms` of PostgreSQL's work, on the database's cores. */
   function* onDb(ms: number): Process {
     dbWork += Math.max(0, ms);
@@ -200,7 +200,6 @@ export function simulate(
   }
   /** `ms` of server process `process`'s work, on its thread. */
   function* onApp(process: number, ms: number): Process {
-    appWork += Math.max(0, ms);
     yield* onThread(appThreads[process]!, appCores[process]!, ms);
   }
 
@@ -515,7 +514,7 @@ export function simulate(
     meanInSystem: wallMs > 0 ? inSystemIntegral / wallMs : 0,
     wallMs,
     dbCpuMsPerRequest: dbWork / Math.max(1, latencies.length),
-    appCpuMsPerRequest: appWork / Math.max(1, latencies.length),
+    dbBusyCores: db.utilisation(),
     batching:
       batches.count > 0
         ? { share: batches.members / Math.max(1, latencies.length), membersPerBatch: batches.members / batches.count }

@@ -266,7 +266,8 @@ function smallestKeepingUp(candidate: Candidate, costs: Costs, rttMs: number, ra
         if (!best || d < best.dbCores) best = last;
         break;
       }
-      if (last.result.overloaded && last.result.dbCpuMsPerRequest * rate < 1000 * d * 0.8) break;
+      // Behind with the database's cores not even busy: the processes are short, more cores will not help.
+      if (last.result.overloaded && last.result.dbBusyCores < 0.8 * d) break;
     }
   }
   return best ?? last!;
