@@ -261,6 +261,9 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     }
     expect(replies.map(statusOf)).toEqual(['ISSUED', 'MONTHLY_CAP', 'ISSUED', 'ISSUED']);
     expect(failed).toBe(1);
+    expect(counterValue(await setup.backend.services.metrics.scrape(), 'coupon_issue_batches_failed_total')).toBe(
+      coalescer().counts.failed,
+    );
     expect(await count('coupons', `tenant_id = $1 and campaign_id = 'whole'`, [TENANT])).toBe(5);
     expect(await count('coupons', `tenant_id = $1 and member_id = 'capped'`, [TENANT])).toBe(0);
     expect(await count('outbox_events', `tenant_id = $1 and payload->>'campaignId' = 'whole'`, [TENANT])).toBe(5);
