@@ -155,6 +155,23 @@ export function wholeNumber(spec: Described & { default: Default<number>; min: n
   };
 }
 
+/** A port of one's own choosing from 1024 up, or 0: an unused one, chosen at each start. */
+export function portOrAny(spec: Described & { default: number }): Variable<number> {
+  return {
+    name: spec.name,
+    doc: spec.doc,
+    shownDefault: String(spec.default),
+    accepts: '0 (any unused port), or 1024 to 65535',
+    read(env) {
+      const raw = readString(env, spec.name);
+      if (raw === null) return spec.default;
+      const port = parseWholeNumber(raw, spec.name, 0, 65_535);
+      if (port > 0 && port < 1024) throw new ConfigError(spec.name, `expected 0 or a number from 1024 to 65535, got ${port}`);
+      return port;
+    },
+  };
+}
+
 /** A whole number, or unset for "no limit". */
 export function optionalWholeNumber(spec: Described & { min: number; max: number }): Variable<number | null> {
   return {

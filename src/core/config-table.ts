@@ -19,6 +19,7 @@ import {
   parseHttpUrl,
   secret,
   text,
+  portOrAny,
   wholeNumber,
   type Known,
 } from './config-kinds.js';
@@ -386,12 +387,10 @@ export const CONFIG_TABLE = {
     }),
   }),
   embeddedPostgres: group('The embedded PostgreSQL (development and tests)', {
-    port: wholeNumber({
+    port: portOrAny({
       name: 'EMBEDDED_PG_PORT',
       default: 54_329,
-      min: 1024,
-      max: 65_535,
-      doc: 'port of the embedded PostgreSQL (loopback only)',
+      doc: 'port of the embedded PostgreSQL (loopback only); 0 picks an unused one at each start (`npm run -s db:url` finds it while it runs)',
     }),
     dataDir: folder({
       name: 'EMBEDDED_PG_DATA_DIR',

@@ -3,9 +3,11 @@ import { randomBytes } from 'node:crypto';
 import { access, chmod, chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { Logger } from '../core/logger.js';
+import { onUnusedPort } from './loopback-port.js';
 import { DEFAULT_SHARED_DIR, postgresUser, reachablePlaces, SUPERUSER, type Binaries, type RunAs } from './embedded-access.js';
 
 /**
@@ -26,6 +28,7 @@ export interface EmbeddedPostgres {
 
 export interface EmbeddedPostgresOptions {
   dataDir: string;
+  /** The loopback port; 0: an unused one, chosen at each start (and again when another program takes it first). */
   port: number;
   log: Logger;
   /** Trade durability for speed (fsync off): for throwaway test clusters only. */
@@ -46,6 +49,25 @@ export interface EmbeddedPostgresOptions {
 export class EmbeddedPostgresUnavailableError extends Error {
   override name = 'EmbeddedPostgresUnavailableError';
   readonly exitCode = 2;
+}
+
+/**
+ * The port is another program's: a server of someone else's may answer there, and nothing of
+ * ours may be written to it. The setting must change (or the other program stop), so start-up
+ * stops (exit 1) naming both.
+ */
+export class EmbeddedPostgresPortTakenError extends Error {
+  override name = 'EmbeddedPostgresPortTakenError';
+  readonly exitCode = 1;
+  constructor(
+    readonly port: number,
+    detail: string,
+  ) {
+    super(
+      `Port ${port} of the embedded PostgreSQL is taken by another program: set EMBEDDED_PG_PORT to a free port ` +
+        `(0 picks one at each start), or stop that program. (${detail})`,
+    );
+  }
 }
 
 const PASSWORD_FILE = 'app-password';
@@ -73,13 +95,15 @@ function isAlive(pid: number): boolean {
   }
 }
 
-interface RunningPostmaster {
+interface PostmasterPid {
   pid: number;
   port: number;
+  /** Line 8 since PostgreSQL 10: `starting`, `ready` (accepting connections) or `stopping`. */
+  status: string;
 }
 
-/** The postmaster that holds the data folder now, if any (postmaster.pid: pid first, port fourth). */
-async function runningPostmaster(dataDir: string): Promise<RunningPostmaster | null> {
+/** What the postmaster holding the data folder wrote of itself (pid first, port fourth, status eighth), or null. */
+async function readPostmasterPid(dataDir: string): Promise<PostmasterPid | null> {
   let lines: string[];
   try {
     lines = (await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8')).split('\n');
@@ -87,9 +111,14 @@ async function runningPostmaster(dataDir: string): Promise<RunningPostmaster | n
     return null;
   }
   const pid = Number(lines[0]);
-  const port = Number(lines[3]);
-  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return null;
-  return { pid, port };
+  if (!Number.isInteger(pid) || pid <= 0) return null;
+  return { pid, port: Number(lines[3]), status: (lines[7] ?? '').trim() };
+}
+
+/** The postmaster that holds the data folder now, if any. */
+async function runningPostmaster(dataDir: string): Promise<PostmasterPid | null> {
+  const found = await readPostmasterPid(dataDir);
+  return found && isAlive(found.pid) ? found : null;
 }
 
 /** The live process that started a PostgreSQL server: its pid and command line. */
@@ -154,38 +183,73 @@ async function readPassword(dataDir: string): Promise<string | null> {
   }
 }
 
-async function waitUntilReady(url: string, child: ChildProcess, stderrTail: () => string) {
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      const tail = stderrTail();
-      if (/could not bind .* Address already in use/.test(tail)) {
-        throw new EmbeddedPostgresUnavailableError(
-          `Port ${new URL(url).port} of the embedded PostgreSQL is taken by another program: set EMBEDDED_PG_PORT to a free port. (${tail})`,
-        );
-      }
-      throw new Error(`PostgreSQL exited during start-up: ${tail}`);
-    }
-    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
-    client.on('error', () => {});
-    try {
-      await client.connect();
-      await client.query('select 1');
-      await client.end();
-      return;
-    } catch {
-      await client.end().catch(() => {});
-      if (Date.now() > deadline) throw new Error(`PostgreSQL did not accept connections in time: ${stderrTail()}`);
-      await sleep(100);
-    }
+/**
+ * The setting each start passes to its postmaster with a value of its own: read back through the
+ * port, it proves the answer came from this start's server, not from whatever else listens there.
+ */
+const START_ID_SETTING = 'mutation_backend.start_id';
+
+/** What PostgreSQL prints when it cannot listen on its port (LC_MESSAGES=C). */
+const PORT_TAKEN_LOG = /could not bind .*Address already in use|could not create any TCP\/IP sockets/;
+
+interface OwnServer {
+  child: ChildProcess;
+  dataDir: string;
+  port: number;
+  startId: string;
+  connectionString: string;
+  stderrTail: () => string;
+}
+
+/** The reason a postgres child ended before it was ready: its port taken, or what it printed last. */
+function exitedEarly(server: OwnServer): Error {
+  const tail = server.stderrTail();
+  const bind = tail.split('\n').find((line) => PORT_TAKEN_LOG.test(line));
+  if (bind) return new EmbeddedPostgresPortTakenError(server.port, `PostgreSQL: ${bind.replace(/^.*?(LOG|FATAL): +/, '')}`);
+  return new Error(`PostgreSQL exited during start-up: ${tail}`);
+}
+
+/** This start's postmaster, once it says it accepts connections in its own postmaster.pid. */
+async function ownPostmasterReady(server: OwnServer): Promise<boolean> {
+  const written = await readPostmasterPid(server.dataDir);
+  return written !== null && written.pid === server.child.pid && written.port === server.port && written.status === 'ready';
+}
+
+/** The start id of the server that answers on the port, read with this cluster's password. */
+async function startIdOnPort(connectionString: string): Promise<string | null> {
+  const client = new pg.Client({ connectionString, connectionTimeoutMillis: 5_000 });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    const { rows } = await client.query<{ id: string | null }>('select current_setting($1, true) as id', [START_ID_SETTING]);
+    return rows[0]?.id ?? null;
+  } finally {
+    await client.end().catch(() => {});
   }
 }
 
 /**
- * Starts the cluster in `dataDir`, or attaches to it when another live process (a running
- * `npm start`) already serves it: then stop() leaves it running for its owner. A server left
- * behind by a killed process is stopped and started again under this one.
+ * Ready when the child this start spawned says so in its postmaster.pid, and the server answering
+ * on the port reads back this start's id. Something else answering on the port is never taken for
+ * ours: a port another server holds makes our postmaster exit (could not bind), and is an error.
  */
+async function waitUntilOwnServerReady(server: OwnServer): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  const { child } = server;
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
+  while (!(await ownPostmasterReady(server))) {
+    if (exited()) throw exitedEarly(server);
+    if (Date.now() > deadline) throw new Error(`PostgreSQL did not accept connections in time: ${server.stderrTail()}`);
+    await sleep(50);
+  }
+  const answered = await startIdOnPort(server.connectionString).catch((error: Error) => `(${error.message})`);
+  if (exited()) throw exitedEarly(server);
+  if (answered !== server.startId) {
+    throw new EmbeddedPostgresPortTakenError(server.port, `another server answered on it: ${answered ?? 'no start id'}`);
+  }
+}
+
+/** The connection string of the cluster on `port`, for one of its databases (`postgres` unless named). */
 function connectionStringFor(port: number, password: string) {
   return (database = 'postgres') => `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
 }
@@ -254,12 +318,12 @@ async function takeOverRunning(options: EmbeddedPostgresOptions, dataDir: string
   return null;
 }
 
-function postgresFlags(options: EmbeddedPostgresOptions, dataDir: string): string[] {
+function postgresFlags(options: EmbeddedPostgresOptions, dataDir: string, port: number): string[] {
   return [
     '-D',
     dataDir,
     '-p',
-    String(options.port),
+    String(port),
     '-c',
     'listen_addresses=127.0.0.1',
     '-c',
@@ -270,13 +334,15 @@ function postgresFlags(options: EmbeddedPostgresOptions, dataDir: string): strin
   ];
 }
 
-/** The postgres process this one started: started again by restart(), stopped by stop(). */
+/** The postgres process this one started on one port: started again by restart(), stopped by stop(). */
 class PostgresChild {
   private child: ChildProcess | null = null;
   private readonly killOnExit = () => this.child?.kill('SIGINT');
 
   constructor(
     private readonly binaries: Binaries,
+    private readonly dataDir: string,
+    private readonly port: number,
     private readonly flags: string[],
     private readonly runAs: RunAs | null,
     private readonly connectionString: () => string,
@@ -285,7 +351,8 @@ class PostgresChild {
 
   async start(): Promise<void> {
     let tail = '';
-    const spawned = spawn(this.binaries.postgres, this.flags, {
+    const startId = randomBytes(12).toString('hex');
+    const spawned = spawn(this.binaries.postgres, [...this.flags, '-c', `${START_ID_SETTING}=${startId}`], {
       ...(this.runAs ?? {}),
       detached: true,
       stdio: ['ignore', 'ignore', 'pipe'],
@@ -297,43 +364,62 @@ class PostgresChild {
       for (const line of chunk.split('\n')) if (line.trim()) this.log.debug({ postgres: line.trim() }, 'postgres');
     });
     spawned.unref();
-    await waitUntilReady(this.connectionString(), spawned, () => tail.trim());
     process.on('exit', this.killOnExit);
+    const server = { child: spawned, dataDir: this.dataDir, port: this.port, startId, connectionString: this.connectionString() };
+    try {
+      await waitUntilOwnServerReady({ ...server, stderrTail: () => tail.trim() });
+    } catch (error) {
+      await this.stop();
+      throw error;
+    }
   }
 
   async stop(): Promise<void> {
     const running = this.child;
-    if (!running || running.exitCode !== null || running.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
-    // The child is unref'd so it never keeps Node alive by itself; while we wait for it, it must.
-    running.ref();
-    // SIGINT is PostgreSQL's "fast" shutdown: roll back open transactions, checkpoint, exit.
-    running.kill('SIGINT');
-    const timedOut = await Promise.race([exited.then(() => false), sleep(STOP_TIMEOUT_MS, true, { ref: false })]);
-    if (timedOut) {
-      running.kill('SIGKILL');
-      await exited;
+    if (!running) return;
+    if (running.exitCode === null && running.signalCode === null) {
+      const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
+      // The child is unref'd so it never keeps Node alive by itself; while we wait for it, it must.
+      running.ref();
+      // SIGINT is PostgreSQL's "fast" shutdown: roll back open transactions, checkpoint, exit.
+      running.kill('SIGINT');
+      const timedOut = await Promise.race([exited.then(() => false), sleep(STOP_TIMEOUT_MS, true, { ref: false })]);
+      if (timedOut) {
+        running.kill('SIGKILL');
+        await exited;
+      }
     }
     process.off('exit', this.killOnExit);
     this.child = null;
   }
 }
 
-export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
-  const { log, port } = options;
-  const { binaries, dataDir, runAs } = await placeServer(options);
-  const shared = await takeOverRunning(options, dataDir);
-  if (shared) return shared;
-  const existing = await readPassword(dataDir);
-  if (existing === null && options.create === false) {
-    throw new EmbeddedPostgresUnavailableError(
-      `No embedded database in ${dataDir} yet: npm start creates it. Or set DATABASE_URL (EMBEDDED_PG_DATA_DIR names another folder).`,
-    );
-  }
-  const password = existing ?? (await initialise(binaries, dataDir, runAs, log));
-  if (runAs) await chmod(dataDir, 0o700);
+/** A new cluster is made only on a port that is free: one taken now stops the start before anything is written. */
+async function refuseTakenPort(port: number): Promise<void> {
+  const answered = await new Promise<boolean>((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    socket.setTimeout(2_000, () => socket.destroy());
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('close', () => resolve(false));
+    socket.once('error', () => {});
+  });
+  if (answered) throw new EmbeddedPostgresPortTakenError(port, 'something accepts connections on it');
+}
+
+/** The cluster of `dataDir`, started on `port` (already known free of other programs, or refused). */
+async function startCluster(
+  options: EmbeddedPostgresOptions,
+  placed: { binaries: Binaries; dataDir: string; runAs: RunAs | null },
+  password: string,
+  port: number,
+): Promise<EmbeddedPostgres> {
+  const { log } = options;
+  const { binaries, dataDir, runAs } = placed;
   const connectionString = connectionStringFor(port, password);
-  const server = new PostgresChild(binaries, postgresFlags(options, dataDir), runAs, connectionString, log);
+  const server = new PostgresChild(binaries, dataDir, port, postgresFlags(options, dataDir, port), runAs, connectionString, log);
   const start = async () => {
     await server.start();
     log.info({ port, dataDir }, 'embedded PostgreSQL is ready');
@@ -349,4 +435,39 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       await start();
     },
   };
+}
+
+/**
+ * Starts the cluster in `dataDir` (made first when missing and `create` allows), or attaches to
+ * it when another live process (a running `npm start`) already serves it: then stop() leaves it
+ * running for its owner. A server left behind by a killed process is stopped and started again
+ * under this one. It is ready only once its own postmaster says so and answers with this start's
+ * id; a port another program holds is EmbeddedPostgresPortTakenError, with nothing written there.
+ *
+ * @example const postgres = await startEmbeddedPostgres({ dataDir: '.data/postgres', port: 0, log });
+ */
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+  const { log, port } = options;
+  const chosen = port === 0;
+  const fresh = (await readPassword(options.dataDir)) === null;
+  if (fresh && options.create === false) {
+    throw new EmbeddedPostgresUnavailableError(
+      `No embedded database in ${options.dataDir} yet: npm start creates it. Or set DATABASE_URL (EMBEDDED_PG_DATA_DIR names another folder).`,
+    );
+  }
+  if (fresh && !chosen) await refuseTakenPort(port);
+  const placed = await placeServer(options);
+  const shared = await takeOverRunning(options, placed.dataDir);
+  if (shared) return shared;
+  const password = (await readPassword(placed.dataDir)) ?? (await initialise(placed.binaries, placed.dataDir, placed.runAs, log));
+  if (placed.runAs) await chmod(placed.dataDir, 0o700);
+  if (!chosen) return startCluster(options, placed, password, port);
+  return onUnusedPort(
+    (candidate) =>
+      startCluster(options, placed, password, candidate).catch((error: unknown) => {
+        if (error instanceof EmbeddedPostgresPortTakenError) log.warn({ port: candidate }, 'another program took the port first; trying another');
+        throw error;
+      }),
+    (error) => error instanceof EmbeddedPostgresPortTakenError,
+  );
 }
