@@ -2,7 +2,6 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from './support/ports.js';
 import { captureOutput, spawnScript, stopScript, type ScriptEnv } from './support/scripts.js';
 import { waitFor } from './support/wait.js';
 
@@ -10,7 +9,7 @@ import { waitFor } from './support/wait.js';
 
 /** The banner `npm start` prints with these settings, the server stopped once it has. */
 async function bannerOf(env: ScriptEnv): Promise<string> {
-  const server = spawnScript('src/entry/main.ts', { PORT: String(await freePort()), EMBEDDED_PG_PORT: String(await freePort()), ...env });
+  const server = spawnScript('src/entry/main.ts', { PORT: '0', EMBEDDED_PG_PORT: '0', ...env });
   const output = captureOutput(server);
   try {
     await waitFor(() => output().includes('Background workers:') || server.exitCode !== null || undefined, 'the banner', 120_000);

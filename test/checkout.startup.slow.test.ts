@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestBackend, type TestBackend } from './support/harness.js';
-import { freePort } from './support/ports.js';
 import { captureOutput, spawnScript, stopScript } from './support/scripts.js';
 import { waitFor } from './support/wait.js';
 
@@ -19,7 +18,7 @@ describe('the payment provider at start-up', () => {
     const child = spawnScript('src/entry/main.ts', {
       DATABASE_URL: backend.databaseUrl,
       RUN_WORKERS: 'false',
-      PORT: String(await freePort()),
+      PORT: '0',
       ...env,
     });
     const output = captureOutput(child);

@@ -1,11 +1,11 @@
-import { createServer, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mutate, MutationError, type Transport } from '../src/client/mutate.js';
 import { listen } from '../src/http/node-server.js';
 import { CreateContractDocumentDocument } from './generated/graphql.js';
 import { asUser, createContractRow, createTenant, createTestBackend, holdPoolConnection, type TestBackend } from './support/harness.js';
-import { freePort } from './support/ports.js';
+import { listenOnLoopback } from './support/ports.js';
 
 const URL_IN_PROCESS = 'http://test.local/graphql';
 
@@ -71,13 +71,26 @@ describe('the typed client: one change per user action, whatever fails in betwee
     expect(await documents()).toBe(before + 1);
   });
 
-  it('rides out a server that is not listening yet', async () => {
+  it('rides out a server that is not taking connections yet', async () => {
     const before = await documents();
-    const port = await freePort();
-    let server: Awaited<ReturnType<typeof listen>> | null = null;
-    const starting = sleep(300).then(async () => {
-      server = await listen(backend.app, port, backend.log, '127.0.0.1', backend.config.server);
-    });
+    const server = await listen(backend.app, 0, backend.log, '127.0.0.1', backend.config.server);
+    // In front of it, a port that resets the first connections (a server still starting, behind
+    // a balancer), then carries the rest through.
+    let refused = 0;
+    const front = await listenOnLoopback(
+      createServer((socket) => {
+        if (refused < 2) {
+          refused++;
+          socket.resetAndDestroy();
+          return;
+        }
+        const upstream = connect(server.port, '127.0.0.1');
+        socket.pipe(upstream).pipe(socket);
+        upstream.on('error', () => socket.destroy());
+        socket.on('error', () => upstream.destroy());
+      }),
+    );
+    const port = front.port;
     try {
       const result = await mutate(
         CreateContractDocumentDocument,
@@ -89,10 +102,11 @@ describe('the typed client: one change per user action, whatever fails in betwee
         },
       );
       expect(result.attempts).toBeGreaterThan(1);
+      expect(refused).toBe(2);
       expect(await documents()).toBe(before + 1);
     } finally {
-      await starting;
-      await server!.close();
+      await front.close();
+      await server.close();
     }
   });
 

@@ -1,16 +1,24 @@
-import { createServer, connect, type Server, type Socket } from 'node:net';
+import { createServer, connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { createTestDatabaseUrl } from './support/harness.js';
-import { freePort } from './support/ports.js';
+import { listenOnLoopback, NOTHING_LISTENS } from './support/ports.js';
 import { captureOutput, runScript, spawnScript, stopScript } from './support/scripts.js';
 
 const PASSWORD = 'never-print-this-9f3c';
 
-/** Forwards a port to the test database: a database that "comes up" when the test says so. */
-async function forward(from: number, to: number): Promise<Server> {
+/**
+ * A port in front of the test database that resets every connection until the test says it is
+ * up, then forwards: a database that "comes up" when the test says so.
+ */
+async function databaseComingUp(to: number): Promise<{ port: number; up(): void; close(): Promise<void> }> {
   const sockets = new Set<Socket>();
+  let up = false;
   const server = createServer((client) => {
+    if (!up) {
+      client.resetAndDestroy();
+      return;
+    }
     const upstream = connect(to, '127.0.0.1');
     for (const socket of [client, upstream]) {
       sockets.add(socket);
@@ -19,20 +27,26 @@ async function forward(from: number, to: number): Promise<Server> {
     }
     client.pipe(upstream).pipe(client);
   });
-  server.on('close', () => sockets.forEach((socket) => socket.destroy()));
-  await new Promise<void>((resolve) => server.listen(from, '127.0.0.1', resolve));
-  return server;
+  const listening = await listenOnLoopback(server);
+  return {
+    port: listening.port,
+    up: () => (up = true),
+    close: () => {
+      sockets.forEach((socket) => socket.destroy());
+      return listening.close();
+    },
+  };
 }
 
 const attemptLines = (output: string) => output.split('\n').filter((line) => line.includes('database not reachable yet'));
 
 describe('start-up against a database that is not there', () => {
   it('retries for DB_CONNECT_TIMEOUT_MS, logging host, port and database per attempt, then names DATABASE_URL', async () => {
-    const port = await freePort();
+    const port = NOTHING_LISTENS;
     const { code, output } = await runScript('src/entry/main.ts', {
       DATABASE_URL: `postgres://app:${PASSWORD}@127.0.0.1:${port}/shop`,
       DB_CONNECT_TIMEOUT_MS: '1500',
-      PORT: String(await freePort()),
+      PORT: '0',
     });
     expect(code).toBe(1);
     const attempts = attemptLines(output);
@@ -56,7 +70,7 @@ describe('start-up against a database that is not there', () => {
     const { code, output } = await runScript('src/entry/main.ts', {
       DATABASE_URL: url.toString(),
       DB_CONNECT_TIMEOUT_MS: '1000',
-      PORT: String(await freePort()),
+      PORT: '0',
     });
     expect(code).toBe(1);
     expect(attemptLines(output).length).toBeGreaterThanOrEqual(1);
@@ -66,21 +80,19 @@ describe('start-up against a database that is not there', () => {
 
   it('starts once the database comes up within the time', async () => {
     const database = new URL(await createTestDatabaseUrl());
-    const realPort = Number(database.port);
-    const port = await freePort();
-    database.port = String(port);
+    const comingUp = await databaseComingUp(Number(database.port));
+    database.port = String(comingUp.port);
     const child = spawnScript('src/entry/main.ts', {
       DATABASE_URL: database.toString(),
       DB_CONNECT_TIMEOUT_MS: '60000',
-      PORT: String(await freePort()),
+      PORT: '0',
       RUN_WORKERS: 'false',
     });
     const output = captureOutput(child);
-    let forwarder: Server | null = null;
     try {
       for (const deadline = Date.now() + 30_000; attemptLines(output()).length < 2 && Date.now() < deadline;) await sleep(50);
       expect(attemptLines(output()).length).toBeGreaterThanOrEqual(2);
-      forwarder = await forward(port, realPort);
+      comingUp.up();
       // Log lines reach stdout in batches (at least every second); the banner at once.
       const started = () => /GraphQL.*: http:\/\/localhost:\d+\/graphql/.test(output()) && output().includes('database reachable');
       for (const deadline = Date.now() + 30_000; !started() && Date.now() < deadline;) {
@@ -92,7 +104,7 @@ describe('start-up against a database that is not there', () => {
       expect((await fetch(`${base}/ready`)).status).toBe(200);
     } finally {
       await stopScript(child);
-      forwarder?.close();
+      await comingUp.close();
     }
   });
 });

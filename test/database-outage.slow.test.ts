@@ -5,7 +5,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { startEmbeddedPostgres } from '../src/dev/embedded-postgres.js';
 import { createLogger } from '../src/core/logger.js';
-import { freePort } from './support/ports.js';
 import { captureOutput, spawnScript, stopScript } from './support/scripts.js';
 
 const lines = (output: string, message: string) => output.split('\n').filter((line) => line.includes(message));
@@ -22,7 +21,7 @@ describe('a server whose database goes away', () => {
     await chmod(root, 0o755);
     const database = await startEmbeddedPostgres({
       dataDir: path.join(root, 'data'),
-      port: await freePort(),
+      port: 0,
       log: createLogger('warn'),
       ephemeral: true,
     });
@@ -30,7 +29,7 @@ describe('a server whose database goes away', () => {
       DATABASE_URL: database.connectionString(),
       DB_HEALTH_CHECK_INTERVAL_MS: '300',
       RUN_WORKERS: 'false',
-      PORT: String(await freePort()),
+      PORT: '0',
     });
     const output = captureOutput(server);
     try {

@@ -13,7 +13,6 @@ import { CreateCampaignDocument, CreateContractDocumentDocument, IssueCouponDocu
 import { LoadClient, runLanes, runReleasedTogether, type GraphQLReply } from './load/client.js';
 import { asTenantAdmin, asUser, createTestBackend, gqlOk, serveOverHttp, type TestBackend } from './support/harness.js';
 import { captureLog } from './support/log-capture.js';
-import { freePort } from './support/ports.js';
 import { migrateDatabaseAt } from './support/tool-database.js';
 import { waitFor } from './support/wait.js';
 
@@ -195,7 +194,7 @@ describe('the disk under the database fills up', () => {
     }
     postgres = await startEmbeddedPostgres({
       dataDir: path.join(disk, 'data'),
-      port: await freePort(),
+      port: 0,
       log: createLogger('silent'),
       ephemeral: true,
     });
@@ -328,7 +327,7 @@ describe('another application fills max_connections', () => {
     await chmod(root, 0o755);
     postgres = await startEmbeddedPostgres({
       dataDir: path.join(root, 'data'),
-      port: await freePort(),
+      port: 0,
       log: createLogger('silent'),
       ephemeral: true,
       maxConnections: 30,

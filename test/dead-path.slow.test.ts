@@ -16,7 +16,6 @@ import {
 } from './support/dead-path.js';
 import { startFaultProxy, type FaultProxy } from './support/fault-proxy.js';
 import { createTestBackend, createTestDatabaseUrl, serveOverHttp, type TestBackend } from './support/harness.js';
-import { freePort } from './support/ports.js';
 import { spawnRecorded } from './support/processes.js';
 import { captureOutput } from './support/scripts.js';
 
@@ -242,7 +241,7 @@ describe('SIGTERM with a dead path', () => {
         NODE_ENV: 'development',
         LOG_LEVEL: 'info',
         DATABASE_URL: proxy.url(databaseUrl),
-        PORT: String(await freePort()),
+        PORT: '0',
         RUN_WORKERS: 'true',
         // The relay polls often, so a pass is in progress when the path dies.
         OUTBOX_POLL_INTERVAL_MS: '20',

@@ -9,9 +9,8 @@ import { violationsOf } from './load/scenario.js';
 import { couponsScenario } from './load/scenarios/coupons.js';
 import { startSteadyLoad } from './load/steady-load.js';
 import { createTestDatabaseUrl } from './support/harness.js';
-import { freePort } from './support/ports.js';
 import { spawnRecorded } from './support/processes.js';
-import { captureOutput } from './support/scripts.js';
+import { bannerPort, captureOutput } from './support/scripts.js';
 
 /**
  * Deploys under steady load from the load tool, with real processes: a client that never resends
@@ -38,7 +37,6 @@ interface Server {
  * before HTTP_KEEP_ALIVE_TIMEOUT_MS), so that each drain ends in seconds rather than a minute.
  */
 async function startServer(env: Record<string, string>): Promise<Server> {
-  const port = await freePort();
   const databaseUrl = await createTestDatabaseUrl();
   const child = spawnRecorded(process.execPath, ['--import', 'tsx', 'src/entry/main.ts'], {
     cwd: PROJECT,
@@ -46,7 +44,7 @@ async function startServer(env: Record<string, string>): Promise<Server> {
       ...process.env,
       NODE_ENV: 'development',
       LOG_LEVEL: 'info',
-      PORT: String(port),
+      PORT: '0',
       DATABASE_URL: databaseUrl,
       RUN_WORKERS: 'false',
       HTTP_KEEP_ALIVE_TIMEOUT_MS: '5000',
@@ -58,7 +56,7 @@ async function startServer(env: Record<string, string>): Promise<Server> {
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   await until(() => output().includes('GraphQL and GraphiQL:') || child.exitCode !== null, 120_000);
   if (child.exitCode !== null) throw new Error(`server exited: ${output()}`);
-  return { databaseUrl, child, output, base: `http://127.0.0.1:${port}`, exited };
+  return { databaseUrl, child, output, base: `http://127.0.0.1:${bannerPort(output())}`, exited };
 }
 
 async function until(condition: () => boolean, timeoutMs: number): Promise<void> {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../src/core/logger.js';
 import { EmbeddedPostgresPortTakenError, startEmbeddedPostgres, type EmbeddedPostgres } from '../src/dev/embedded-postgres.js';
 import { spawnRecorded } from './support/processes.js';
-import { captureOutput, runScript, spawnScript } from './support/scripts.js';
+import { bannerPort, captureOutput, runScript, spawnScript, stopScript } from './support/scripts.js';
 import { waitFor } from './support/wait.js';
 
 /**
@@ -128,6 +128,30 @@ describe('the embedded PostgreSQL on a port another PostgreSQL (trust authentica
     expect(output).not.toContain('embedded PostgreSQL is ready');
     expect(output).not.toContain('migrations applied');
     expect(await contentsOf(foreign.url)).toEqual(before);
+  });
+});
+
+describe("npm start's first start", () => {
+  let root: string;
+  beforeAll(async () => {
+    root = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-first-start-'));
+    await chmod(root, 0o755);
+  });
+  afterAll(() => rm(root, { recursive: true, force: true }));
+
+  it('says it is creating the cluster while it does, not after', async () => {
+    const dataDir = path.join(root, 'postgres');
+    const server = spawnScript('src/entry/main.ts', { EMBEDDED_PG_PORT: '0', EMBEDDED_PG_DATA_DIR: dataDir, PORT: '0', RUN_WORKERS: 'false' });
+    const output = captureOutput(server);
+    try {
+      await waitFor(() => (/creating the embedded PostgreSQL cluster/.test(output()) ? true : undefined), 'the first-start line', 120_000);
+      // Seen while the cluster is being made: no server of it runs yet.
+      expect(existsSync(path.join(dataDir, 'postmaster.pid'))).toBe(false);
+      expect(output()).not.toContain('embedded PostgreSQL is ready');
+      await waitFor(() => (bannerPort(output()) ? true : undefined), 'the banner', 120_000);
+    } finally {
+      await stopScript(server);
+    }
   });
 });
 

@@ -10,7 +10,6 @@ import { mutate } from '../src/client/mutate.js';
 import { CreateTenantDocument } from './generated/graphql.js';
 import { asOperator, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
 import { startHoldingProxy, type HoldingProxy } from './support/holding-proxy.js';
-import { freePort } from './support/ports.js';
 import { migrateDatabaseAt } from './support/tool-database.js';
 
 /**
@@ -37,7 +36,7 @@ interface Server {
 async function startServer(root: string, name: string): Promise<Server> {
   const postgres = await startEmbeddedPostgres({
     dataDir: path.join(root, name),
-    port: await freePort(),
+    port: 0,
     log: createLogger('silent'),
     ephemeral: true,
   });

@@ -10,7 +10,6 @@ import { createLogger } from '../src/core/logger.js';
 import { CreateCampaignDocument, CreateContractDocumentDocument, IssueCouponDocument } from './generated/graphql.js';
 import { LoadClient, runReleasedTogether, type GraphQLReply } from './load/client.js';
 import { asTenantAdmin, asUser, createTestBackend, gqlOk, serveOverHttp, type TestBackend } from './support/harness.js';
-import { freePort } from './support/ports.js';
 import { migrateDatabaseAt } from './support/tool-database.js';
 
 const TENANT = 'faulty';
@@ -41,7 +40,7 @@ describe('faults: the database drops connections and restarts during a concurren
     dataRoot = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-faults-'));
     await chmod(dataRoot, 0o755);
     const log = createLogger('silent');
-    postgres = await startEmbeddedPostgres({ dataDir: path.join(dataRoot, 'data'), port: await freePort(), log, ephemeral: true });
+    postgres = await startEmbeddedPostgres({ dataDir: path.join(dataRoot, 'data'), port: 0, log, ephemeral: true });
     const url = postgres.connectionString('postgres');
     await migrateDatabaseAt(url);
     backend = await createTestBackend({

@@ -8,8 +8,7 @@ import { LoadClient, runLanes } from './load/client.js';
 import { runOnSchedule } from './load/run.js';
 import { checkNothingLost, figures, memberHeaders, type Sample, type Trial } from './support/dead-path.js';
 import { createTestDatabaseUrl } from './support/harness.js';
-import { freePort } from './support/ports.js';
-import { captureOutput } from './support/scripts.js';
+import { bannerPort, captureOutput } from './support/scripts.js';
 import { answeringProcess, httpProcesses, isAlive } from './support/server-processes.js';
 import { waitFor } from './support/wait.js';
 
@@ -72,7 +71,6 @@ describe('an HTTP process that freezes (WEB_CONCURRENCY=2)', () => {
       const contractId = (
         await direct.query<{ id: string }>("insert into contracts (tenant_id, title) values ($1, 'C') returning id", [TENANT])
       ).rows[0]!.id;
-      const port = await freePort();
       child = spawn(process.execPath, ['--import', 'tsx', 'src/entry/main.ts'], {
         cwd: PROJECT,
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -81,7 +79,7 @@ describe('an HTTP process that freezes (WEB_CONCURRENCY=2)', () => {
           NODE_ENV: 'development',
           LOG_LEVEL: 'info',
           DATABASE_URL: databaseUrl,
-          PORT: String(port),
+          PORT: '0',
           WEB_CONCURRENCY: '2',
           RUN_WORKERS: 'false',
         },
@@ -89,6 +87,7 @@ describe('an HTTP process that freezes (WEB_CONCURRENCY=2)', () => {
       const output = captureOutput(child);
       await waitFor(() => (/GraphQL and GraphiQL:/.test(output()) || child!.exitCode !== null ? true : undefined), 'the banner', 120_000);
       expect(child.exitCode, output()).toBeNull();
+      const port = bannerPort(output())!;
       const url = `http://127.0.0.1:${port}/graphql`;
       const primary = child.pid!;
       const original = httpProcesses(primary);

@@ -6,8 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { CACHED_SOURCE_MAX_CHARS, documentCaches, estimatedDocumentBytes } from '../src/http/document-cache.js';
 import { LoadClient } from './load/client.js';
 import { asUser, createTestDatabaseUrl } from './support/harness.js';
-import { freePort } from './support/ports.js';
-import { captureOutput, spawnScript, stopScript } from './support/scripts.js';
+import { bannerPort, captureOutput, spawnScript, stopScript } from './support/scripts.js';
 
 const DOCUMENTS = 3_000;
 /** Of them, this many do not parse (they end in an unclosed selection): the parse-error cache's share. */
@@ -41,21 +40,20 @@ describe('memory is bounded by bytes', () => {
   it(`${DOCUMENTS.toLocaleString('en')} distinct 95 KB documents leave the server holding less than 64 MB more after a full collection`, async ({
     annotate,
   }) => {
-    const port = await freePort();
-    const probePort = await freePort();
     const child = spawnScript('src/entry/main.ts', {
       DATABASE_URL: await createTestDatabaseUrl(),
-      PORT: String(port),
+      PORT: '0',
       RUN_WORKERS: 'false',
       LOG_LEVEL: 'warn',
       NODE_OPTIONS: `--expose-gc --require ${HEAP_PROBE}`,
       HEAP_PROBE_ENTRY: SERVER_ENTRY,
-      HEAP_PROBE_PORT: String(probePort),
     });
     const output = captureOutput(child);
-    const base = `http://127.0.0.1:${port}`;
     try {
-      // Its start sets the pace (a busy machine makes it minutes): ready, or ended, bounded by the test's timeout.
+      // Its start sets the pace (a busy machine makes it minutes): the banner, or its end, bounded by the test's timeout.
+      while (child.exitCode === null && (bannerPort(output()) === undefined || !/heap probe: /.test(output()))) await sleep(50);
+      const base = `http://127.0.0.1:${bannerPort(output())}`;
+      const probePort = Number(/heap probe: http:\/\/127\.0\.0\.1:(\d+)/.exec(output())?.[1]);
       const ready = async () => (await fetch(`${base}/ready`).catch(() => null))?.status ?? null;
       while (child.exitCode === null && (await ready()) !== 200) await sleep(50);
       expect(await ready(), output()).toBe(200);

@@ -12,7 +12,8 @@ import { sqlPool } from './load/target.js';
 import { sendDocument, type Sample, type Trial } from './support/dead-path.js';
 import { startFaultProxy, type FaultProxy } from './support/fault-proxy.js';
 import { patroniMissing, startPatroniCluster, SUPERUSER_PASSWORD, type PatroniCluster, type PatroniNode } from './support/patroni.js';
-import { freePort, listenOnLoopback, type LoopbackServer } from './support/ports.js';
+import { listenOnLoopback, type LoopbackServer } from './support/ports.js';
+import { bannerPort } from './support/scripts.js';
 import { spawnRecorded } from './support/processes.js';
 
 /**
@@ -92,7 +93,6 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', {
         req.on('end', () => res.writeHead(200).end());
       }),
     );
-    const port = await freePort();
     server = spawnRecorded(process.execPath, ['--import', 'tsx', 'src/entry/main.ts'], {
       cwd: PROJECT,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -100,7 +100,7 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', {
         ...process.env,
         NODE_ENV: 'development',
         LOG_LEVEL: 'warn',
-        PORT: String(port),
+        PORT: '0',
         DATABASE_URL: databaseUrl,
         REQUEST_DEADLINE_MS: String(DEADLINE_MS),
         NOTIFY_WEBHOOK_URL: `${webhook.origin}/hook`,
@@ -108,10 +108,10 @@ describe.skipIf(missing !== null)('a Patroni cluster failing over under load', {
     });
     server.stdout!.on('data', (chunk: Buffer) => (serverOutput = (serverOutput + chunk.toString()).slice(-20_000)));
     server.stderr!.on('data', (chunk: Buffer) => (serverOutput = (serverOutput + chunk.toString()).slice(-20_000)));
-    for (const deadline = Date.now() + 60_000; !serverOutput.includes('Listening on'); await sleep(100)) {
+    for (const deadline = Date.now() + 60_000; bannerPort(serverOutput) === undefined; await sleep(100)) {
       if (Date.now() > deadline || server.exitCode !== null) throw new Error(`the server did not start: ${serverOutput}`);
     }
-    base = `http://127.0.0.1:${port}`;
+    base = `http://127.0.0.1:${bannerPort(serverOutput)}`;
     await sql.query("insert into tenants (id, name) values ('probe', 'Probe')");
     const contractId = (await sql.query<{ id: string }>("insert into contracts (tenant_id, title) values ('probe', 'P') returning id"))
       .rows[0]!.id;

@@ -8,7 +8,6 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEmptyDatabaseUrl } from './support/harness.js';
-import { freePort } from './support/ports.js';
 import { spawnRecorded } from './support/processes.js';
 import { captureOutput } from './support/scripts.js';
 
@@ -61,7 +60,7 @@ describe('the production build', () => {
     const server = startCompiled(root, {
       DATABASE_URL: databaseUrl,
       ACTION_SECRET: SECRET,
-      PORT: String(await freePort()),
+      PORT: '0',
       RUN_WORKERS: 'false',
       HOST: '127.0.0.1',
     });
@@ -100,7 +99,7 @@ describe('the production build', () => {
   });
 
   it('refuses NODE_ENV=production without DATABASE_URL, saying why', async () => {
-    const server = startCompiled(root, { ACTION_SECRET: SECRET, PORT: String(await freePort()) });
+    const server = startCompiled(root, { ACTION_SECRET: SECRET, PORT: '0' });
     expect(await server.exited).toBe(2);
     expect(server.output()).toContain('DATABASE_URL: NODE_ENV=production needs DATABASE_URL: the embedded PostgreSQL is for development');
   });

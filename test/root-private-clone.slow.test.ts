@@ -8,7 +8,6 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_HEADERS } from '../src/http/graphiql.js';
 import { copyCheckout } from './support/checkout-copy.js';
-import { freePort } from './support/ports.js';
 import { spawnRecorded } from './support/processes.js';
 import { captureOutput } from './support/scripts.js';
 
@@ -67,8 +66,8 @@ describe.skipIf(!asRoot)('as root, from a clone in a private folder', () => {
       env: shellEnv({
         NODE_ENV: 'development',
         LOG_LEVEL: 'info',
-        PORT: String(await freePort()),
-        EMBEDDED_PG_PORT: String(await freePort()),
+        PORT: '0',
+        EMBEDDED_PG_PORT: '0',
         EMBEDDED_PG_SHARED_DIR: shared,
         RUN_WORKERS: 'false',
       }),

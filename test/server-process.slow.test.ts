@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { print } from 'graphql';
 import { CreateContractDocumentDocument } from './generated/graphql.js';
 import { DEMO_HEADERS } from '../src/http/graphiql.js';
-import { freePort } from './support/ports.js';
+import { embeddedConnectionString } from '../src/dev/embedded-postgres.js';
 import { captureOutput, runScript, spawnScript, stopScript } from './support/scripts.js';
 
 const DEMO_CONTRACT = '11111111-1111-4111-8111-111111111111';
@@ -41,10 +41,9 @@ async function startServer(env: Record<string, string>): Promise<Started> {
   return { child, output, base, exited };
 }
 
-/** A database of its own: an embedded PostgreSQL on a free port, in a new folder. */
+/** A database of its own: an embedded PostgreSQL in a new folder, on the port its start picks. */
 interface OwnDatabase {
   dataRoot: string;
-  pgPort: number;
   env: { EMBEDDED_PG_PORT: string; EMBEDDED_PG_DATA_DIR: string };
 }
 
@@ -52,8 +51,7 @@ async function ownDatabase(name: string): Promise<OwnDatabase> {
   const dataRoot = await mkdtemp(path.join(os.tmpdir(), `mutation-backend-${name}-`));
   // The embedded server runs as its own user, which must be able to enter the folder.
   await chmod(dataRoot, 0o755);
-  const pgPort = await freePort();
-  return { dataRoot, pgPort, env: { EMBEDDED_PG_PORT: String(pgPort), EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres') } };
+  return { dataRoot, env: { EMBEDDED_PG_PORT: '0', EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres') } };
 }
 
 /** After all, whatever the hooks did: a start that timed out left no server (its process ends with the file). */
@@ -75,7 +73,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
 
   beforeAll(async () => {
     database = await ownDatabase('start');
-    server = await startServer({ ...database.env, PORT: String(await freePort()), LOCK_TIMEOUT_MS: '20000', RUN_WORKERS: 'false' });
+    server = await startServer({ ...database.env, PORT: '0', LOCK_TIMEOUT_MS: '20000', RUN_WORKERS: 'false' });
   });
   const sameDatabase = () => database.env;
   afterAll(() => stopAndRemove(server, database));
@@ -99,7 +97,8 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
 
   it("prints the embedded database's connection string, and npm run db:url prints it alone for psql", async () => {
     const printed = /Database: +(postgres:\/\/\S+)/.exec(server.output())?.[1];
-    expect(printed).toMatch(new RegExp(`^postgres://postgres:[^@]+@127\\.0\\.0\\.1:${database.pgPort}/postgres$`));
+    const postmasterPort = (await readFile(path.join(database.env.EMBEDDED_PG_DATA_DIR, 'postmaster.pid'), 'utf8')).split('\n')[3];
+    expect(printed).toMatch(new RegExp(`^postgres://postgres:[^@]+@127\\.0\\.0\\.1:${postmasterPort}/postgres$`));
     // The folder is not the default one: the banner names it in the command that finds it again.
     expect(server.output()).toContain(`(EMBEDDED_PG_DATA_DIR=${database.env.EMBEDDED_PG_DATA_DIR} npm run -s db:url prints it)`);
     const { code, output } = await runScript('src/entry/cli/db-url.ts', sameDatabase());
@@ -115,7 +114,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
   });
 
   it('a second npm start on the same data folder stops, naming the process that serves it and the variables to change', async () => {
-    const second = await runScript('src/entry/main.ts', { ...sameDatabase(), PORT: String(await freePort()) });
+    const second = await runScript('src/entry/main.ts', { ...sameDatabase(), PORT: '0' });
     expect(second.code).toBe(2);
     expect(second.output).toMatch(/is already served by process \d+ \(.*src\/entry\/main\.ts\)/);
     expect(second.output).toContain('set EMBEDDED_PG_DATA_DIR to another folder and EMBEDDED_PG_PORT to another port');
@@ -151,7 +150,7 @@ describe('npm start on a fresh machine (embedded PostgreSQL)', () => {
     const clean = await runScript('src/entry/cli/reconcile.ts', sameDatabase());
     expect(clean.output).toContain('ledger OK');
     expect(clean.code).toBe(0);
-    const admin = new pg.Client({ connectionString: await embeddedUrl(database.env.EMBEDDED_PG_DATA_DIR, database.pgPort) });
+    const admin = new pg.Client({ connectionString: await embeddedUrl(database.env.EMBEDDED_PG_DATA_DIR) });
     await admin.connect();
     const drift = "update campaign_budget_slots set issued_yen = issued_yen + $1 where tenant_id = 'acme' and campaign_id = 'welcome'";
     await admin.query(drift, [500]);
@@ -172,7 +171,7 @@ describe('npm start stopped by SIGTERM', () => {
 
   beforeAll(async () => {
     database = await ownDatabase('stop');
-    server = await startServer({ ...database.env, PORT: String(await freePort()), LOCK_TIMEOUT_MS: '20000', RUN_WORKERS: 'false' });
+    server = await startServer({ ...database.env, PORT: '0', LOCK_TIMEOUT_MS: '20000', RUN_WORKERS: 'false' });
   });
   afterAll(() => stopAndRemove(server, database));
 
@@ -183,7 +182,7 @@ describe('npm start stopped by SIGTERM', () => {
       data: { createContractDocument: { document: { docNumber: number } } };
     };
     expect(first.data.createContractDocument.document.docNumber).toBe(10_000_000);
-    const admin = new pg.Client({ connectionString: await embeddedUrl(database.env.EMBEDDED_PG_DATA_DIR, database.pgPort) });
+    const admin = new pg.Client({ connectionString: await embeddedUrl(database.env.EMBEDDED_PG_DATA_DIR) });
     await admin.connect();
     await admin.query('begin');
     await admin.query("select * from document_sequences where tenant_id = 'acme' for update");
@@ -219,9 +218,9 @@ async function graphql(base: string, query: string, headers: Record<string, stri
   return response.json();
 }
 
-async function embeddedUrl(dataDir: string, port: number): Promise<string> {
-  const password = (await readFile(path.join(dataDir, 'app-password'), 'utf8')).trim();
-  return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
+/** The running embedded server's connection string, as db:url finds it. */
+async function embeddedUrl(dataDir: string): Promise<string> {
+  return (await embeddedConnectionString(dataDir, 0))!.url;
 }
 
 describe('WEB_CONCURRENCY=2 npm start (all cores)', () => {
@@ -229,7 +228,7 @@ describe('WEB_CONCURRENCY=2 npm start (all cores)', () => {
   let server: Started;
   beforeAll(async () => {
     database = await ownDatabase('cluster');
-    server = await startServer({ ...database.env, PORT: String(await freePort()), WEB_CONCURRENCY: '2' });
+    server = await startServer({ ...database.env, PORT: '0', WEB_CONCURRENCY: '2' });
   });
   afterAll(() => stopAndRemove(server, database));
 

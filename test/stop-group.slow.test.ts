@@ -7,8 +7,7 @@ import { LoadClient } from './load/client.js';
 import { figures, loadAtRate, sendDocument, type Trial } from './support/dead-path.js';
 import { startFaultProxy } from './support/fault-proxy.js';
 import { createTestDatabaseUrl } from './support/harness.js';
-import { freePort } from './support/ports.js';
-import { captureOutput } from './support/scripts.js';
+import { bannerPort, captureOutput } from './support/scripts.js';
 import { processGroupMembers } from './support/server-processes.js';
 import { waitFor } from './support/wait.js';
 
@@ -39,7 +38,6 @@ describe('SIGTERM to the process group of npm start with a dead database path, u
       const target = new URL(databaseUrl);
       const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
       const direct = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-      const port = await freePort();
       // detached: a process group of its own, led by npm.
       const npm = spawn('npm', ['start'], {
         cwd: PROJECT,
@@ -51,7 +49,7 @@ describe('SIGTERM to the process group of npm start with a dead database path, u
           LOG_LEVEL: 'info',
           ENV_FILE: '/dev/null',
           DATABASE_URL: proxy.url(databaseUrl),
-          PORT: String(port),
+          PORT: '0',
           RUN_WORKERS: 'true',
         },
       });
@@ -64,6 +62,7 @@ describe('SIGTERM to the process group of npm start with a dead database path, u
           120_000,
         );
         expect(npm.exitCode, output()).toBeNull();
+        const port = bannerPort(output())!;
         const graphqlUrl = `http://localhost:${port}/graphql`;
         await direct.query("insert into tenants (id, name) values ('group', 'G')");
         const contractId = (

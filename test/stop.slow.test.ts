@@ -6,7 +6,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from './support/ports.js';
 import { spawnRecorded } from './support/processes.js';
 import { captureOutput } from './support/scripts.js';
 
@@ -74,14 +73,14 @@ describe('SIGTERM to the pid of npm', () => {
     dataRoot = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-npm-stop-'));
     // The embedded server runs as its own user, which must be able to enter the folder.
     await chmod(dataRoot, 0o755);
-    env = { EMBEDDED_PG_PORT: String(await freePort()), EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres'), RUN_WORKERS: 'false' };
+    env = { EMBEDDED_PG_PORT: '0', EMBEDDED_PG_DATA_DIR: path.join(dataRoot, 'postgres'), RUN_WORKERS: 'false' };
   });
   afterAll(() => rm(dataRoot, { recursive: true, force: true }));
 
   it('npm run worker exits 0; npm start stops the server and the PostgreSQL it started, within the documented bound', async ({
     annotate,
   }) => {
-    const server = npm(['start'], { ...env, PORT: String(await freePort()) });
+    const server = npm(['start'], { ...env, PORT: '0' });
     await printed(server, 'GraphQL and GraphiQL: http');
     const postmaster = Number((await readFile(path.join(env.EMBEDDED_PG_DATA_DIR!, 'postmaster.pid'), 'utf8')).split('\n')[0]);
     expect(running(postmaster)).toBe(true);

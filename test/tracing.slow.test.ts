@@ -12,7 +12,7 @@ import { relayOnce } from '../src/features/outbox/relay.js';
 import { webhookSink } from '../src/features/outbox/sinks.js';
 import { relayDeps } from '../src/entry/worker/index.js';
 import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
-import { freePort, listenOnLoopback } from './support/ports.js';
+import { listenOnLoopback } from './support/ports.js';
 import { waitFor } from './support/wait.js';
 import { captureOutput, spawnScript, stopScript } from './support/scripts.js';
 import {
@@ -406,7 +406,7 @@ describe('OTEL_TRACES_EXPORTER=console', () => {
   it('prints each span of a request on stdout, with no collector, from the real entry point', async () => {
     const server = spawnScript('src/entry/main.ts', {
       DATABASE_URL: await createTestDatabaseUrl(),
-      PORT: String(await freePort()),
+      PORT: '0',
       RUN_WORKERS: 'false',
       OTEL_TRACES_EXPORTER: 'console',
       OTEL_EXPORTER_OTLP_ENDPOINT: '',

@@ -1,8 +1,9 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { access, chmod, chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -70,6 +71,7 @@ export class EmbeddedPostgresPortTakenError extends Error {
   }
 }
 
+const execFileAsync = promisify(execFile);
 const PASSWORD_FILE = 'app-password';
 const READY_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 20_000;
@@ -157,11 +159,13 @@ async function initialise(binaries: Binaries, dataDir: string, runAs: RunAs | nu
   await writeFile(pwfile, `${password}\n`, { mode: 0o600 });
   if (runAs) await chown(pwfile, runAs.uid, runAs.gid);
   try {
-    log.info({ dataDir }, 'initialising embedded PostgreSQL cluster');
-    execFileSync(
+    // Said before the wait, and written out at once: the first start is silent for seconds otherwise.
+    log.info({ dataDir }, 'first start: creating the embedded PostgreSQL cluster (takes a few seconds, once)');
+    log.flush();
+    await execFileAsync(
       binaries.initdb,
       [`--pgdata=${dataDir}`, `--username=${SUPERUSER}`, `--pwfile=${pwfile}`, '--auth=scram-sha-256', '--encoding=UTF8', '--locale=C'],
-      { ...(runAs ?? {}), stdio: ['ignore', 'ignore', 'pipe'] },
+      runAs ?? {},
     );
   } catch (error) {
     const stderr = (error as { stderr?: Buffer }).stderr?.toString() ?? '';

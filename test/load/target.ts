@@ -10,7 +10,7 @@ import { parseDatabaseUrl } from '../../src/core/database-url.js';
 import { clientClass, ConnectError, DatabasePath } from '../../src/db/client.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
 import { createLogger } from '../../src/core/logger.js';
-import { freePort, listenOnLoopback } from '../support/ports.js';
+import { listenOnLoopback } from '../support/ports.js';
 import { spawnRecorded } from '../support/processes.js';
 import { throughProxy } from './delay-proxy.js';
 
@@ -25,7 +25,7 @@ export async function startScratchDatabase(): Promise<{
 }> {
   const root = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-load-'));
   await chmod(root, 0o755);
-  const postgres = await startEmbeddedPostgres({ dataDir: path.join(root, 'data'), port: await freePort(), log: createLogger('warn') });
+  const postgres = await startEmbeddedPostgres({ dataDir: path.join(root, 'data'), port: 0, log: createLogger('warn') });
   return {
     postgres,
     databaseUrl: postgres.connectionString('postgres'),
@@ -198,8 +198,11 @@ export function benchServerEnv(databaseUrl: string, strategy: string): Record<st
   };
 }
 
-/** What a server process prints once it listens: the project's servers, and the bench's bare one. */
-export const SERVER_READY = /GraphQL and GraphiQL:|bare node:http server:/;
+/**
+ * What a server process prints once it listens, with the port it got (PORT=0): the project's
+ * banner, and the bench's bare server.
+ */
+export const SERVER_READY = /Listening on: +\S*:(\d+)\s|bare node:http server: http:\/\/127\.0\.0\.1:(\d+)\//;
 
 export interface ServerProcessOptions {
   /** Another checkout to run it from (the bench's baseline). */
@@ -217,9 +220,8 @@ export async function startServerProcess(
   env: Record<string, string>,
   { project = PROJECT, nodeArgs = [] }: ServerProcessOptions = {},
 ): Promise<ServerProcess> {
-  const port = await freePort();
-  const started = await startProcess(entry, [], serverProcessEnv(env, port), SERVER_READY, project, nodeArgs);
-  const base = `http://127.0.0.1:${port}`;
+  const started = await startProcess(entry, [], serverProcessEnv(env, 0), SERVER_READY, project, nodeArgs);
+  const base = `http://127.0.0.1:${started.ready[1] ?? started.ready[2]}`;
   return { url: `${base}/graphql`, metricsUrl: `${base}/metrics`, child: started.child, stop: started.stop };
 }
 

@@ -6,8 +6,7 @@ import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
 import { createLogger } from '../../src/core/logger.js';
-import { startPgBouncer } from './pgbouncer.js';
-import { freePort } from './ports.js';
+import { startPgBouncerOnUnusedPort } from './pgbouncer.js';
 import { databaseUrl } from './database-url.js';
 import { migrateDatabaseAt } from './tool-database.js';
 import { endProcessesOfLedger, PROCESS_LEDGER_VARIABLE } from './processes.js';
@@ -108,7 +107,7 @@ export default async function setup(project: TestProject) {
     await chmod(tempRoot, 0o755);
     embedded = await startEmbeddedPostgres({
       dataDir: path.join(tempRoot, 'data'),
-      port: await freePort(),
+      port: 0,
       log: createLogger(process.env['PG_LOG_LEVEL'] ?? 'warn'),
       ephemeral: true,
       maxConnections: 400,
@@ -120,7 +119,7 @@ export default async function setup(project: TestProject) {
   // PGBOUNCER=<path of the pgbouncer binary>: every app and test connection goes through a
   // PgBouncer in transaction mode; only creating databases talks to PostgreSQL directly.
   const bouncerBinary = process.env['PGBOUNCER'];
-  const bouncer = bouncerBinary ? await startPgBouncer(bouncerBinary, serverOf(adminUrl), await freePort()) : null;
+  const bouncer = bouncerBinary ? await startPgBouncerOnUnusedPort(bouncerBinary, serverOf(adminUrl)) : null;
   const appUrl = bouncer ? withPort(adminUrl, bouncer.port) : adminUrl;
   if (bouncer) project.vitest.logger.log(`tests connect through PgBouncer (transaction mode) on port ${bouncer.port}`);
   project.provide('adminUrl', adminUrl);

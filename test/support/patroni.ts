@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { freePort } from './ports.js';
+import { PORT_ATTEMPTS, unusedLoopbackPort } from '../../src/dev/loopback-port.js';
 import { spawnRecorded } from './processes.js';
 
 /**
@@ -159,7 +159,24 @@ export interface PatroniCluster {
   stop(): Promise<void>;
 }
 
+/** What etcd, Patroni's REST API or PostgreSQL print when another program took their port first. */
+const PORT_CLASH = /address already in use|could not bind/i;
+
+/**
+ * etcd, Patroni and PostgreSQL cannot listen on port 0 and report the port they got: the cluster
+ * takes ports found unused, and starts again on others when one was taken first.
+ */
 export async function startPatroniCluster(settings: ClusterSettings): Promise<PatroniCluster> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startClusterOnUnusedPorts({ ...settings });
+    } catch (error) {
+      if (attempt >= PORT_ATTEMPTS || !PORT_CLASH.test(String(error))) throw error;
+    }
+  }
+}
+
+async function startClusterOnUnusedPorts(settings: ClusterSettings): Promise<PatroniCluster> {
   const runAs = postgresUser();
   const root = await mkdtemp(path.join(os.tmpdir(), 'mutation-backend-patroni-'));
   await chmod(root, 0o755);
@@ -187,8 +204,8 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
     return child;
   };
 
-  const etcdClient = await freePort();
-  const etcdPeer = await freePort();
+  const etcdClient = await unusedLoopbackPort();
+  const etcdPeer = await unusedLoopbackPort();
   const etcdDir = path.join(root, 'etcd');
   await mkdir(etcdDir, { mode: 0o700 });
   await own(etcdDir);
@@ -220,8 +237,8 @@ export async function startPatroniCluster(settings: ClusterSettings): Promise<Pa
     await own(dir);
     const node: PatroniNode = {
       name,
-      pgPort: await freePort(),
-      restPort: await freePort(),
+      pgPort: await unusedLoopbackPort(),
+      restPort: await unusedLoopbackPort(),
       dataDir: path.join(dir, 'data'),
       configFile: path.join(dir, 'patroni.yml'),
       process: null,

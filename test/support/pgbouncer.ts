@@ -1,9 +1,9 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmod, chown, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createConnection } from 'node:net';
+import { chmod, chown, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { onUnusedPort } from '../../src/dev/loopback-port.js';
 
 /**
  * A local PgBouncer in transaction mode in front of the test database, so the suites can prove
@@ -23,23 +23,30 @@ function runAs(): { uid: number; gid: number } | null {
   };
 }
 
-async function waitForPort(port: number, child: ChildProcess, log: () => string) {
-  for (const deadline = Date.now() + 15_000; Date.now() < deadline;) {
-    if (child.exitCode !== null) throw new Error(`pgbouncer exited: ${log()}`);
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = createConnection({ host: '127.0.0.1', port }, () => {
-        socket.end();
-        resolve(true);
-      });
-      socket.on('error', () => resolve(false));
-    });
-    if (open) return;
-    await sleep(100);
+/** What PgBouncer logs when another program holds its port: it exits, and the start is tried on another port. */
+const PORT_TAKEN = /Address already in use/;
+
+/**
+ * Ready once this PgBouncer logs that it listens on the port, never because something answers
+ * there: another program's server on the port would be taken for it.
+ */
+async function waitUntilListening(port: number, child: ChildProcess, log: () => Promise<string>) {
+  for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(100)) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`pgbouncer exited: ${await log()}`);
+    if ((await log()).includes(`listening on 127.0.0.1:${port}`)) return;
   }
-  throw new Error(`pgbouncer did not listen on ${port}: ${log()}`);
+  throw new Error(`pgbouncer did not listen on ${port}: ${await log()}`);
 }
 
-export async function startPgBouncer(
+/** A PgBouncer on an unused port: PgBouncer cannot take port 0, so a port taken first is tried again on another. */
+export function startPgBouncerOnUnusedPort(binary: string, server: { port: number; user: string; password: string }): Promise<PgBouncer> {
+  return onUnusedPort(
+    (port) => startPgBouncer(binary, server, port),
+    (error) => PORT_TAKEN.test(String(error)),
+  );
+}
+
+async function startPgBouncer(
   binary: string,
   server: { port: number; user: string; password: string },
   port: number,
@@ -73,14 +80,20 @@ export async function startPgBouncer(
   const child = spawn(binary, [path.join(dir, 'pgbouncer.ini')], { ...(owner ?? {}), stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  await waitForPort(port, child, () => output);
-  return {
-    port,
-    async stop() {
+  const logFile = path.join(dir, 'pgbouncer.log');
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGINT');
       await exited;
-      await rm(dir, { recursive: true, force: true });
-    },
+    }
+    await rm(dir, { recursive: true, force: true });
   };
+  try {
+    await waitUntilListening(port, child, async () => output + (await readFile(logFile, 'utf8').catch(() => '')));
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { port, stop };
 }

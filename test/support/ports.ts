@@ -1,16 +1,17 @@
-import { createServer, type AddressInfo, type Server } from 'node:net';
+import type { AddressInfo, Server } from 'node:net';
 
-/** A TCP port on 127.0.0.1 that nothing listens on right now. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+/**
+ * Every server a test starts listens on port 0 and reports the port it got, so two test files
+ * never race for one. Programs that cannot listen on port 0 (PostgreSQL, PgBouncer, etcd) take a
+ * port found unused and start again on another when it was taken first (src/dev/loopback-port.ts).
+ */
+
+/**
+ * A port where nothing listens, for a client's "connection refused": below 1024, where only root
+ * may listen, and outside the kernel's range for port 0 that every server of the suite gets its
+ * port from; tcpmux, which no test machine runs.
+ */
+export const NOTHING_LISTENS = 1;
 
 export interface LoopbackServer {
   port: number;

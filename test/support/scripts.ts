@@ -29,6 +29,15 @@ export function spawnScript(script: string, env: ScriptEnv, args: string[] = [],
   });
 }
 
+/**
+ * The port a server names in its banner (`Listening on: <host>:<port>`), once printed: a server
+ * started with PORT=0 listens where the kernel put it, and says so there.
+ */
+export function bannerPort(output: string): number | undefined {
+  const match = /Listening on: +\S*:(\d+)\s/.exec(output);
+  return match ? Number(match[1]) : undefined;
+}
+
 /** Collects everything a process prints, stdout and stderr together. */
 export function captureOutput(child: ChildProcess): () => string {
   let output = '';
