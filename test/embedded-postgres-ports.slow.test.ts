@@ -141,7 +141,12 @@ describe("npm start's first start", () => {
 
   it('says it is creating the cluster while it does, not after', async () => {
     const dataDir = path.join(root, 'postgres');
-    const server = spawnScript('src/entry/main.ts', { EMBEDDED_PG_PORT: '0', EMBEDDED_PG_DATA_DIR: dataDir, PORT: '0', RUN_WORKERS: 'false' });
+    const server = spawnScript('src/entry/main.ts', {
+      EMBEDDED_PG_PORT: '0',
+      EMBEDDED_PG_DATA_DIR: dataDir,
+      PORT: '0',
+      RUN_WORKERS: 'false',
+    });
     const output = captureOutput(server);
     try {
       await waitFor(() => (/creating the embedded PostgreSQL cluster/.test(output()) ? true : undefined), 'the first-start line', 120_000);
@@ -220,7 +225,10 @@ describe('two test files starting servers at once, round after round, under two 
   }) => {
     const neighbours = await runNeighbours(root, 'own', ROUNDS);
     for (const neighbour of neighbours) {
-      expect(neighbour.rounds.filter((round) => round.error), JSON.stringify(neighbour.rounds)).toEqual([]);
+      expect(
+        neighbour.rounds.filter((round) => round.error),
+        JSON.stringify(neighbour.rounds),
+      ).toEqual([]);
       expect(neighbour.rounds).toHaveLength(ROUNDS);
       expect(neighbour.code).toBe(0);
     }

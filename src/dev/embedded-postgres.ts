@@ -469,7 +469,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   return onUnusedPort(
     (candidate) =>
       startCluster(options, placed, password, candidate).catch((error: unknown) => {
-        if (error instanceof EmbeddedPostgresPortTakenError) log.warn({ port: candidate }, 'another program took the port first; trying another');
+        if (error instanceof EmbeddedPostgresPortTakenError)
+          log.warn({ port: candidate }, 'another program took the port first; trying another');
         throw error;
       }),
     (error) => error instanceof EmbeddedPostgresPortTakenError,

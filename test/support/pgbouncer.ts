@@ -46,11 +46,7 @@ export function startPgBouncerOnUnusedPort(binary: string, server: { port: numbe
   );
 }
 
-async function startPgBouncer(
-  binary: string,
-  server: { port: number; user: string; password: string },
-  port: number,
-): Promise<PgBouncer> {
+async function startPgBouncer(binary: string, server: { port: number; user: string; password: string }, port: number): Promise<PgBouncer> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'pgbouncer-'));
   const owner = runAs();
   const config = [

@@ -20,7 +20,9 @@ run(async () => {
     return;
   }
   if (!embedded.running && config.embeddedPostgres.port === 0) {
-    console.error('The embedded PostgreSQL is not running now, and its port is chosen at each start (EMBEDDED_PG_PORT=0): npm start serves it.');
+    console.error(
+      'The embedded PostgreSQL is not running now, and its port is chosen at each start (EMBEDDED_PG_PORT=0): npm start serves it.',
+    );
     process.exitCode = 2;
     return;
   }
