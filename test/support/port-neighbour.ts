@@ -11,7 +11,7 @@ import { listenOnLoopback } from './ports.js';
 /**
  * One test file's worth of servers, started and stopped round after round: an embedded
  * PostgreSQL and an HTTP server, each then asked who it is. Run as a process of its own beside
- * another like it (test/ports.slow.test.ts), it prints one JSON line per round and exits 1 at the
+ * another like it (test/embedded-postgres-ports.slow.test.ts), it prints one JSON line per round and exits 1 at the
  * first round that met a server not its own or could not start.
  *
  * Usage: port-neighbour.ts <data folder> <rounds> [own|fixed]; `fixed` picks the PostgreSQL port
