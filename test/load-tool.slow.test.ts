@@ -1,4 +1,4 @@
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -13,12 +13,13 @@ import { replyOutcome, violationsOf, type LoadScenario } from './load/scenario.j
 import { couponsScenario, headerSessions } from './load/scenarios/coupons.js';
 import { documentsScenario } from './load/scenarios/documents.js';
 import { huddlesScenario } from './load/scenarios/huddles.js';
-import { describeModel, formatResult } from './load/cli.js';
+import { describeModel, exitCodeOf, formatResult } from './load/cli.js';
 import { liveLine } from './load/live.js';
 import { constantRate, parseStages, stagedRate } from './load/schedule.js';
 import { percentile, summarize } from './load/stats.js';
 import { beyondReach, judge, parseThreshold, type Threshold } from './load/thresholds.js';
-import { serveTestBackend, type ServedBackend } from './support/harness.js';
+import { CreateCampaignDocument } from './generated/graphql.js';
+import { asTenantAdmin, createTenant, gqlOk, serveTestBackend, type ServedBackend } from './support/harness.js';
 import { listenOnLoopback, type LoopbackServer } from './support/ports.js';
 import { runScript } from './support/scripts.js';
 
@@ -488,6 +489,36 @@ describe('npm run load: scenarios and their invariant checks', () => {
     expect(summary.aborted).toBeNull();
   });
 
+  it('--scenario operation: any operation of the schema, its variables in turn, the members of a tenant in turn, its answers by status and code', async () => {
+    await createTenant(backend, 'op-tenant', 1_000_000);
+    await gqlOk(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id: 'welcome', name: 'Welcome', discountYen: 100, budgetYen: 1_000_000 } },
+      asTenantAdmin('op-tenant'),
+    );
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'load-operation-'));
+    const [document, variables] = [path.join(dir, 'issue.graphql'), path.join(dir, 'variables.json')];
+    await writeFile(document, 'mutation Issue($input: IssueCouponInput!) { issueCoupon(input: $input) { status } }\n');
+    await writeFile(variables, JSON.stringify([{ input: { campaignId: 'welcome' } }, { input: { campaignId: 'no-such-campaign' } }]));
+    const { code, output, summary } = await command([
+      ...['--scenario', 'operation', '--document', document, '--variables', variables, '--tenant', 'op-tenant', '--requests', '20'],
+    ]);
+    expect(code, output).toBe(0);
+    // Twenty members, each once: the even requests issue, the odd ones name a campaign that does not exist.
+    expect(summary).toMatchObject({ scenario: 'operation Issue', outcomes: { ISSUED: 10, NOT_FOUND: 10 }, errors: { NOT_FOUND: 10 } });
+    expect(output).toContain('invariants    none known for this scenario');
+    const { rows } = await backend.sql.query<{ members: number }>(
+      "select count(distinct member_id)::int as members from coupons where tenant_id = 'op-tenant'",
+    );
+    expect(rows[0]!.members).toBe(10);
+
+    await writeFile(document, '{ noSuchField }');
+    const refused = await runScript('test/load/cli.ts', {}, ['--scenario', 'operation', '--document', document, '--url', backend.url]);
+    expect(refused.code).toBe(2);
+    expect(refused.output).toMatch(/is not valid against the schema: Cannot query field "noSuchField" on type "Query"/);
+  });
+
   it('--abort-on-fail: a duration run stops at the first second a threshold can no longer be met, and exits 99', async () => {
     const { code, output, summary } = await command(['--duration', '120', '--threshold', 'max<0.001', '--abort-on-fail']);
     expect(code, output).toBe(99);
@@ -702,6 +733,16 @@ describe('npm run load: thresholds, stages and the live line, by themselves', ()
     }
     expect(schedule.rateAt(25_000)).toBe(250);
     expect(constantRate(200).dueBetween(0, 1_000)).toBe(200);
+  });
+
+  it('exits 1 on an invariant violated whatever the thresholds, 99 on a threshold crossed or an abort, 0 otherwise', () => {
+    const verdict = (passed: boolean) => ({ expression: 'p99<1', metric: 'p99' as const, limit: 1, value: 0, passed });
+    const base = { violations: [], thresholds: [verdict(true)], aborted: null } as unknown as LoadResult;
+    expect(exitCodeOf(base)).toBe(0);
+    expect(exitCodeOf({ ...base, violations: null })).toBe(0);
+    expect(exitCodeOf({ ...base, thresholds: [verdict(false)] })).toBe(99);
+    expect(exitCodeOf({ ...base, aborted: { atMs: 1_000, threshold: 'p99<1' } })).toBe(99);
+    expect(exitCodeOf({ ...base, violations: ['broken'], thresholds: [verdict(false)] })).toBe(1);
   });
 
   it('prints one live line: the last second, its p50 and p99, errors by code so far, what is in flight', () => {

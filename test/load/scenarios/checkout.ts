@@ -141,8 +141,8 @@ async function setupCheckout(client: LoadClient, sessions: Session, tenantId: st
 async function untilSettled(sql: pg.Pool, tenantId: string, waitMs: number): Promise<void> {
   for (const until = Date.now() + waitMs; Date.now() < until; await sleep(250)) {
     const { rows } = await sql.query<{ n: number }>(
-      `select (select count(*) from orders where tenant_id = $1 and status = 'PENDING_PAYMENT')
-            + (select count(*) from coupons where tenant_id = $1 and held_by_order_id is not null) as n`,
+      `select ((select count(*) from orders where tenant_id = $1 and status = 'PENDING_PAYMENT')
+            + (select count(*) from coupons where tenant_id = $1 and held_by_order_id is not null))::int as n`,
       [tenantId],
     );
     if (rows[0]!.n === 0) return;
