@@ -375,7 +375,7 @@ describe('npm run load: scenarios and their invariant checks', () => {
     expect(html).toContain('<title>3*: 100</title>');
     expect(html).toContain('Second 3 is partial: the run ended 0.25 s into it');
     expect(html).toContain('its 25 answers scaled to a second (100 requests/s)');
-    expect(html).toContain('<td>3* (0.25 s)</td><td></td><td>25</td>');
+    expect(html).toContain('<td>3* (0.25 s)</td><td></td><td>25</td><td>0</td><td>0</td>');
   });
 
   it('the open model (--rate) offers the rate and says what it achieved', async () => {
@@ -439,7 +439,18 @@ describe('npm run load: scenarios and their invariant checks', () => {
     expect(Object.keys(summary.latency)).toEqual(['count', 'mean', 'min', 'p50', 'p90', 'p95', 'p99', 'max']);
     expect(summary.bytesReceived).toBeGreaterThan(60 * 100);
     expect(summary.perSecond.reduce((sum, second) => sum + second.count, 0)).toBe(60);
-    expect(Object.keys(summary.perSecond[0]!)).toEqual(['second', 'count', 'p50', 'p95', 'p99', 'errors', 'warmup', 'offered', 'stage']);
+    expect(Object.keys(summary.perSecond[0]!)).toEqual([
+      'second',
+      'count',
+      'p50',
+      'p95',
+      'p99',
+      'errors',
+      'unanswered',
+      'warmup',
+      'offered',
+      'stage',
+    ]);
     expect(summary).not.toHaveProperty('samples');
   });
 
@@ -602,6 +613,9 @@ describe('npm run load: warm-up, stages and a kept duration', () => {
       expect(result.wallMs).toBe(1_000);
       expect(result).toMatchObject({ requests: 24, timedOut: 4, outcomes: { PONG: 20, TIMED_OUT: 4 }, errors: { TIMED_OUT: 4 } });
       for (const sample of result.samples.filter((s) => s.outcome === 'TIMED_OUT')) expect(sample.endMs).toBe(1_000);
+      // Not answers: the last second's bar counts only what was answered in it.
+      expect(result.perSecond.at(-1)).toMatchObject({ unanswered: 4 });
+      expect(result.perSecond.reduce((sum, second) => sum + second.count, 0)).toBe(20);
       expect(formatResult(result)).toMatch(/requests +24 in 1\.00 s, 4 unanswered at the end \(TIMED_OUT\)/);
     } finally {
       for (const res of held) pong(res);

@@ -252,7 +252,7 @@ function latencyOverTime(result: LoadResult): { chart: string; rows: string } {
     .map((second, i) => {
       const label = `${escape(labels[i]!)}${i === seconds.length - 1 && partial ? ` (${lastSeconds.toFixed(2)} s)` : ''}`;
       const phase = [second.warmup ? 'warm-up' : '', second.stage !== null ? `stage ${second.stage}` : ''].filter(Boolean).join(', ');
-      return `<tr><td>${label}</td><td>${escape(phase)}</td><td>${second.count}</td><td>${second.errors}</td><td>${second.p50.toFixed(1)}</td><td>${second.p95.toFixed(1)}</td><td>${second.p99.toFixed(1)}</td></tr>`;
+      return `<tr><td>${label}</td><td>${escape(phase)}</td><td>${second.count}</td><td>${second.errors}</td><td>${second.unanswered}</td><td>${second.p50.toFixed(1)}</td><td>${second.p95.toFixed(1)}</td><td>${second.p99.toFixed(1)}</td></tr>`;
     })
     .join('');
   return { chart, rows };
@@ -371,7 +371,7 @@ ${warmupSection(result)}
 <h2>Latency histogram</h2>${latencyHistogram(result)}
 <h2>Throughput over time</h2>${throughputChart}${partialNote}
 <h2>Latency over time</h2>${latencyChart}
-<table><tr><th>second</th><th>part</th><th>answers</th><th>errors</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th></tr>${latencyRows}</table>
+<table><tr><th>second</th><th>part</th><th>answers</th><th>errors</th><th>unanswered at the end</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th></tr>${latencyRows}</table>
 </body></html>
 `;
 }

@@ -44,12 +44,15 @@ export interface PartSummary {
 export interface SecondFigures {
   /** 1 for the run's first second. */
   second: number;
+  /** Answers in this second; `p50` to `p99` are theirs. */
   count: number;
   p50: number;
   p95: number;
   p99: number;
-  /** Answers that were errors, and requests left unanswered at the end. */
+  /** Answers that were errors. */
   errors: number;
+  /** Requests still unanswered when the run ended in this second (TIMED_OUT). */
+  unanswered: number;
   /** The second began during the warm-up. */
   warmup: boolean;
   /** The open model: requests due in this second. */
@@ -376,13 +379,14 @@ export function partSummary(samples: Sample[]): PartSummary {
   };
 }
 
-/** The run second by second, by when each request was answered (or left unanswered at the end). */
+/** The run second by second, by when each request was answered (or left unanswered at the end, apart). */
 export function perSecond(samples: Sample[], endMs: number, warmupMs: number, schedule: Schedule | null): SecondFigures[] {
   const count = Math.max(1, Math.ceil(endMs / 1000));
   const buckets: Sample[][] = Array.from({ length: count }, () => []);
   for (const sample of samples) buckets[Math.min(count - 1, Math.floor(sample.endMs / 1000))]!.push(sample);
   const staged = schedule !== null && Number.isFinite(schedule.endMs);
-  return buckets.map((answers, i) => {
+  return buckets.map((ended, i) => {
+    const answers = ended.filter((s) => s.outcome !== TIMED_OUT);
     const latency = summarize(answers.map((s) => s.latencyMs));
     return {
       second: i + 1,
@@ -391,6 +395,7 @@ export function perSecond(samples: Sample[], endMs: number, warmupMs: number, sc
       p95: latency.p95,
       p99: latency.p99,
       errors: answers.filter((s) => isErrorOutcome(s.outcome)).length,
+      unanswered: ended.length - answers.length,
       warmup: i * 1000 < warmupMs,
       offered: schedule ? schedule.dueBetween(i * 1000, Math.min((i + 1) * 1000, schedule.endMs)) : null,
       stage: staged ? schedule.stages.findIndex((stage) => i * 1000 < stage.endMs) + 1 || schedule.stages.length : null,
