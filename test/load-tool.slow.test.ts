@@ -23,6 +23,16 @@ import { asTenantAdmin, createTenant, gqlOk, serveTestBackend, type ServedBacken
 import { listenOnLoopback, type LoopbackServer } from './support/ports.js';
 import { runScript } from './support/scripts.js';
 
+/** A report's circumstances when a test reads only its figures. */
+const BARE_CONTEXT = {
+  date: new Date(),
+  commit: 'c',
+  machine: 'm',
+  configuration: {},
+  server: {},
+  load: { cores: 2, before: [1, 1, 1], after: [1, 1, 1] },
+};
+
 describe('npm run load: arguments', () => {
   it('defaults to the reference coupon scenario at 32 clients', () => {
     expect(parseLoadArgs(['--scenario', 'coupons'])).toMatchObject({
@@ -364,14 +374,7 @@ describe('npm run load: scenarios and their invariant checks', () => {
       violations: null,
       samples,
     };
-    const html = renderReport(result, {
-      date: new Date(),
-      commit: 'c',
-      machine: 'm',
-      configuration: {},
-      server: {},
-      load: { cores: 2, before: [1, 1, 1], after: [1, 1, 1] },
-    });
+    const html = renderReport(result, BARE_CONTEXT);
     expect(html).toContain('<title>3*: 100</title>');
     expect(html).toContain('Second 3 is partial: the run ended 0.25 s into it');
     expect(html).toContain('its 25 answers scaled to a second (100 requests/s)');
@@ -652,14 +655,7 @@ describe('npm run load: warm-up, stages and a kept duration', () => {
       // Sent in order, each at its due time: the ramp's gaps shrink as the rate rises.
       const dues = result.samples.map((s) => s.dueMs).sort((a, b) => a - b);
       expect(dues[1]! - dues[0]!).toBeGreaterThan(dues[49]! - dues[48]!);
-      const html = renderReport(result, {
-        date: new Date(),
-        commit: 'c',
-        machine: 'm',
-        configuration: {},
-        server: {},
-        load: { cores: 2, before: [0, 0, 0], after: [0, 0, 0] },
-      });
+      const html = renderReport(result, BARE_CONTEXT);
       expect(html).toContain('>stage 1</text>');
       expect(html).toContain('>stage 2</text>');
       expect(html).toContain('offered (stages)');

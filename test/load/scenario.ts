@@ -42,24 +42,6 @@ export const NETWORK_ERROR = 'NETWORK_ERROR';
 /** No answer by the end of the run: its duration ran out, or the run was aborted. */
 export const TIMED_OUT = 'TIMED_OUT';
 
-const ERROR_CODES = new Set([
-  'BAD_USER_INPUT',
-  'UNAUTHENTICATED',
-  'FORBIDDEN',
-  'NOT_FOUND',
-  'IDEMPOTENCY_KEY_REUSED',
-  'TRY_AGAIN',
-  'PAYMENTS_UNAVAILABLE',
-  'INTERNAL_SERVER_ERROR',
-  NETWORK_ERROR,
-  TIMED_OUT,
-]);
-
-/** An outcome that is an error code (or an HTTP status without a GraphQL answer), not a business status. */
-export function isErrorOutcome(outcome: string): boolean {
-  return ERROR_CODES.has(outcome) || outcome.startsWith('HTTP_');
-}
-
 /** Errors after which nothing was written: a refusal, or a TRY_AGAIN (whose contract is that nothing was). */
 const WROTE_NOTHING = new Set([
   'BAD_USER_INPUT',
@@ -70,6 +52,13 @@ const WROTE_NOTHING = new Set([
   'TRY_AGAIN',
   'PAYMENTS_UNAVAILABLE',
 ]);
+
+const ERROR_CODES = new Set([...WROTE_NOTHING, 'INTERNAL_SERVER_ERROR', NETWORK_ERROR, TIMED_OUT]);
+
+/** An outcome that is an error code (or an HTTP status without a GraphQL answer), not a business status. */
+export function isErrorOutcome(outcome: string): boolean {
+  return ERROR_CODES.has(outcome) || outcome.startsWith('HTTP_');
+}
 
 /**
  * Requests whose effect is not known: no answer (a lost connection, unanswered by the end) or an
