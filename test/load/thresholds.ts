@@ -1,4 +1,4 @@
-import { percentile, type LatencySummary } from './stats.js';
+import type { LatencySummary } from './stats.js';
 
 /**
  * Pass/fail criteria on the measured part of a run, as k6's thresholds and Artillery's `ensure`:
@@ -116,12 +116,4 @@ function lostFor(threshold: Threshold, part: PartSoFar, total: number | null, st
   const quantile = Number(metric.slice(1)) / 100;
   // Nearest rank: the percentile is below the limit only if at least ceil(q * total) values are.
   return fast < Math.ceil(quantile * total);
-}
-
-/** The measured latencies' percentile, for the live line (nearest rank, as the summary). */
-export function livePercentile(latencies: number[], p: number): number {
-  return percentile(
-    [...latencies].sort((a, b) => a - b),
-    p,
-  );
 }
