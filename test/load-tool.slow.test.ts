@@ -1,4 +1,4 @@
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -8,16 +8,30 @@ import { parseLoadArgs, UsageError } from './load/args.js';
 import { LoadClient } from './load/client.js';
 import { startDelayProxy } from './load/delay-proxy.js';
 import { renderReport } from './load/report.js';
-import { runLoad, type LoadResult } from './load/run.js';
+import { partSummary, perSecond, runLoad, type LoadResult, type Sample } from './load/run.js';
 import { replyOutcome, violationsOf, type LoadScenario } from './load/scenario.js';
 import { couponsScenario, headerSessions } from './load/scenarios/coupons.js';
 import { documentsScenario } from './load/scenarios/documents.js';
 import { huddlesScenario } from './load/scenarios/huddles.js';
-import { percentile } from './load/stats.js';
-import { formatResult } from './load/cli.js';
-import { serveTestBackend, type ServedBackend } from './support/harness.js';
+import { describeModel, exitCodeOf, formatResult } from './load/cli.js';
+import { liveLine } from './load/live.js';
+import { constantRate, parseStages, stagedRate } from './load/schedule.js';
+import { percentile, summarize } from './load/stats.js';
+import { beyondReach, judge, parseThreshold, type Threshold } from './load/thresholds.js';
+import { CreateCampaignDocument } from './generated/graphql.js';
+import { asTenantAdmin, createTenant, gqlOk, serveTestBackend, type ServedBackend } from './support/harness.js';
 import { listenOnLoopback, type LoopbackServer } from './support/ports.js';
 import { runScript } from './support/scripts.js';
+
+/** A report's circumstances when a test reads only its figures. */
+const BARE_CONTEXT = {
+  date: new Date(),
+  commit: 'c',
+  machine: 'm',
+  configuration: {},
+  server: {},
+  load: { cores: 2, before: [1, 1, 1], after: [1, 1, 1] },
+};
 
 describe('npm run load: arguments', () => {
   it('defaults to the reference coupon scenario at 32 clients', () => {
@@ -68,6 +82,13 @@ describe('npm run load: arguments', () => {
       report: 'out.html',
       secret: 's3cret',
       resend: true,
+      thresholds: [],
+      abortOnFail: false,
+      warmupSeconds: 0,
+      stages: null,
+      document: null,
+      variables: null,
+      tenant: null,
       help: false,
     });
   });
@@ -249,12 +270,21 @@ describe('npm run load: scenarios and their invariant checks', () => {
     expect(result.violations).toEqual([]);
     expect(result.outcomes['ISSUED']).toBe(40);
     expect(result.latency.count).toBe(120);
+    // 20 members: the first campaign's budget is 100,000 yen scaled to them, and its name says so.
+    const { rows } = await backend.sql.query<{ id: string; budget_yen: number }>(
+      "select id, budget_yen from campaigns where tenant_id = 'coupons-t1' order by budget_yen, id",
+    );
+    expect(rows).toEqual([
+      { id: 'c6667', budget_yen: 6_667 },
+      { id: 'c20k-a', budget_yen: 20_000 },
+      { id: 'c20k-b', budget_yen: 20_000 },
+    ]);
     await backend.sql.query(
-      "update campaign_budget_slots set issued_yen = issued_yen - 1000 where tenant_id = 'coupons-t1' and campaign_id = 'c100k'",
+      "update campaign_budget_slots set issued_yen = issued_yen - 1000 where tenant_id = 'coupons-t1' and campaign_id = 'c6667'",
     );
     await backend.sql.query("delete from outbox_events where id = (select id from outbox_events where tenant_id = 'coupons-t1' limit 1)");
     const violations = violationsOf(await scenario.check(backend.sql, result.outcomes));
-    expect(violations.join('\n')).toMatch(/campaign c100k: issuedYen/);
+    expect(violations.join('\n')).toMatch(/campaign c6667: issuedYen/);
     expect(violations.join('\n')).toMatch(/outbox events for 40 coupons/);
   });
 
@@ -318,41 +348,37 @@ describe('npm run load: scenarios and their invariant checks', () => {
   });
 
   it('marks a partial last second as such: its bar is a rate over the time it covers, not a drop', () => {
-    const sample = (endMs: number) => ({ dueMs: 0, sentMs: 0, endMs, latencyMs: 5, outcome: 'OK' });
+    const sample = (endMs: number): Sample => ({ dueMs: 0, sentMs: 0, endMs, latencyMs: 5, outcome: 'OK' });
     // 100 answers in each of two whole seconds, then 25 in the quarter second the run had left.
     const samples = [
       ...Array.from({ length: 100 }, (_, i) => sample(i * 10)),
       ...Array.from({ length: 100 }, (_, i) => sample(1_000 + i * 10)),
       ...Array.from({ length: 25 }, (_, i) => sample(2_000 + i * 10)),
     ];
-    const result = {
-      ...({} as LoadResult),
+    const result: LoadResult = {
+      ...partSummary(samples),
       scenario: 'documents',
-      model: 'closed' as const,
+      model: 'closed',
       concurrency: 1,
       offeredRate: null,
-      requests: samples.length,
+      stages: null,
+      warmupMs: 0,
       wallMs: 2_250,
       requestsPerSecond: 100,
-      latency: { count: samples.length, p50: 5, p95: 5, p99: 5, max: 5 },
-      outcomes: { OK: samples.length },
-      errors: {},
+      timedOut: 0,
+      warmup: null,
+      perSecond: perSecond(samples, 2_250, 0, null),
+      thresholds: [],
+      aborted: null,
       checks: null,
       violations: null,
       samples,
     };
-    const html = renderReport(result, {
-      date: new Date(),
-      commit: 'c',
-      machine: 'm',
-      configuration: {},
-      server: {},
-      load: { cores: 2, before: [1, 1, 1], after: [1, 1, 1] },
-    });
+    const html = renderReport(result, BARE_CONTEXT);
     expect(html).toContain('<title>3*: 100</title>');
     expect(html).toContain('Second 3 is partial: the run ended 0.25 s into it');
     expect(html).toContain('its 25 answers scaled to a second (100 requests/s)');
-    expect(html).toContain('<td>3* (0.25 s)</td><td>25</td>');
+    expect(html).toContain('<td>3* (0.25 s)</td><td></td><td>25</td><td>0</td><td>0</td>');
   });
 
   it('the open model (--rate) offers the rate and says what it achieved', async () => {
@@ -398,7 +424,12 @@ describe('npm run load: scenarios and their invariant checks', () => {
       json,
     ]);
     expect(output).toMatch(/requests\s+60 in/);
-    expect(output).toMatch(/latency\s+p50 .* p95 .* p99 .* max/);
+    expect(output).toMatch(/latency\s+mean [\d.]+ {2}min [\d.]+ {2}p50 [\d.]+ {2}p90 [\d.]+ {2}p95 [\d.]+ {2}p99 [\d.]+ {2}max [\d.]+ ms/);
+    expect(output).toMatch(/received\s+[\d.]+ KiB of response bodies/);
+    // Not a terminal: a progress line every 2 s, the first a quarter second in.
+    expect(output).toMatch(
+      /^ +[\d.]+ s {2}measured {2}\d+\/s {2}p50 [\d.]+ ms {2}p99 [\d.]+ ms {2}in flight \d+ {2}answered \d+ {2}errors none$/m,
+    );
     expect(output).toContain('invariants    all held (checked in SQL)');
     expect(output).toMatch(/held {2}one document per OK answer: 60 documents for 60 OK answers/);
     expect(output).toMatch(/server +mode: the server at http:\/\/127\.0\.0\.1:\d+\/graphql, not started by this tool/);
@@ -406,6 +437,337 @@ describe('npm run load: scenarios and their invariant checks', () => {
       /machine load +[\d.]+ \/ [\d.]+ \/ [\d.]+ before, [\d.]+ \/ [\d.]+ \/ [\d.]+ after \(1 \/ 5 \/ 15 min; \d+ cores\)/,
     );
     expect(code).toBe(0);
-    expect(JSON.parse(await readFile(json, 'utf8'))).toMatchObject({ scenario: 'documents', requests: 60, violations: [] });
+    const summary = JSON.parse(await readFile(json, 'utf8')) as LoadResult;
+    expect(summary).toMatchObject({ scenario: 'documents', requests: 60, violations: [], timedOut: 0, warmup: null, thresholds: [] });
+    expect(Object.keys(summary.latency)).toEqual(['count', 'mean', 'min', 'p50', 'p90', 'p95', 'p99', 'max']);
+    expect(summary.bytesReceived).toBeGreaterThan(60 * 100);
+    expect(summary.perSecond.reduce((sum, second) => sum + second.count, 0)).toBe(60);
+    expect(Object.keys(summary.perSecond[0]!)).toEqual([
+      'second',
+      'count',
+      'p50',
+      'p95',
+      'p99',
+      'errors',
+      'unanswered',
+      'warmup',
+      'offered',
+      'stage',
+    ]);
+    expect(summary).not.toHaveProperty('samples');
+  });
+
+  /** The CLI against the test backend, with a JSON summary to read back. */
+  const command = async (extra: string[]) => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'load-cli-'));
+    const json = path.join(dir, 'summary.json');
+    const { code, output } = await runScript('test/load/cli.ts', {}, [
+      ...['--scenario', 'documents', '--url', backend.url, '--database-url', backend.databaseUrl, '--concurrency', '4'],
+      ...['--json', json, ...extra],
+    ]);
+    const summary = (await readFile(json, 'utf8').then(
+      (text) => JSON.parse(text) as LoadResult,
+      () => null,
+    ))!;
+    return { code, output, summary };
+  };
+
+  it('--threshold: every threshold met exits 0, each printed with its value and verdict, in the JSON and the report', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'load-cli-'));
+    const report = path.join(dir, 'report.html');
+    const { code, output, summary } = await command([
+      ...['--requests', '40', '--threshold', 'p99<600000', '--threshold', 'errors<50%', '--threshold', 'rate>0.01', '--report', report],
+    ]);
+    expect(code, output).toBe(0);
+    const p99 = summary.latency.p99;
+    expect(summary.thresholds).toEqual([
+      { expression: 'p99<600000', metric: 'p99', limit: 600_000, value: p99, passed: true },
+      { expression: 'errors<50%', metric: 'errors', limit: 50, value: 0, passed: true },
+      { expression: 'rate>0.01', metric: 'rate', limit: 0.01, value: summary.requestsPerSecond, passed: true },
+    ]);
+    expect(output).toContain(`thresholds    pass  p99<600000: ${p99.toFixed(1)} ms`);
+    expect(output).toContain('pass  errors<50%: 0.00%');
+    const html = await readFile(report, 'utf8');
+    expect(html).toContain(`<tr><td>p99&#60;600000</td><td>${p99.toFixed(1)} ms</td><td class="ok">pass</td></tr>`);
+  });
+
+  it('--threshold: one crossed exits 99 (1 stays an invariant violated), and says which', async () => {
+    const { code, output, summary } = await command(['--requests', '40', '--threshold', 'p50<600000', '--threshold', 'max<0.001']);
+    expect(code, output).toBe(99);
+    expect(summary.violations).toEqual([]);
+    expect(summary.thresholds.map((verdict) => [verdict.expression, verdict.passed])).toEqual([
+      ['p50<600000', true],
+      ['max<0.001', false],
+    ]);
+    expect(output).toContain(`FAIL  max<0.001: ${summary.latency.max.toFixed(1)} ms`);
+    expect(summary.aborted).toBeNull();
+  });
+
+  it('--scenario operation: any operation of the schema, its variables in turn, the members of a tenant in turn, its answers by status and code', async () => {
+    await createTenant(backend, 'op-tenant', 1_000_000);
+    await gqlOk(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id: 'welcome', name: 'Welcome', discountYen: 100, budgetYen: 1_000_000 } },
+      asTenantAdmin('op-tenant'),
+    );
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'load-operation-'));
+    const [document, variables] = [path.join(dir, 'issue.graphql'), path.join(dir, 'variables.json')];
+    await writeFile(document, 'mutation Issue($input: IssueCouponInput!) { issueCoupon(input: $input) { status } }\n');
+    await writeFile(variables, JSON.stringify([{ input: { campaignId: 'welcome' } }, { input: { campaignId: 'no-such-campaign' } }]));
+    const { code, output, summary } = await command([
+      ...['--scenario', 'operation', '--document', document, '--variables', variables, '--tenant', 'op-tenant', '--requests', '20'],
+    ]);
+    expect(code, output).toBe(0);
+    // Twenty members, each once: the even requests issue, the odd ones name a campaign that does not exist.
+    expect(summary).toMatchObject({ scenario: 'operation Issue', outcomes: { ISSUED: 10, NOT_FOUND: 10 }, errors: { NOT_FOUND: 10 } });
+    expect(output).toContain('invariants    none known for this scenario');
+    const { rows } = await backend.sql.query<{ members: number }>(
+      "select count(distinct member_id)::int as members from coupons where tenant_id = 'op-tenant'",
+    );
+    expect(rows[0]!.members).toBe(10);
+
+    await writeFile(document, '{ noSuchField }');
+    const refused = await runScript('test/load/cli.ts', {}, ['--scenario', 'operation', '--document', document, '--url', backend.url]);
+    expect(refused.code).toBe(2);
+    expect(refused.output).toMatch(/is not valid against the schema: Cannot query field "noSuchField" on type "Query"/);
+  });
+
+  it('--abort-on-fail: a duration run stops at the first second a threshold can no longer be met, and exits 99', async () => {
+    const { code, output, summary } = await command(['--duration', '120', '--threshold', 'max<0.001', '--abort-on-fail']);
+    expect(code, output).toBe(99);
+    expect(summary.aborted).toMatchObject({ threshold: 'max<0.001' });
+    // Judged at whole seconds: the first second had answers, every one slower than 0.001 ms.
+    expect(summary.aborted!.atMs).toBeLessThan(120_000);
+    expect(output).toMatch(/aborted +[\d.]+ s into the run: max<0.001 could no longer be met/);
+  });
+});
+
+/** A server that answers `{ ping { status } }` at once, or as `answer` decides from the request's `i` variable. */
+async function pingServer(answer: (i: number, res: http.ServerResponse) => void = (_i, res) => pong(res)): Promise<LoopbackServer> {
+  const server = http.createServer((req, res) => {
+    if (req.url === '/health') return void pong(res);
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => answer((JSON.parse(Buffer.concat(chunks).toString()) as { variables: { i: number } }).variables.i, res));
+  });
+  return listenOnLoopback(server);
+}
+
+function pong(res: http.ServerResponse, body: unknown = { data: { ping: { status: 'PONG' } } }) {
+  res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+}
+
+/** Request i sends `{ i }`, so that the server can answer each as a test needs. */
+const numberedPing: LoadScenario = {
+  name: 'ping',
+  setup: async () => {},
+  request: (index, client) => () => client.graphql('query Ping($i: Int) { ping { status } }', { i: index }, {}),
+  outcomeOf: replyOutcome,
+  check: async () => [],
+};
+
+describe('npm run load: warm-up, stages and a kept duration', () => {
+  it('--warmup: what is due in the warm-up is sent but left out of the figures and the thresholds, and reported apart', async () => {
+    // The first 50 requests (due in the first 0.5 s at 100/s) are answered TRY_AGAIN: a cold server.
+    const stub = await pingServer((i, res) =>
+      i < 50 ? pong(res, { errors: [{ message: 'busy', extensions: { code: 'TRY_AGAIN' } }] }) : pong(res),
+    );
+    const client = new LoadClient(`${stub.origin}/graphql`, 16);
+    try {
+      const result = await runLoad({
+        client,
+        sessions: headerSessions(),
+        scenario: numberedPing,
+        concurrency: 16,
+        rate: 100,
+        warmupMs: 500,
+        amount: { requests: 50 },
+        thresholds: [parseThreshold('errors<1%')],
+        sql: null,
+      });
+      expect(result.warmup).toMatchObject({ requests: 50, outcomes: { TRY_AGAIN: 50 }, errors: { TRY_AGAIN: 50 } });
+      expect(result).toMatchObject({ requests: 50, outcomes: { PONG: 50 }, errors: {}, warmupMs: 500 });
+      expect(result.latency.count).toBe(50);
+      expect(result.thresholds).toEqual([expect.objectContaining({ expression: 'errors<1%', value: 0, passed: true })]);
+      expect(result.samples.filter((s) => s.warmup).every((s) => s.outcome === 'TRY_AGAIN' && s.dueMs < 500)).toBe(true);
+      expect(result.perSecond[0]).toMatchObject({ warmup: true });
+    } finally {
+      client.close();
+      await stub.close();
+    }
+  });
+
+  it('a duration is kept: what is unanswered when it ends counts as TIMED_OUT then, and the run ends on time', async () => {
+    const held: http.ServerResponse[] = [];
+    // Answers the first 20 requests, then holds every other: a server that stopped answering.
+    const stub = await pingServer((i, res) => (i < 20 ? pong(res) : void held.push(res)));
+    const client = new LoadClient(`${stub.origin}/graphql`, 4);
+    try {
+      const result = await runLoad({
+        client,
+        sessions: headerSessions(),
+        scenario: numberedPing,
+        concurrency: 4,
+        amount: { durationSeconds: 1 },
+        settleMs: 0,
+        sql: null,
+      });
+      expect(result.wallMs).toBe(1_000);
+      expect(result).toMatchObject({ requests: 24, timedOut: 4, outcomes: { PONG: 20, TIMED_OUT: 4 }, errors: { TIMED_OUT: 4 } });
+      for (const sample of result.samples.filter((s) => s.outcome === 'TIMED_OUT')) expect(sample.endMs).toBe(1_000);
+      // Not answers: the last second's bar counts only what was answered in it.
+      expect(result.perSecond.at(-1)).toMatchObject({ unanswered: 4 });
+      expect(result.perSecond.reduce((sum, second) => sum + second.count, 0)).toBe(20);
+      expect(formatResult(result)).toMatch(/requests +24 in 1\.00 s, 4 unanswered at the end \(TIMED_OUT\)/);
+    } finally {
+      for (const res of held) pong(res);
+      client.close();
+      await stub.close();
+    }
+  });
+
+  it('--stages: the arrival rate ramps stage by stage, and the per-second figures and chart mark the stages', async () => {
+    const stub = await pingServer();
+    const client = new LoadClient(`${stub.origin}/graphql`, 32);
+    const schedule = stagedRate(parseStages('1s:100,1s:100'));
+    try {
+      const result = await runLoad({
+        client,
+        sessions: headerSessions(),
+        scenario: numberedPing,
+        concurrency: 32,
+        schedule,
+        amount: { durationSeconds: 2 },
+        sql: null,
+      });
+      // 0 to 100/s over the first second offers 50, then 100/s for a second offers 100.
+      expect(result.requests).toBe(150);
+      expect(result.offeredRate).toBeNull();
+      expect(result.stages).toEqual([
+        { startMs: 0, endMs: 1_000, fromRate: 0, toRate: 100 },
+        { startMs: 1_000, endMs: 2_000, fromRate: 100, toRate: 100 },
+      ]);
+      expect(result.perSecond.map((second) => [second.offered, second.stage])).toEqual([
+        [50, 1],
+        [100, 2],
+      ]);
+      // Sent in order, each at its due time: the ramp's gaps shrink as the rate rises.
+      const dues = result.samples.map((s) => s.dueMs).sort((a, b) => a - b);
+      expect(dues[1]! - dues[0]!).toBeGreaterThan(dues[49]! - dues[48]!);
+      const html = renderReport(result, BARE_CONTEXT);
+      expect(html).toContain('>stage 1</text>');
+      expect(html).toContain('>stage 2</text>');
+      expect(html).toContain('offered (stages)');
+      expect(describeModel(result)).toBe('open model in stages from 0/s: 1 s to 100/s, 1 s to 100/s; at most 32 connections');
+    } finally {
+      client.close();
+      await stub.close();
+    }
+  });
+});
+
+describe('npm run load: thresholds, stages and the live line, by themselves', () => {
+  it('reads thresholds, stages and the warm-up, and refuses what does not fit', () => {
+    const args = parseLoadArgs([
+      '--scenario',
+      'coupons',
+      '--threshold',
+      'p99<500',
+      '--threshold',
+      'errors<1.5%',
+      '--threshold',
+      'rate > 300',
+    ]);
+    expect(args.thresholds).toEqual([
+      { expression: 'p99<500', metric: 'p99', limit: 500 },
+      { expression: 'errors<1.5%', metric: 'errors', limit: 1.5 },
+      { expression: 'rate > 300', metric: 'rate', limit: 300 },
+    ]);
+    const staged = parseLoadArgs(['--scenario', 'coupons', '--stages', '10s:100,30s:400,10s:0', '--warmup', '10']);
+    expect(staged).toMatchObject({ warmupSeconds: 10, durationSeconds: 40, requests: null, concurrency: 256 });
+    expect(staged.stages).toEqual([
+      { durationMs: 10_000, target: 100 },
+      { durationMs: 30_000, target: 400 },
+      { durationMs: 10_000, target: 0 },
+    ]);
+    for (const [argv, message] of [
+      [['--threshold', 'p42<5'], /a threshold is p50\|p90\|p95\|p99\|max<MS/],
+      [['--threshold', 'errors<5'], /a threshold is/],
+      [['--abort-on-fail'], /needs a --threshold/],
+      [['--stages', '10s:100', '--duration', '5'], /--stages sets the run's length/],
+      [['--stages', '10s'], /a stage is DURATION:RATE/],
+      [['--stages', '10s:0'], /every target is 0/],
+      [['--stages', '10s:100', '--warmup', '10'], /leaves nothing of the stages' 10 s to measure/],
+      [['--warmup', '0'], /number of seconds above 0/],
+      [['--document', 'x.graphql'], /--document is for --scenario operation/],
+    ] as [string[], RegExp][]) {
+      expect(() => parseLoadArgs(['--scenario', 'coupons', ...argv])).toThrow(message);
+    }
+    expect(() => parseLoadArgs(['--scenario', 'operation'])).toThrow(/needs --document FILE/);
+  });
+
+  it('gives up on a threshold only when no rest of the run can meet it', () => {
+    const [p99, max, errors, rate] = ['p99<100', 'max<100', 'errors<10%', 'rate>50'].map(parseThreshold) as Threshold[];
+    const part = { latencies: [5, 5, 150], waiting: [], errors: 0, toSend: 97, elapsedMs: 1_000, lengthMs: null };
+    // One of 100 above 100 ms: p99 (the 99th of 100) can still be below it; max cannot.
+    expect(beyondReach([p99!], part)).toBeNull();
+    expect(beyondReach([p99!, max!], part)).toBe(max);
+    expect(beyondReach([p99!], { ...part, waiting: [200] })).toBe(p99);
+    // A closed model for a duration: its size is not known, so more fast answers could always come.
+    expect(beyondReach([p99!], { ...part, latencies: [150, 150], toSend: null })).toBeNull();
+    expect(beyondReach([errors!], { ...part, errors: 10 })).toBe(errors);
+    expect(beyondReach([errors!], { ...part, errors: 9 })).toBeNull();
+    // 100 requests in all, one second gone already: at most 100 answers/s, never above 100/s.
+    expect(beyondReach([parseThreshold('rate>100')], part)).not.toBeNull();
+    expect(beyondReach([rate!], part)).toBeNull();
+    expect(judge([p99!, rate!], { latency: summarize([1, 2, 3]), errors: 0, requests: 3, requestsPerSecond: 60 })).toEqual([
+      { ...p99, value: 3, passed: true },
+      { ...rate, value: 60, passed: true },
+    ]);
+  });
+
+  it('schedules stages by their arrivals: a ramp offers the area under its rate', () => {
+    const schedule = stagedRate(parseStages('10s:100,30s:400,10s:0'));
+    // 0 to 100 over 10 s: 500; 100 to 400 over 30 s: 7,500; 400 to 0 over 10 s: 2,000.
+    expect(schedule.dueBetween(0, 10_000)).toBe(500);
+    expect(schedule.dueBetween(10_000, 40_000)).toBe(7_500);
+    expect(schedule.dueBetween(40_000, 50_000)).toBe(2_000);
+    expect(schedule.dueMs(9_999)).toBeLessThanOrEqual(50_000);
+    expect(schedule.dueMs(10_000)).toBeNull();
+    let last = -1;
+    for (let i = 0; i < 10_000; i += 7) {
+      const due = schedule.dueMs(i)!;
+      expect(due).toBeGreaterThan(last);
+      last = due;
+    }
+    expect(schedule.rateAt(25_000)).toBe(250);
+    expect(constantRate(200).dueBetween(0, 1_000)).toBe(200);
+  });
+
+  it('exits 1 on an invariant violated whatever the thresholds, 99 on a threshold crossed or an abort, 0 otherwise', () => {
+    const verdict = (passed: boolean) => ({ expression: 'p99<1', metric: 'p99' as const, limit: 1, value: 0, passed });
+    const base = { violations: [], thresholds: [verdict(true)], aborted: null } as unknown as LoadResult;
+    expect(exitCodeOf(base)).toBe(0);
+    expect(exitCodeOf({ ...base, violations: null })).toBe(0);
+    expect(exitCodeOf({ ...base, thresholds: [verdict(false)] })).toBe(99);
+    expect(exitCodeOf({ ...base, aborted: { atMs: 1_000, threshold: 'p99<1' } })).toBe(99);
+    expect(exitCodeOf({ ...base, violations: ['broken'], thresholds: [verdict(false)] })).toBe(1);
+  });
+
+  it('prints one live line: the last second, its p50 and p99, errors by code so far, what is in flight', () => {
+    const line = liveLine({
+      elapsedMs: 12_345,
+      warmup: false,
+      stage: { index: 2, of: 3 },
+      offeredRate: 400,
+      lastSecond: { answers: 412, p50: 8.06, p99: 41 },
+      errors: { TRY_AGAIN: 2, NETWORK_ERROR: 1 },
+      inFlight: 3,
+      answered: 5_000,
+    });
+    expect(line).toBe(
+      '    12.3 s  measured  stage 2/3  412/s (offered 400/s)  p50 8.1 ms  p99 41.0 ms  in flight 3  answered 5000  errors TRY_AGAIN 2, NETWORK_ERROR 1',
+    );
   });
 });

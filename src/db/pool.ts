@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { PostgresPool } from 'kysely';
 import type { Logger } from '../core/logger.js';
-import { currentRequestScope } from '../core/request-scope.js';
+import { currentRequestScope, outsideRequestScope } from '../core/request-scope.js';
 import { inSpan, tracing } from '../core/tracing.js';
 import {
   clientClass,
@@ -239,7 +239,10 @@ class PoolGuard {
       let client: pg.PoolClient;
       try {
         // A new connection is limited by its own connect timeout (client.ts), and by the deadline.
-        client = await connectWithin(raw, left);
+        // It outlives the request that happens to open it: opened in that request's scope, every
+        // later event of its socket (an 'error' when PostgreSQL stops, minutes later) would run in
+        // that scope and log the long-finished request's id.
+        client = await outsideRequestScope(() => connectWithin(raw, left));
       } catch (error) {
         if (!(error instanceof ConnectError)) throw error;
         failures.push(...error.failures);
@@ -262,7 +265,13 @@ class PoolGuard {
   }
 
   private async close(limitMs: number): Promise<void> {
-    const ended = this.raw.end().catch(() => {});
+    // pg's pool resolves end() once it has asked its idle connections to close, not once they have
+    // closed: a PostgreSQL stopped right after (the embedded one, at shutdown) would still find
+    // their backends and terminate them (57P01), and each would report that as a failure.
+    const ended = this.raw
+      .end()
+      .catch(() => {})
+      .then(() => allClosed(this.live));
     const inTime = await Promise.race([ended.then(() => true), sleep(limitMs, false)]);
     if (inTime) return;
     this.log.warn(
@@ -272,6 +281,11 @@ class PoolGuard {
     for (const client of this.live) client.cut();
     await Promise.race([ended, sleep(AFTER_CUT_MS)]);
   }
+}
+
+/** Resolves once every client of `live` has closed its socket: each leaves the set on its 'end'. */
+function allClosed(live: Set<DatabaseClient>): Promise<void> {
+  return Promise.all([...live].map((client) => new Promise<void>((resolve) => client.once('end', () => resolve())))).then(() => {});
 }
 
 function rawPool(options: PoolOptions, log: Logger, Client: typeof pg.Client): pg.Pool {

@@ -6,6 +6,8 @@ export interface GraphQLReply {
   body: { data?: Record<string, unknown> | null; errors?: { message: string; extensions?: Record<string, unknown> }[] };
   latencyMs: number;
   headers: http.IncomingHttpHeaders;
+  /** Bytes of the response bodies received for it (every send's, when resent). */
+  bytes: number;
   /** Sends it took (more than 1 only when resending, see LoadClientOptions.resend). */
   attempts?: number;
 }
@@ -64,8 +66,10 @@ export class LoadClient {
   async mutation(query: string, variables: Record<string, unknown>, headers: Record<string, string>): Promise<GraphQLReply> {
     const started = performance.now();
     let last: GraphQLReply | null = null;
+    let bytes = 0;
     const transport: Transport = async (_url, init) => {
       last = await this.request('POST', this.url, init.body, init.headers);
+      bytes += last.bytes;
       return { status: last.status, body: last.body, headers: { get: (name) => headerValue(last!.headers, name) } };
     };
     const { 'idempotency-key': key, ...rest } = headers;
@@ -77,7 +81,7 @@ export class LoadClient {
         deadlineMs: this.options.resendDeadlineMs ?? 30_000,
         transport,
       });
-      return { ...last!, body: { data: result.data }, latencyMs: performance.now() - started, attempts: result.attempts };
+      return { ...last!, body: { data: result.data }, latencyMs: performance.now() - started, bytes, attempts: result.attempts };
     } catch (error) {
       if (!(error instanceof MutationError)) throw error;
       const latencyMs = performance.now() - started;
@@ -88,10 +92,11 @@ export class LoadClient {
           body: { errors: [{ message: error.message, extensions: { code: error.code } }] },
           latencyMs,
           headers: {},
+          bytes,
           attempts: error.attempts,
         };
       }
-      return { ...(last as GraphQLReply), latencyMs, attempts: error.attempts };
+      return { ...(last as GraphQLReply), latencyMs, bytes, attempts: error.attempts };
     }
   }
 
@@ -144,7 +149,8 @@ export class LoadClient {
             } catch {
               parsed = { errors: [{ message: text.slice(0, 200), extensions: { code: `HTTP_${res.statusCode}` } }] };
             }
-            resolve({ status: res.statusCode ?? 0, body: parsed, latencyMs: performance.now() - started, headers: res.headers });
+            const bytes = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
+            resolve({ status: res.statusCode ?? 0, body: parsed, latencyMs: performance.now() - started, headers: res.headers, bytes });
           });
           res.on('error', reject);
         },

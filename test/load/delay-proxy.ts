@@ -105,9 +105,11 @@ export async function startDelayProxy(options: DelayProxyOptions): Promise<Delay
 
   const sockets = new Set<net.Socket>();
   let connections = 0;
-  const server = net.createServer((client) => {
+  // Half-open both ways, so that a close travels as late as any byte: a side that ends its writing
+  // (a client's Terminate and FIN) sees the other end only when the other end has closed.
+  const server = net.createServer({ allowHalfOpen: true }, (client) => {
     const connection = connections++;
-    const upstream = net.connect(options.target);
+    const upstream = net.connect({ ...options.target, allowHalfOpen: true });
     for (const socket of [client, upstream]) {
       socket.setNoDelay(true);
       sockets.add(socket);

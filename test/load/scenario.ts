@@ -36,3 +36,37 @@ export function replyOutcome(reply: GraphQLReply): string {
   const payload = Object.values(reply.body.data ?? {})[0] as { status?: unknown } | undefined;
   return typeof payload?.status === 'string' ? payload.status : 'OK';
 }
+
+/** An answer that never came: the connection failed. */
+export const NETWORK_ERROR = 'NETWORK_ERROR';
+/** No answer by the end of the run: its duration ran out, or the run was aborted. */
+export const TIMED_OUT = 'TIMED_OUT';
+
+/** Errors after which nothing was written: a refusal, or a TRY_AGAIN (whose contract is that nothing was). */
+const WROTE_NOTHING = new Set([
+  'BAD_USER_INPUT',
+  'UNAUTHENTICATED',
+  'FORBIDDEN',
+  'NOT_FOUND',
+  'IDEMPOTENCY_KEY_REUSED',
+  'TRY_AGAIN',
+  'PAYMENTS_UNAVAILABLE',
+]);
+
+const ERROR_CODES = new Set([...WROTE_NOTHING, 'INTERNAL_SERVER_ERROR', NETWORK_ERROR, TIMED_OUT]);
+
+/** An outcome that is an error code (or an HTTP status without a GraphQL answer), not a business status. */
+export function isErrorOutcome(outcome: string): boolean {
+  return ERROR_CODES.has(outcome) || outcome.startsWith('HTTP_');
+}
+
+/**
+ * Requests whose effect is not known: no answer (a lost connection, unanswered by the end) or an
+ * internal error. Each may or may not have acted, so a count of rows may exceed the answers that
+ * said so by up to this many.
+ */
+export function undecided(outcomes: Record<string, number>): number {
+  return Object.entries(outcomes)
+    .filter(([outcome]) => isErrorOutcome(outcome) && !WROTE_NOTHING.has(outcome))
+    .reduce((sum, [, count]) => sum + count, 0);
+}

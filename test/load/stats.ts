@@ -7,7 +7,10 @@ export function percentile(sorted: number[], p: number): number {
 
 export interface LatencySummary {
   count: number;
+  mean: number;
+  min: number;
   p50: number;
+  p90: number;
   p95: number;
   p99: number;
   max: number;
@@ -15,9 +18,13 @@ export interface LatencySummary {
 
 export function summarize(latenciesMs: number[]): LatencySummary {
   const sorted = [...latenciesMs].sort((a, b) => a - b);
+  const total = sorted.reduce((sum, value) => sum + value, 0);
   return {
     count: sorted.length,
+    mean: sorted.length === 0 ? 0 : total / sorted.length,
+    min: sorted[0] ?? 0,
     p50: percentile(sorted, 50),
+    p90: percentile(sorted, 90),
     p95: percentile(sorted, 95),
     p99: percentile(sorted, 99),
     max: sorted.at(-1) ?? 0,

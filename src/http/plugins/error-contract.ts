@@ -65,6 +65,22 @@ function httpOf(error: GraphQLError): { http?: Record<string, unknown> } {
 }
 
 /**
+ * A request error raised before execution began (CoerceVariableValues: a variable that does not
+ * coerce; GetOperation), which the executor marks 400 for every client. The GraphQL-over-HTTP
+ * rule for `application/json` answers a well-formed request 200 whatever request error it raised,
+ * and `application/graphql-response+json` 400: Yoga's `spec` marker says exactly that, as it does
+ * for parse and validation errors. Only errors without a code of ours: a refusal of ours before
+ * execution (a limit, an unstorable string) keeps its 400 for everyone.
+ */
+function markRequestErrors(result: ExecutionResult): void {
+  if ('data' in result) return;
+  for (const error of result.errors ?? []) {
+    const http = error.extensions['http'] as Record<string, unknown> | undefined;
+    if (error.extensions['code'] === undefined && http?.['status'] === 400) http['spec'] = true;
+  }
+}
+
+/**
  * Every error a client reads has one of the codes of docs/design.md §7 and the request id. Parse,
  * validation and variable coercion errors are the client's mistakes: BAD_USER_INPUT.
  */
@@ -153,6 +169,7 @@ export function useErrorContract(options: ErrorContractOptions): Plugin<Context,
         // Runs before Yoga's masking (a plugin of its own, after ours), while the cause is still there.
         onExecuteDone({ result }) {
           if (Array.isArray(result) || Symbol.asyncIterator in result) return;
+          markRequestErrors(result as ExecutionResult);
           const sqlState = unexpectedSqlState(result as ExecutionResult);
           if (sqlState !== undefined) report.sqlState = sqlState;
         },
