@@ -99,6 +99,9 @@ interface ChildOfOurs {
   stop(): Promise<void>;
 }
 
+/** A bound for a start that never says it is ready: minutes on a busy machine, not the test's whole timeout. */
+const START_TIMEOUT_MS = 180_000;
+
 /** One of the project's entry points (TypeScript, or compiled to dist/) as its own process, once it prints `ready`. */
 async function startProcess(
   entry: string,
@@ -121,15 +124,21 @@ async function startProcess(
   child.stdout!.on('data', collect);
   child.stderr!.on('data', collect);
   const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  const deadline = Date.now() + START_TIMEOUT_MS;
   const match = await new Promise<RegExpMatchArray>((resolve, reject) => {
     const timer = setInterval(() => {
       const found = output.match(ready);
       if (found) {
         clearInterval(timer);
         resolve(found);
-      } else if (child.exitCode !== null) {
+      } else if (child.exitCode !== null || Date.now() > deadline) {
         clearInterval(timer);
-        reject(new Error(`${entry} exited during start-up:\n${output}`));
+        if (child.exitCode === null) child.kill('SIGKILL');
+        reject(
+          new Error(
+            `${entry} ${child.exitCode === null ? `printed no ${ready} within ${START_TIMEOUT_MS} ms` : 'exited'} during start-up:\n${output}`,
+          ),
+        );
       }
     }, 50);
   });
@@ -200,9 +209,10 @@ export function benchServerEnv(databaseUrl: string, strategy: string): Record<st
 
 /**
  * What a server process prints once it listens, with the port it got (PORT=0): the project's
- * banner, and the bench's bare server.
+ * banner, the test entries' first line (bench-server.ts, checkout-server.ts), the bare server's.
  */
-export const SERVER_READY = /Listening on: +\S*:(\d+)\s|bare node:http server: http:\/\/127\.0\.0\.1:(\d+)\//;
+export const SERVER_READY =
+  /Listening on: +\S*:(\d+)\s|GraphQL and GraphiQL: http:\/\/[\w.]+:(\d+)\/|bare node:http server: http:\/\/127\.0\.0\.1:(\d+)\//;
 
 export interface ServerProcessOptions {
   /** Another checkout to run it from (the bench's baseline). */
@@ -221,7 +231,7 @@ export async function startServerProcess(
   { project = PROJECT, nodeArgs = [] }: ServerProcessOptions = {},
 ): Promise<ServerProcess> {
   const started = await startProcess(entry, [], serverProcessEnv(env, 0), SERVER_READY, project, nodeArgs);
-  const base = `http://127.0.0.1:${started.ready[1] ?? started.ready[2]}`;
+  const base = `http://127.0.0.1:${started.ready.slice(1).find(Boolean)}`;
   return { url: `${base}/graphql`, metricsUrl: `${base}/metrics`, child: started.child, stop: started.stop };
 }
 
