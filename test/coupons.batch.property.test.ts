@@ -4,7 +4,6 @@ import { Bookkeeping, KeyHeldElsewhere } from '../src/features/bookkeeping/bookk
 import { runBatch } from '../src/features/coupons/issue-batch.js';
 import type { IssueRequest, IssueResult } from '../src/features/coupons/issue.js';
 import { CampaignShapes, issueValuesOf, runIssue, type IssueContext } from '../src/features/coupons/issue-statement.js';
-import { businessMonth } from '../src/features/coupons/month.js';
 import { RollbackAndReturn } from '../src/db/transaction.js';
 import { claimValues, type ClaimValues } from '../src/features/idempotency/service.js';
 import { insertCouponScenario } from './load/scenarios/coupons.js';
@@ -12,7 +11,8 @@ import { createTestBackend, type TestBackend } from './support/harness.js';
 
 // A batch's outcomes are those of its members run one after another: for any state of one to three
 // campaigns (one slot or several, each with its room) and any members spread over them (a coupon
-// already held, a month near the cap, a key fresh or held by an answered request), the batch statement and the one-issue statement run on each decided member in member
+// already held, a month near the cap, a key fresh or held by an answered request, a campaign not
+// started or ended), the batch statement and the one-issue statement run on each decided member in member
 // order, in two tenants set up alike, give every member the same answer and leave the same
 // coupons, month rows, budget, outbox events, audit rows and stored answers. Members the batch
 // left ALONE are not decided by it and run later; the rest must form a serial order.
@@ -20,7 +20,6 @@ import { createTestBackend, type TestBackend } from './support/harness.js';
 const DISCOUNT = 100;
 const CAP = 300;
 const campaignId = (c: number) => `batched-${c}`;
-const NOW = new Date('2026-06-15T03:00:00Z');
 const TIME_ZONE = 'Asia/Tokyo';
 
 interface MemberCase {
@@ -31,15 +30,20 @@ interface MemberCase {
   key: 'none' | 'fresh' | 'held';
 }
 
+type Period = 'open' | 'not started' | 'ended';
+
 interface BatchCase {
   /** Per campaign, per slot: whole coupons of room, and yen short of one more. */
   campaigns: { room: number; short: number }[][];
+  /** Per campaign (by index), where the database's now() stands in its period. */
+  periods: Period[];
   members: MemberCase[];
 }
 
 const slots = fc.array(fc.record({ room: fc.integer({ min: 0, max: 4 }), short: fc.constantFrom(0, 50) }), { minLength: 1, maxLength: 4 });
 const cases = fc.record({
   campaigns: fc.array(slots, { minLength: 1, maxLength: 3 }),
+  periods: fc.array(fc.constantFrom<Period>('open', 'open', 'not started', 'ended'), { minLength: 3, maxLength: 3 }),
   members: fc.array(
     fc.record({
       campaign: fc.nat({ max: 2 }),
@@ -64,8 +68,15 @@ async function setUp(backend: TestBackend, tenantId: string, c: BatchCase) {
     sends: 1,
     expectedIssued: null,
   });
-  const month = businessMonth(NOW, TIME_ZONE);
+  const { month } = (await backend.sql.query<{ month: string }>(`select to_char(now() at time zone $1, 'YYYY-MM') as month`, [TIME_ZONE]))
+    .rows[0]!;
   for (const [i, slots] of c.campaigns.entries()) {
+    const period = {
+      open: "starts_at = now() - interval '1 hour'",
+      'not started': "starts_at = now() + interval '1 hour'",
+      ended: "starts_at = now() - interval '2 hours', ends_at = now() - interval '1 hour'",
+    }[c.periods[i]!];
+    await backend.sql.query(`update campaigns set ${period} where tenant_id = $1 and id = $2`, [tenantId, campaignId(i)]);
     for (const [slot, { room, short }] of slots.entries()) {
       await backend.sql.query(
         `update campaign_budget_slots set budget_yen = $3, issued_yen = $4 where tenant_id = $1 and campaign_id = $2 and slot = $5`,
@@ -76,8 +87,8 @@ async function setUp(backend: TestBackend, tenantId: string, c: BatchCase) {
   for (const [i, m] of c.members.entries()) {
     if (m.hasCoupon) {
       await backend.sql.query(
-        `insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at) values ($1, $2, $3, $4, $5, $6)`,
-        [tenantId, campaignOf(c, m), memberId(i), month, DISCOUNT, NOW],
+        `insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at) values ($1, $2, $3, $4, $5, now())`,
+        [tenantId, campaignOf(c, m), memberId(i), month, DISCOUNT],
       );
     }
     if (m.usedYen > 0) {
@@ -124,7 +135,7 @@ function membersOf(tenantId: string, c: BatchCase): Member[] {
       ...(claim ? { keyTenantId: claim.keyTenantId, keyUserId: claim.keyUserId, keyRole: claim.keyRole, key: claim.key } : {}),
     };
     return {
-      request: { tenantId, memberId: memberId(i), campaignId: campaignOf(c, m), now: NOW, timeZone: TIME_ZONE },
+      request: { tenantId, memberId: memberId(i), campaignId: campaignOf(c, m), timeZone: TIME_ZONE },
       claim,
       bookkeeping: () => new Bookkeeping<IssueResult>(claim, base, () => ({ entityIds: [] })),
     };
@@ -209,7 +220,8 @@ describe('a batch of issues decides as its members would one after another', () 
         // (A member whose key turns out held counts among those the slot pays for: the allotment is made before the claims.)
         for (const [i, slots] of c.campaigns.entries()) {
           const of = (m: MemberCase) => campaignOf(c, m) === campaignId(i);
-          const wants = c.members.filter((m) => of(m) && !m.hasCoupon && m.usedYen + DISCOUNT <= CAP).length;
+          const open = c.periods[i] === 'open';
+          const wants = c.members.filter((m) => open && of(m) && !m.hasCoupon && m.usedYen + DISCOUNT <= CAP).length;
           const most = Math.max(...slots.map((s) => s.room));
           const alone = rows.filter((r, n) => r.outcome === 'ALONE' && of(c.members[n]!)).length;
           expect(alone).toBe(slots.some((s) => s.room > 0) ? Math.max(0, wants - most) : 0);
