@@ -5,7 +5,8 @@ import { RACE_PLAN, runBudgetRace } from './support/budget-race.js';
 
 // The run of coupons.budget-change.concurrency.test.ts against the change that reads the slots
 // without their locks and writes them back whole (test/naive/budget-change.ts): the yen of issues
-// that committed in between is lost from the slots, and the campaign issues past its budget.
+// that committed in between is lost from the slots, and the campaign issues past its budget (or a
+// change fails outright on a row rewritten under it).
 
 describe('changeCampaignBudget, naive: slots rewritten without their locks', () => {
   let backends: TestBackend[];
@@ -26,7 +27,8 @@ describe('changeCampaignBudget, naive: slots rewritten without their locks', () 
       const campaign = { discountYen: 100, budgetYen: 10_050, ...shape };
       const result = await runBudgetRace(backends, `naive-${shape.name.replace(/\W+/g, '-')}`, campaign, RACE_PLAN);
       await annotate(`naive, ${shape.name}: ${result.coupons} coupons; ${result.violations.join('; ')}`);
-      expect(result.violations.join('\n')).toMatch(/issuedYen \d+ but coupons worth|over a budget of/);
+      // Lost yen and overspent budgets, or a change that failed outright on what it found rewritten under it.
+      expect(result.violations.join('\n')).toMatch(/issuedYen \d+ but coupons worth|over a budget of|INTERNAL_SERVER_ERROR/);
     });
   }
 });
