@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { print } from 'graphql';
 import type pg from 'pg';
 import { ChangeCampaignBudgetDocument, CreateCampaignDocument } from '../generated/graphql.js';
@@ -6,6 +7,7 @@ import { checkCouponInvariants, headerSessions, sendIssue, type CouponScenario, 
 import { countBy } from '../load/stats.js';
 import { resendingTryAgain } from './coupon-run.js';
 import { createTenant, serveOverHttp, type TestBackend } from './harness.js';
+import { sellOutCases, type CampaignShape } from './sell-out.js';
 
 /**
  * A campaign's budget raised and lowered by its tenant's admin while members issue from it, on
@@ -231,4 +233,34 @@ export async function runBudgetRace(
     for (const client of clients) client.close();
     for (const { server } of served) await server.close();
   }
+}
+
+/**
+ * The sell-out property's campaigns (sell-out.ts: any discount, budget, slots up to 64, leases),
+ * each with one to four budget changes at random points of its first wave (to 1 to 60 coupons and
+ * yen that pays for none), then a second wave of a few coupons beyond what members hold.
+ */
+export function budgetChangeCases(shapes?: CampaignShape[]): fc.Arbitrary<{ campaign: BudgetRaceCampaign; plan: BudgetRacePlan }> {
+  const change = fc.record({
+    at: fc.double({ min: 0, max: 1, noNaN: true }),
+    coupons: fc.integer({ min: 1, max: 60 }),
+    remainderShare: fc.double({ min: 0, max: 0.999, noNaN: true }),
+  });
+  const secondWave = fc.record({ coupons: fc.integer({ min: 1, max: 12 }), extraMembers: fc.integer({ min: 1, max: 8 }) });
+  return fc.tuple(sellOutCases(shapes), fc.array(change, { minLength: 1, maxLength: 4 }), secondWave).map(([c, changes, second]) => {
+    const members = c.coupons + c.extraMembers;
+    const { discountYen, budgetSlots, budgetLeaseCoupons } = c;
+    return {
+      campaign: { discountYen, budgetYen: c.coupons * discountYen + c.remainderYen, budgetSlots, budgetLeaseCoupons },
+      plan: {
+        members,
+        changes: changes.map((p) => ({
+          after: Math.floor(p.at * members),
+          budgetYen: p.coupons * discountYen + Math.floor(p.remainderShare * discountYen),
+        })),
+        secondWave: { coupons: second.coupons, remainderYen: c.remainderYen, extraMembers: second.extraMembers },
+        concurrency: 16,
+      },
+    };
+  });
 }

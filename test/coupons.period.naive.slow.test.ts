@@ -3,7 +3,7 @@ import type { ServerProcess } from './load/target.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 import { runPeriodRace, startRaceServers } from './support/period-race.js';
 
-// The race of coupons.period.concurrency.test.ts against processes that judge the period on their
+// The race of coupons.period.concurrency.slow.test.ts against processes that judge the period on their
 // own clocks (the naive-clock strategy of test/load/strategies.ts: read-check-write, so its budget
 // and counters may break too; what is asserted here is the clock's), one 400 ms ahead of the
 // database's and one 400 ms behind it, as two hosts' clocks may be: coupons before the opening

@@ -10,7 +10,7 @@ import { runPeriodRace, startRaceServers } from './support/period-race.js';
 // timeouts); one budget row, 16 and 64 slots, leases. The database's clock decides for all of
 // them: no coupon before startsAt or from endsAt on by its clock, no NOT_STARTED to a request sent
 // after the opening, and the campaign that opened sells out exactly.
-// test/coupons.period.naive.test.ts runs the same against processes that read their own clocks.
+// test/coupons.period.naive.slow.test.ts runs the same against processes that read their own clocks.
 
 describe('the instants a campaign opens and ends, raced on two server processes', () => {
   let backend: TestBackend;
