@@ -21,7 +21,7 @@ export interface RedeemRequest {
   /** The session's member: only the coupon's owner redeems it. */
   memberId: string;
   couponId: string;
-  /** From the server's clock, like an issue's time. */
+  /** From the server's clock: the redeemedAt it records (its expiry is judged on the database's clock). */
   now: Date;
 }
 
