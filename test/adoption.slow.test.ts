@@ -115,6 +115,13 @@ describe('adopting a database the naive versions damaged', () => {
       { campaign_id: 'spring', issued_yen: 6_000 },
       { campaign_id: 'summer', issued_yen: 500 },
     ]);
+    // An adopted campaign started with its first coupon: no adopted coupon was issued before its startsAt.
+    const started = await legacy.sql.query(
+      `select c.id from campaigns c where c.tenant_id = $1
+          and c.starts_at <> (select min(k.issued_at) from coupons k where k.tenant_id = c.tenant_id and k.campaign_id = c.id)`,
+      [TENANT],
+    );
+    expect(started.rows).toEqual([]);
   });
 
   it('a second run changes nothing', async () => {

@@ -4,15 +4,16 @@ import { Bookkeeping, KeyHeldElsewhere } from '../src/features/bookkeeping/bookk
 import { runBatch } from '../src/features/coupons/issue-batch.js';
 import type { IssueRequest, IssueResult } from '../src/features/coupons/issue.js';
 import { CampaignShapes, issueValuesOf, runIssue, type IssueContext } from '../src/features/coupons/issue-statement.js';
-import { businessMonth } from '../src/features/coupons/month.js';
-import { RollbackAndReturn } from '../src/db/transaction.js';
+import { RollbackAndReturn, runInTransaction } from '../src/db/transaction.js';
+import { changeCampaignBudget } from '../src/features/coupons/budget-change.js';
 import { claimValues, type ClaimValues } from '../src/features/idempotency/service.js';
 import { insertCouponScenario } from './load/scenarios/coupons.js';
 import { createTestBackend, type TestBackend } from './support/harness.js';
 
 // A batch's outcomes are those of its members run one after another: for any state of one to three
 // campaigns (one slot or several, each with its room) and any members spread over them (a coupon
-// already held, a month near the cap, a key fresh or held by an answered request), the batch statement and the one-issue statement run on each decided member in member
+// already held, a month near the cap, a key fresh or held by an answered request, a campaign not
+// started or ended, a budget changed by changeCampaignBudget after the campaign issued), the batch statement and the one-issue statement run on each decided member in member
 // order, in two tenants set up alike, give every member the same answer and leave the same
 // coupons, month rows, budget, outbox events, audit rows and stored answers. Members the batch
 // left ALONE are not decided by it and run later; the rest must form a serial order.
@@ -20,7 +21,6 @@ import { createTestBackend, type TestBackend } from './support/harness.js';
 const DISCOUNT = 100;
 const CAP = 300;
 const campaignId = (c: number) => `batched-${c}`;
-const NOW = new Date('2026-06-15T03:00:00Z');
 const TIME_ZONE = 'Asia/Tokyo';
 
 interface MemberCase {
@@ -31,15 +31,23 @@ interface MemberCase {
   key: 'none' | 'fresh' | 'held';
 }
 
+type Period = 'open' | 'not started' | 'ended';
+
 interface BatchCase {
   /** Per campaign, per slot: whole coupons of room, and yen short of one more. */
   campaigns: { room: number; short: number }[][];
+  /** Per campaign (by index), where the database's now() stands in its period. */
+  periods: Period[];
+  /** Per campaign (by index), a budget change before the batch: to what it issued plus this many coupons and half a coupon's yen, or none. */
+  changes: (number | null)[];
   members: MemberCase[];
 }
 
 const slots = fc.array(fc.record({ room: fc.integer({ min: 0, max: 4 }), short: fc.constantFrom(0, 50) }), { minLength: 1, maxLength: 4 });
 const cases = fc.record({
   campaigns: fc.array(slots, { minLength: 1, maxLength: 3 }),
+  periods: fc.array(fc.constantFrom<Period>('open', 'open', 'not started', 'ended'), { minLength: 3, maxLength: 3 }),
+  changes: fc.array(fc.option(fc.integer({ min: 0, max: 6 })), { minLength: 3, maxLength: 3 }),
   members: fc.array(
     fc.record({
       campaign: fc.nat({ max: 2 }),
@@ -64,8 +72,15 @@ async function setUp(backend: TestBackend, tenantId: string, c: BatchCase) {
     sends: 1,
     expectedIssued: null,
   });
-  const month = businessMonth(NOW, TIME_ZONE);
+  const { month } = (await backend.sql.query<{ month: string }>(`select to_char(now() at time zone $1, 'YYYY-MM') as month`, [TIME_ZONE]))
+    .rows[0]!;
   for (const [i, slots] of c.campaigns.entries()) {
+    const period = {
+      open: "starts_at = now() - interval '1 hour'",
+      'not started': "starts_at = now() + interval '1 hour'",
+      ended: "starts_at = now() - interval '2 hours', ends_at = now() - interval '1 hour'",
+    }[c.periods[i]!];
+    await backend.sql.query(`update campaigns set ${period} where tenant_id = $1 and id = $2`, [tenantId, campaignId(i)]);
     for (const [slot, { room, short }] of slots.entries()) {
       await backend.sql.query(
         `update campaign_budget_slots set budget_yen = $3, issued_yen = $4 where tenant_id = $1 and campaign_id = $2 and slot = $5`,
@@ -76,8 +91,8 @@ async function setUp(backend: TestBackend, tenantId: string, c: BatchCase) {
   for (const [i, m] of c.members.entries()) {
     if (m.hasCoupon) {
       await backend.sql.query(
-        `insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at) values ($1, $2, $3, $4, $5, $6)`,
-        [tenantId, campaignOf(c, m), memberId(i), month, DISCOUNT, NOW],
+        `insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at) values ($1, $2, $3, $4, $5, now())`,
+        [tenantId, campaignOf(c, m), memberId(i), month, DISCOUNT],
       );
     }
     if (m.usedYen > 0) {
@@ -96,6 +111,18 @@ async function setUp(backend: TestBackend, tenantId: string, c: BatchCase) {
         [tenantId, memberId(i), `key-${i}`],
       );
     }
+  }
+  // A change takes every slot's lock and splits the new room anew: the batch then meets the slots it left.
+  for (const [i, coupons] of c.changes.entries()) {
+    if (coupons === null || i >= c.campaigns.length) continue;
+    const id = campaignId(i);
+    const { rows } = await backend.sql.query<{ issued: number }>(
+      'select sum(issued_yen)::int as issued from campaign_budget_slots where tenant_id = $1 and campaign_id = $2',
+      [tenantId, id],
+    );
+    await runInTransaction(backend.services.pool, backend.services.transactions, { deadline: Date.now() + 10_000 }, (trx) =>
+      changeCampaignBudget(trx, { tenantId, campaignId: id, budgetYen: rows[0]!.issued + coupons * DISCOUNT + DISCOUNT / 2 }),
+    );
   }
 }
 
@@ -124,7 +151,7 @@ function membersOf(tenantId: string, c: BatchCase): Member[] {
       ...(claim ? { keyTenantId: claim.keyTenantId, keyUserId: claim.keyUserId, keyRole: claim.keyRole, key: claim.key } : {}),
     };
     return {
-      request: { tenantId, memberId: memberId(i), campaignId: campaignOf(c, m), now: NOW, timeZone: TIME_ZONE },
+      request: { tenantId, memberId: memberId(i), campaignId: campaignOf(c, m), timeZone: TIME_ZONE },
       claim,
       bookkeeping: () => new Bookkeeping<IssueResult>(claim, base, () => ({ entityIds: [] })),
     };
@@ -198,6 +225,17 @@ describe('a batch of issues decides as its members would one after another', () 
         await setUp(backend, serial, c);
         const context = contextOf(backend);
         const members = membersOf(batched, c);
+        // Whole coupons of room in each campaign's slot with most, as the set-up (and a change) left them.
+        const rooms = await Promise.all(
+          c.campaigns.map(async (_, i) => {
+            const { rows } = await backend.sql.query<{ most: number }>(
+              `select max((budget_yen - issued_yen - leased_yen) / ${DISCOUNT})::int as most from campaign_budget_slots
+                where tenant_id = $1 and campaign_id = $2`,
+              [batched, campaignId(i)],
+            );
+            return { most: rows[0]!.most };
+          }),
+        );
         const rows = await backend.services.pool.connection().execute((db) =>
           runBatch(
             db,
@@ -207,12 +245,12 @@ describe('a batch of issues decides as its members would one after another', () 
         expect(rows.map((r) => r.outcome)).not.toContain('AS_TRANSACTION');
         // A member is left ALONE only when its campaign's slot with most room could pay for no more.
         // (A member whose key turns out held counts among those the slot pays for: the allotment is made before the claims.)
-        for (const [i, slots] of c.campaigns.entries()) {
+        for (const [i, { most }] of rooms.entries()) {
           const of = (m: MemberCase) => campaignOf(c, m) === campaignId(i);
-          const wants = c.members.filter((m) => of(m) && !m.hasCoupon && m.usedYen + DISCOUNT <= CAP).length;
-          const most = Math.max(...slots.map((s) => s.room));
+          const open = c.periods[i] === 'open';
+          const wants = c.members.filter((m) => open && of(m) && !m.hasCoupon && m.usedYen + DISCOUNT <= CAP).length;
           const alone = rows.filter((r, n) => r.outcome === 'ALONE' && of(c.members[n]!)).length;
-          expect(alone).toBe(slots.some((s) => s.room > 0) ? Math.max(0, wants - most) : 0);
+          expect(alone).toBe(most > 0 ? Math.max(0, wants - most) : 0);
         }
 
         const serialMembers = membersOf(serial, c);

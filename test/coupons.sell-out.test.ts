@@ -3,12 +3,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { splitByCoupons } from '../src/features/coupons/campaigns.js';
 import { createTestBackend, createTestDatabaseUrl, type TestBackend } from './support/harness.js';
 import { withoutRoleTimeouts } from './support/coupon-run.js';
+import { budgetChangeCases, runBudgetRace } from './support/budget-race.js';
 import { runSellOut, sellOutCases, sellOutViolations } from './support/sell-out.js';
 
 // Exact sell-out: whatever budgetYen, discountYen, budgetSlots and budgetLeaseCoupons, a campaign
 // issues floor(budgetYen / discountYen) coupons and refuses BUDGET_EXCEEDED only once less than one
-// coupon is left. test/coupons.sell-out.naive.test.ts runs the same property against the even split
-// by yen and against leases that only their own process issues from.
+// coupon is left; and with its budget changed at random points while members issue, it sells out
+// exactly at the budget in force after the last change. test/coupons.sell-out.naive.test.ts runs the
+// same property against the even split by yen and against leases that only their own process
+// issues from, test/coupons.budget-change.naive.test.ts against a change without the slots' locks.
 
 describe('splitByCoupons', () => {
   it('gives every slot whole coupons, the first slots one more, and slot 0 the yen no coupon can use', () => {
@@ -66,5 +69,23 @@ describe('issueCoupon sells out exactly: random budgets, discounts, slots and le
       { numRuns: 40 },
     );
     await annotate(`${issues} issues, reruns ${JSON.stringify(reruns)}; campaigns sold out exactly: ${seen.join('; ')}`);
+  });
+
+  it('with budget changes at random points: never past the budget in force, then sold out exactly at the last figure', async ({
+    annotate,
+  }) => {
+    let run = 0;
+    const seen: string[] = [];
+    await fc.assert(
+      fc.asyncProperty(budgetChangeCases(), async ({ campaign, plan }) => {
+        const result = await runBudgetRace(backends, `change-${run++}`, campaign, plan);
+        seen.push(
+          `slots ${campaign.budgetSlots} lease ${campaign.budgetLeaseCoupons}: ${JSON.stringify(result.changes)} then ${result.coupons} coupons`,
+        );
+        expect(result.violations, JSON.stringify({ campaign, plan })).toEqual([]);
+      }),
+      { numRuns: 15 },
+    );
+    await annotate(`campaigns changed while members issued, then sold out exactly: ${seen.join('; ')}`);
   });
 });

@@ -1,5 +1,6 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { businessMonth } from '../src/features/coupons/month.js';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { monthOf } from '../src/features/coupons/period.js';
 import {
   CampaignDocument,
   CreateCampaignDocument,
@@ -13,7 +14,6 @@ const TENANT = 'shop';
 
 describe('issueCoupon, one request at a time', () => {
   let backend: TestBackend;
-  let now = new Date('2026-10-10T03:00:00Z');
   const fetch = (request: Request) => backend.app.fetch(request);
   const rows = async (table: string) =>
     (await backend.sql.query<{ n: number }>(`select count(*)::int as n from ${table} where tenant_id = $1`, [TENANT])).rows[0]!.n;
@@ -23,15 +23,12 @@ describe('issueCoupon, one request at a time', () => {
     gqlOk(fetch, CreateCampaignDocument, { input: { id, name: id, discountYen, budgetYen } }, asTenantAdmin(TENANT));
 
   beforeAll(async () => {
-    backend = await createTestBackend({ clock: () => now });
+    backend = await createTestBackend();
     await createTenant(backend, TENANT, 2_000);
     await campaign('spring', 1_000, 100_000);
     await campaign('summer', 1_000, 100_000);
     await campaign('autumn', 1_000, 100_000);
     await campaign('tiny', 500, 500);
-  });
-  beforeEach(() => {
-    now = new Date('2026-10-10T03:00:00Z');
   });
   afterAll(() => backend.close());
 
@@ -40,7 +37,12 @@ describe('issueCoupon, one request at a time', () => {
     const springBefore = await spring();
     const first = await issue('spring');
     expect(first.status).toBe('ISSUED');
-    expect(first.coupon).toMatchObject({ campaignId: 'spring', memberId: 'alice', month: '2026-10', amountYen: 1_000 });
+    expect(first.coupon).toMatchObject({
+      campaignId: 'spring',
+      memberId: 'alice',
+      month: expect.stringMatching(/^\d{4}-\d{2}$/),
+      amountYen: 1_000,
+    });
 
     const again = await issue('spring');
     expect(again).toEqual({ status: 'ALREADY_ISSUED', coupon: first.coupon });
@@ -68,24 +70,34 @@ describe('issueCoupon, one request at a time', () => {
     expect(carolUsage.rowCount).toBe(0);
   });
 
-  it('counts an issue at 2026-09-30T15:00:00Z in 2026-10, the month in the business time zone', async () => {
-    expect(businessMonth(new Date('2026-09-30T15:00:00Z'), 'Asia/Tokyo')).toBe('2026-10');
-    expect(businessMonth(new Date('2026-09-30T14:59:59Z'), 'Asia/Tokyo')).toBe('2026-09');
-    // Remembered per minute and per zone: the last millisecond before a boundary and the first after it differ.
-    expect(businessMonth(new Date('2026-09-30T18:29:59.999Z'), 'Asia/Kolkata')).toBe('2026-09');
-    expect(businessMonth(new Date('2026-09-30T18:30:00.000Z'), 'Asia/Kolkata')).toBe('2026-10');
-    expect(businessMonth(new Date('2026-09-30T18:30:00.000Z'), 'America/New_York')).toBe('2026-09');
-    now = new Date('2026-09-30T15:00:00Z');
-    const issued = await issue('spring', 'dave');
-    expect(issued.coupon?.month).toBe('2026-10');
+  it("counts an issue in its issuedAt's month in the business time zone: 2026-09-30T15:00:00Z is 2026-10 in Asia/Tokyo", async () => {
+    const monthIn = async (instant: string, zone: string) =>
+      (await sql<{ month: string }>`select ${monthOf(sql`${instant}::timestamptz`, zone)} as month`.execute(backend.services.pool)).rows[0]!
+        .month;
+    expect(await monthIn('2026-09-30T15:00:00Z', 'Asia/Tokyo')).toBe('2026-10');
+    expect(await monthIn('2026-09-30T14:59:59.999Z', 'Asia/Tokyo')).toBe('2026-09');
+    expect(await monthIn('2026-09-30T18:29:59.999Z', 'Asia/Kolkata')).toBe('2026-09');
+    expect(await monthIn('2026-09-30T18:30:00.000Z', 'Asia/Kolkata')).toBe('2026-10');
+    expect(await monthIn('2026-09-30T18:30:00.000Z', 'America/New_York')).toBe('2026-09');
+    // The issue's month is its issuedAt's, both the database's instant: never the server's clock.
+    const issued = (await issue('spring', 'dave')).coupon!;
+    expect(issued.month).toBe(await monthIn(issued.issuedAt, 'Asia/Tokyo'));
     const usage = await backend.sql.query("select month from member_monthly_usage where tenant_id = $1 and member_id = 'dave'", [TENANT]);
-    expect(usage.rows).toEqual([{ month: '2026-10' }]);
+    expect(usage.rows).toEqual([{ month: issued.month }]);
   });
 
-  it('gives a member a fresh cap in the next month', async () => {
-    for (const id of ['spring', 'summer']) expect((await issue(id, 'erin')).status).toBe('ISSUED');
-    now = new Date('2026-11-02T00:00:00Z');
-    expect((await issue('autumn', 'erin')).coupon?.month).toBe('2026-11');
+  it('counts the cap per month: a month spent to the cap leaves the next one fresh', async () => {
+    const { month, previous } = (
+      await backend.sql.query<{ month: string; previous: string }>(
+        `select to_char(now() at time zone 'Asia/Tokyo', 'YYYY-MM') as month,
+                to_char(now() at time zone 'Asia/Tokyo' - interval '1 month', 'YYYY-MM') as previous`,
+      )
+    ).rows[0]!;
+    await backend.sql.query("insert into member_monthly_usage (tenant_id, member_id, month, used_yen) values ($1, 'erin', $2, 2000)", [
+      TENANT,
+      previous,
+    ]);
+    expect((await issue('autumn', 'erin')).coupon?.month).toBe(month);
   });
 
   it('answers NOT_FOUND for a campaign of another tenant, and refuses a session without a member', async () => {
@@ -158,15 +170,17 @@ describe('issueCoupon, one request at a time', () => {
     await backend.sql.query("update member_monthly_usage set used_yen = used_yen - 1000 where tenant_id = $1 and member_id = 'alice'", [
       tenant,
     ]);
+    const { month } = (await backend.sql.query<{ month: string }>('select month from coupons where tenant_id = $1 limit 1', [tenant]))
+      .rows[0]!;
     await backend.sql.query(
-      "insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at) values ($1, 'spring', 'alice', '2026-10', 1000, now())",
-      [tenant],
+      "insert into coupons (tenant_id, campaign_id, member_id, month, amount_yen, issued_at) values ($1, 'spring', 'alice', $2, 1000, now())",
+      [tenant, month],
     );
     const report = await ledger();
     expect(report.ok).toBe(false);
     expect(report.campaignDrift.map((d) => d.campaignId).sort()).toEqual(['spring', 'summer']);
-    expect(report.usageDrift).toEqual([{ tenantId: tenant, memberId: 'alice', month: '2026-10', usedYen: 1000, couponsYen: 3000 }]);
-    expect(report.membersOverCap).toEqual([{ tenantId: tenant, memberId: 'alice', month: '2026-10', couponsYen: 3000, capYen: 2000 }]);
+    expect(report.usageDrift).toEqual([{ tenantId: tenant, memberId: 'alice', month, usedYen: 1000, couponsYen: 3000 }]);
+    expect(report.membersOverCap).toEqual([{ tenantId: tenant, memberId: 'alice', month, couponsYen: 3000, capYen: 2000 }]);
     expect(errorCodes(await gql(fetch, LedgerCheckDocument, {}, asUser(tenant)))).toEqual(['FORBIDDEN']);
   });
 });

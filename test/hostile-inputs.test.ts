@@ -88,6 +88,24 @@ function hostileUuids(foreign: Foreign) {
   return fc.oneof(fc.constantFrom(foreign.contractId, foreign.couponId, foreign.orderId), fc.uuid(), hostileStrings(foreign));
 }
 
+/** Instants at and past the ends of what JavaScript, PostgreSQL and a four-digit year hold, impossible dates, and any string. */
+function hostileDateTimes(foreign: Foreign) {
+  return fc.oneof(
+    fc.constantFrom(
+      '-271821-04-20T00:00:00.000Z',
+      '+275760-09-13T00:00:00.000Z',
+      '0000-12-31T23:59:59.999Z',
+      '0001-01-01T00:00:00.000Z',
+      '9999-12-31T23:59:59.999Z',
+      '+010000-01-01T00:00:00.000Z',
+      '2026-02-30T00:00:00Z',
+      '2026-09-19T00:00:00+09:00',
+    ),
+    fc.date({ noInvalidDate: true }).map((date) => date.toISOString()),
+    hostileStrings(foreign),
+  );
+}
+
 /** A hostile value for an input type; optional fields and arguments are sometimes left out. */
 function hostileValue(type: GraphQLInputType, foreign: Foreign): fc.Arbitrary<unknown> {
   if (isNonNullType(type)) return hostileValue(type.ofType, foreign);
@@ -105,6 +123,8 @@ function hostileValue(type: GraphQLInputType, foreign: Foreign): fc.Arbitrary<un
       return hostileInts;
     case 'UUID':
       return hostileUuids(foreign);
+    case 'DateTime':
+      return hostileDateTimes(foreign);
     case 'Boolean':
       return fc.boolean();
     default:

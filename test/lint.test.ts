@@ -59,7 +59,7 @@ const PLANTS: Record<string, Plant[]> = {
   ],
   'core-imports-nothing-above': [{ file: 'src/core/errors.ts', specifier: '../db/sqlstate.js', resolved: 'src/db/sqlstate.ts' }],
   'db-imports-nothing-above': [
-    { file: 'src/db/seed.ts', specifier: '../features/coupons/month.js', resolved: 'src/features/coupons/month.ts' },
+    { file: 'src/db/seed.ts', specifier: '../features/coupons/period.js', resolved: 'src/features/coupons/period.ts' },
   ],
   'features-imports-nothing-above': [
     {

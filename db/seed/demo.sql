@@ -21,3 +21,18 @@ INSERT INTO campaigns (tenant_id, id, name, discount_yen, budget_yen) VALUES
 INSERT INTO campaign_budget_slots (tenant_id, campaign_id, slot, budget_yen) VALUES
   ('acme', 'welcome', 0, 100000),
   ('acme', 'autumn-sale', 0, 300000);
+
+-- acme's Silver Week campaigns ran five days (2026-09-19 to 09-23, Japan time) and their coupons were
+-- good until the end of October: an issue now answers ENDED. Its winter sale opens a week after this
+-- data was loaded: until then NOT_STARTED.
+INSERT INTO campaigns (tenant_id, id, name, discount_yen, budget_yen, starts_at, ends_at, coupons_expire_at) VALUES
+  ('acme', 'sw-a', 'Silver Week A: early bird', 1000, 100000, '2026-09-18T15:00:00Z', '2026-09-23T15:00:00Z', '2026-10-31T15:00:00Z'),
+  ('acme', 'sw-b', 'Silver Week B: appliances', 1000, 300000, '2026-09-18T15:00:00Z', '2026-09-23T15:00:00Z', '2026-10-31T15:00:00Z'),
+  ('acme', 'sw-c', 'Silver Week C: daily goods', 1000, 300000, '2026-09-18T15:00:00Z', '2026-09-23T15:00:00Z', '2026-10-31T15:00:00Z'),
+  ('acme', 'winter-sale', 'Winter sale', 1000, 300000, now() + interval '7 days', now() + interval '21 days', now() + interval '60 days');
+
+INSERT INTO campaign_budget_slots (tenant_id, campaign_id, slot, budget_yen) VALUES
+  ('acme', 'sw-a', 0, 100000),
+  ('acme', 'sw-b', 0, 300000),
+  ('acme', 'sw-c', 0, 300000),
+  ('acme', 'winter-sale', 0, 300000);

@@ -46,6 +46,12 @@ export interface CampaignsTable {
   created_at: Defaulted<Date>;
   adopted_overspend_yen: Defaulted<number>;
   budget_lease_coupons: Defaulted<number>;
+  /** Issues are taken from then on (the campaign's creation, unless set); judged on the database's clock. */
+  starts_at: Defaulted<Date>;
+  /** Issues end then (refused at and after it); null: no end. */
+  ends_at: Date | null;
+  /** Its coupons are EXPIRED from then on; null: never. */
+  coupons_expire_at: Date | null;
 }
 
 export interface CampaignBudgetSlotsTable {

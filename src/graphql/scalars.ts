@@ -17,9 +17,14 @@ builder.scalarType('UUID', {
   parseLiteral: (ast) => parseUuid(ast.kind === Kind.STRING ? ast.value : null),
 });
 
+/** Instants PostgreSQL's timestamptz and a four-digit ISO year both hold (JavaScript's Date reaches year -271821). */
+const EARLIEST_INSTANT = Date.parse('0001-01-01T00:00:00.000Z');
+const LATEST_INSTANT = Date.parse('9999-12-31T23:59:59.999Z');
+
 function parseDateTime(value: unknown): Date {
   const date = typeof value === 'string' ? new Date(value) : null;
   if (date === null || Number.isNaN(date.getTime())) throw badInput('Expected an ISO-8601 date-time');
+  if (date.getTime() < EARLIEST_INSTANT || date.getTime() > LATEST_INSTANT) throw badInput('Expected a date-time from year 1 to 9999');
   return date;
 }
 

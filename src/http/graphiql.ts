@@ -19,6 +19,13 @@ const DEFAULT_QUERY = `# Headers (below) act as the demo member of tenant "acme"
 #    server's banner says which provider pays). Add couponId: "<the coupon's
 #    id from step 3>" to take it off the price, or try pm_card_chargeDeclined.
 #    MyOrders lists what you bought, newest first.
+# 5. Run IssueSilverWeek: ENDED (it ran 2026-09-19 to 09-23) and IssueWinter:
+#    NOT_STARTED (it opens a week after the demo data was loaded); the
+#    database's clock decides. MyCoupons shows each coupon's expiresAt and
+#    status (EXPIRED once its expiresAt has passed).
+# 6. With acme's admin in Headers ({"x-hasura-role": "admin",
+#    "x-hasura-tenant-id": "acme"}), run ChangeBudget: CHANGED, or
+#    BELOW_ISSUED under what members already hold.
 
 query ListContracts {
   viewer { role tenantId userId }
@@ -47,6 +54,26 @@ mutation Checkout {
 
 query MyOrders {
   orders(first: 5) { id status amountYen discountYen chargedYen couponId createdAt }
+}
+
+mutation IssueSilverWeek {
+  issueCoupon(input: { campaignId: "sw-a" }) { status coupon { id expiresAt } }
+}
+
+mutation IssueWinter {
+  issueCoupon(input: { campaignId: "winter-sale" }) { status coupon { id expiresAt } }
+}
+
+query MyCoupons {
+  myCoupons(first: 5) { campaignId amountYen issuedAt expiresAt status }
+  campaign(id: "winter-sale") { startsAt endsAt couponsExpireAt }
+}
+
+mutation ChangeBudget {
+  changeCampaignBudget(input: { campaignId: "welcome", budgetYen: 150000 }) {
+    status
+    campaign { budgetYen issuedYen remainingYen }
+  }
 }
 `;
 

@@ -2,6 +2,7 @@ import { fairAdmission, TokenBuckets, type Admission, type AdmissionPolicy } fro
 import { systemClock, type Clock } from '../core/clock.js';
 import type { AppConfig } from '../core/config.js';
 import { documentIssuing, type DocumentIssuing } from '../features/contracts/service.js';
+import { budgetChanger, type BudgetChanger } from '../features/coupons/budget-change.js';
 import { splitByCoupons, type BudgetSplit } from '../features/coupons/campaigns.js';
 import { IssueCoalescer } from '../features/coupons/coalescer.js';
 import { CampaignShapes } from '../features/coupons/issue-statement.js';
@@ -36,6 +37,7 @@ export interface Algorithms {
   budgetLeasing: BudgetLeasing;
   checkout: CheckoutAlgorithm;
   budgetSplit: BudgetSplit;
+  budgetChanger: BudgetChanger;
 }
 
 export const ORIGINAL_ALGORITHMS: Algorithms = {
@@ -47,6 +49,7 @@ export const ORIGINAL_ALGORITHMS: Algorithms = {
   budgetLeasing: productLeasing,
   checkout: splitCheckout,
   budgetSplit: splitByCoupons,
+  budgetChanger,
 };
 
 /**

@@ -42,14 +42,20 @@ export type Campaign = {
   /** How many rows the budget is split over. */
   budgetSlots: Scalars['Int']['output'];
   budgetYen: Scalars['Int']['output'];
+  /** Its coupons' expiresAt: from then on a coupon neither redeemed nor held is EXPIRED; null: they never expire. */
+  couponsExpireAt?: Maybe<Scalars['DateTime']['output']>;
   createdAt: Scalars['DateTime']['output'];
   /** The value of each coupon, in yen. */
   discountYen: Scalars['Int']['output'];
+  /** From then on issueCoupon is ENDED; null: the campaign has no end. */
+  endsAt?: Maybe<Scalars['DateTime']['output']>;
   id: Scalars['ID']['output'];
   /** Yen issued so far: the sum of the budget slots and of the leases. */
   issuedYen: Scalars['Int']['output'];
   name: Scalars['String']['output'];
   remainingYen: Scalars['Int']['output'];
+  /** Issues are answered from then on; before it issueCoupon is NOT_STARTED. The database's clock decides. */
+  startsAt: Scalars['DateTime']['output'];
 };
 
 export type CampaignDrift = {
@@ -69,6 +75,24 @@ export type CampaignOverBudget = {
   couponsYen: Scalars['Int']['output'];
   tenantId: Scalars['ID']['output'];
 };
+
+export type ChangeCampaignBudgetInput = {
+  /** The campaign's new budget in yen, raised or lowered; not below what members hold (issuedYen). */
+  budgetYen: Scalars['Int']['input'];
+  campaignId: Scalars['ID']['input'];
+};
+
+export type ChangeCampaignBudgetPayload = {
+  __typename?: 'ChangeCampaignBudgetPayload';
+  campaign: Campaign;
+  status: ChangeCampaignBudgetStatus;
+};
+
+export type ChangeCampaignBudgetStatus =
+  /** The new figure is below what members hold (issuedYen): nothing changed, and campaign shows it as it stands. */
+  | 'BELOW_ISSUED'
+  /** The budget is the new figure now, for every server process; campaign shows it. */
+  | 'CHANGED';
 
 export type CheckoutInput = {
   /** The price in yen: a whole number from 1 to 99999999. */
@@ -131,7 +155,10 @@ export type Coupon = {
   __typename?: 'Coupon';
   amountYen: Scalars['Int']['output'];
   campaignId: Scalars['ID']['output'];
+  /** Its campaign's couponsExpireAt: from then on it is EXPIRED unless redeemed or held; null: never. */
+  expiresAt?: Maybe<Scalars['DateTime']['output']>;
   id: Scalars['UUID']['output'];
+  /** When it was issued, on the database's clock. */
   issuedAt: Scalars['DateTime']['output'];
   memberId: Scalars['ID']['output'];
   /** The business month it counts in (YYYY-MM, BUSINESS_TIME_ZONE). */
@@ -143,6 +170,8 @@ export type Coupon = {
 export type CouponStatus =
   /** Yours to redeem or to check out with. */
   | 'AVAILABLE'
+  /** Its expiresAt has passed and it was neither redeemed nor held: it can no longer be redeemed or checked out with. A coupon an order held before it expired stays HELD, and pays for that order. */
+  | 'EXPIRED'
   /** Held by one PENDING_PAYMENT order until its payment is known: then redeemed for it, or given back. */
   | 'HELD'
   /** Redeemed: by redeemCoupon, or for a paid order. */
@@ -157,11 +186,17 @@ export type CreateCampaignInput = {
   budgetSlots?: InputMaybe<Scalars['Int']['input']>;
   /** The most the campaign may issue in all, in yen. */
   budgetYen: Scalars['Int']['input'];
+  /** When its coupons expire, not before startsAt. Absent: never. */
+  couponsExpireAt?: InputMaybe<Scalars['DateTime']['input']>;
   /** The value of each coupon: a positive whole number of yen. */
   discountYen: Scalars['Int']['input'];
+  /** When issues end, after startsAt. Absent: no end. */
+  endsAt?: InputMaybe<Scalars['DateTime']['input']>;
   /** 1 to 64 letters, digits, "_" or "-", unique in the tenant. */
   id: Scalars['ID']['input'];
   name: Scalars['String']['input'];
+  /** When issues open. Absent: at creation. */
+  startsAt?: InputMaybe<Scalars['DateTime']['input']>;
 };
 
 export type CreateCampaignPayload = {
@@ -256,10 +291,14 @@ export type IssueCouponStatus =
   | 'ALREADY_ISSUED'
   /** The campaign's budget has no room for another coupon. Nothing was written. */
   | 'BUDGET_EXCEEDED'
+  /** The campaign's endsAt has passed (on the database's clock). Nothing was written. */
+  | 'ENDED'
   /** A new coupon was issued. */
   | 'ISSUED'
   /** The coupon would take the member's month over the tenant's cap. Nothing was written. */
-  | 'MONTHLY_CAP';
+  | 'MONTHLY_CAP'
+  /** The campaign's startsAt has not come yet (on the database's clock). Nothing was written. */
+  | 'NOT_STARTED';
 
 /** Counters compared with the facts they summarise. */
 export type LedgerReport = {
@@ -287,6 +326,8 @@ export type MemberOverCap = {
 
 export type Mutation = {
   __typename?: 'Mutation';
+  /** Sets a campaign's budget, raised or lowered, while its members issue: in force at once for every server process, with budget slots and leases alike; leased room not yet issued is taken back. Below what members hold it is BELOW_ISSUED and nothing changes. Tenant admin only. */
+  changeCampaignBudget: ChangeCampaignBudgetPayload;
   /** Buys for amountYen less one of your coupons, paid with paymentMethod at the payment provider: PAID, DECLINED, or PENDING while the outcome is not known (not an error). Honours Idempotency-Key: a resend is the same order and the same charge. COUPON_UNAVAILABLE writes nothing and charges nobody. */
   checkout: CheckoutPayload;
   /** Runs one stale-huddle cleanup pass now (the worker runs one every HUDDLE_CLEANUP_INTERVAL_MS): the tenant's, or every tenant's for the platform operator. Admins only. */
@@ -301,14 +342,19 @@ export type Mutation = {
   createTenant: CreateTenantPayload;
   /** Records that the member is still in the objective's huddle; NOT_IN_HUDDLE (nothing changed) when they are not. */
   heartbeatHuddle: HuddlePayload;
-  /** Issues the campaign's coupon to the session's member (x-hasura-user-id), at most once per campaign, within the member's monthly cap and the campaign's budget. A refusal is a status, not an error. */
+  /** Issues the campaign's coupon to the session's member (x-hasura-user-id), at most once per campaign, within the campaign's period, the member's monthly cap and the campaign's budget. A refusal is a status, not an error. */
   issueCoupon: IssueCouponPayload;
   /** Puts the session's member into the objective's active huddle, starting one when none is active. Joining again is a no-op. */
   joinHuddle: HuddlePayload;
   /** Takes the member out of the objective's huddle; the last one out ends it. */
   leaveHuddle: HuddlePayload;
-  /** Redeems one of the session's member's coupons, once: REDEEMED the first time, ALREADY_REDEEMED after. A voided coupon is refused (VOIDED), and so is one a checkout holds (HELD); another member's coupon is NOT_FOUND. */
+  /** Redeems one of the session's member's coupons, once: REDEEMED the first time, ALREADY_REDEEMED after. A voided coupon is refused (VOIDED), and so are one a checkout holds (HELD) and one past its expiresAt (EXPIRED); another member's coupon is NOT_FOUND. */
   redeemCoupon: RedeemCouponPayload;
+};
+
+
+export type MutationChangeCampaignBudgetArgs = {
+  input: ChangeCampaignBudgetInput;
 };
 
 
@@ -480,7 +526,7 @@ export type RedeemCouponInput = {
 export type RedeemCouponPayload = {
   __typename?: 'RedeemCouponPayload';
   coupon: Coupon;
-  /** When the coupon was redeemed (this time or the first time); null when it is voided or held. */
+  /** When the coupon was redeemed (this time or the first time); null when it is voided, held or expired. */
   redeemedAt?: Maybe<Scalars['DateTime']['output']>;
   status: RedeemCouponStatus;
 };
@@ -488,6 +534,8 @@ export type RedeemCouponPayload = {
 export type RedeemCouponStatus =
   /** The coupon was redeemed before; redeemedAt says when. Nothing changed. */
   | 'ALREADY_REDEEMED'
+  /** The coupon's expiresAt has passed (on the database's clock): it can no longer be redeemed. Nothing was written. */
+  | 'EXPIRED'
   /** A checkout's order holds the coupon while its payment is not known: it is redeemed for that order or given back. Nothing was written. */
   | 'HELD'
   /** The coupon is redeemed now, by this request. */
@@ -569,33 +617,40 @@ export type CreateCampaignMutationVariables = Exact<{
 }>;
 
 
-export type CreateCampaignMutation = { __typename?: 'Mutation', createCampaign: { __typename?: 'CreateCampaignPayload', campaign: { __typename?: 'Campaign', id: string, name: string, discountYen: number, budgetYen: number, budgetSlots: number, issuedYen: number, remainingYen: number } } };
+export type CreateCampaignMutation = { __typename?: 'Mutation', createCampaign: { __typename?: 'CreateCampaignPayload', campaign: { __typename?: 'Campaign', id: string, name: string, discountYen: number, budgetYen: number, budgetSlots: number, issuedYen: number, remainingYen: number, startsAt: string, endsAt?: string | null, couponsExpireAt?: string | null } } };
+
+export type ChangeCampaignBudgetMutationVariables = Exact<{
+  input: ChangeCampaignBudgetInput;
+}>;
+
+
+export type ChangeCampaignBudgetMutation = { __typename?: 'Mutation', changeCampaignBudget: { __typename?: 'ChangeCampaignBudgetPayload', status: ChangeCampaignBudgetStatus, campaign: { __typename?: 'Campaign', id: string, budgetYen: number, budgetSlots: number, budgetLeaseCoupons: number, issuedYen: number, remainingYen: number } } };
 
 export type IssueCouponMutationVariables = Exact<{
   input: IssueCouponInput;
 }>;
 
 
-export type IssueCouponMutation = { __typename?: 'Mutation', issueCoupon: { __typename?: 'IssueCouponPayload', status: IssueCouponStatus, coupon?: { __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string } | null } };
+export type IssueCouponMutation = { __typename?: 'Mutation', issueCoupon: { __typename?: 'IssueCouponPayload', status: IssueCouponStatus, coupon?: { __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string, expiresAt?: string | null } | null } };
 
 export type RedeemCouponMutationVariables = Exact<{
   input: RedeemCouponInput;
 }>;
 
 
-export type RedeemCouponMutation = { __typename?: 'Mutation', redeemCoupon: { __typename?: 'RedeemCouponPayload', status: RedeemCouponStatus, redeemedAt?: string | null, coupon: { __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string, status: CouponStatus } } };
+export type RedeemCouponMutation = { __typename?: 'Mutation', redeemCoupon: { __typename?: 'RedeemCouponPayload', status: RedeemCouponStatus, redeemedAt?: string | null, coupon: { __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string, expiresAt?: string | null, status: CouponStatus } } };
 
 export type CampaignQueryVariables = Exact<{
   id: Scalars['ID']['input'];
 }>;
 
 
-export type CampaignQuery = { __typename?: 'Query', campaign?: { __typename?: 'Campaign', id: string, name: string, discountYen: number, budgetYen: number, budgetSlots: number, issuedYen: number, remainingYen: number } | null };
+export type CampaignQuery = { __typename?: 'Query', campaign?: { __typename?: 'Campaign', id: string, name: string, discountYen: number, budgetYen: number, budgetSlots: number, issuedYen: number, remainingYen: number, startsAt: string, endsAt?: string | null, couponsExpireAt?: string | null } | null };
 
 export type MyCouponsQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type MyCouponsQuery = { __typename?: 'Query', myCoupons: Array<{ __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string, status: CouponStatus }> };
+export type MyCouponsQuery = { __typename?: 'Query', myCoupons: Array<{ __typename?: 'Coupon', id: string, campaignId: string, memberId: string, month: string, amountYen: number, issuedAt: string, expiresAt?: string | null, status: CouponStatus }> };
 
 export type OutboxStatsQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -670,11 +725,12 @@ export const CreateContractDocumentDocument = {"__meta__":{"hash":"76713123f1103
 export const ContractDocument = {"__meta__":{"hash":"9e8b1465bb6b7e6198737b8a1cd7e3dd3452114811a90d4e3a40eac2bdac3632"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Contract"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"id"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"UUID"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"contract"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"id"},"value":{"kind":"Variable","name":{"kind":"Name","value":"id"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"title"}},{"kind":"Field","name":{"kind":"Name","value":"documents"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"contractId"}},{"kind":"Field","name":{"kind":"Name","value":"docNumber"}}]}}]}}]}}]} as unknown as DocumentNode<ContractQuery, ContractQueryVariables>;
 export const ViewerDocument = {"__meta__":{"hash":"ebe997e6bbb8a453cb5dfb9f66e360b98aec57c7a73897e29930d89d2c549696"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Viewer"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"viewer"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"role"}},{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"userId"}}]}}]}}]} as unknown as DocumentNode<ViewerQuery, ViewerQueryVariables>;
 export const AuditLogDocument = {"__meta__":{"hash":"ca2b1341fdfb71d1a5abe07ed24b26da915c9ebe49750419264aafbae989eaec"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"AuditLog"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"limit"}},"type":{"kind":"NamedType","name":{"kind":"Name","value":"Int"}}},{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"after"}},"type":{"kind":"NamedType","name":{"kind":"Name","value":"ID"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"auditLog"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"limit"},"value":{"kind":"Variable","name":{"kind":"Name","value":"limit"}}},{"kind":"Argument","name":{"kind":"Name","value":"after"},"value":{"kind":"Variable","name":{"kind":"Name","value":"after"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"actorUserId"}},{"kind":"Field","name":{"kind":"Name","value":"role"}},{"kind":"Field","name":{"kind":"Name","value":"operation"}},{"kind":"Field","name":{"kind":"Name","value":"entityIds"}},{"kind":"Field","name":{"kind":"Name","value":"requestId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]} as unknown as DocumentNode<AuditLogQuery, AuditLogQueryVariables>;
-export const CreateCampaignDocument = {"__meta__":{"hash":"ef30dcab5d6f397e43aca565c1a8740a279d0c8962d34e17b37751b69081cb5c"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateCampaign"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateCampaignInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createCampaign"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"campaign"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetSlots"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"remainingYen"}}]}}]}}]}}]} as unknown as DocumentNode<CreateCampaignMutation, CreateCampaignMutationVariables>;
-export const IssueCouponDocument = {"__meta__":{"hash":"146ab11f97c6ed522f32f42ed74ae087d6291f72107bfc979a324e28912a76d2"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"IssueCoupon"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"IssueCouponInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"issueCoupon"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"coupon"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}}]}}]}}]}}]} as unknown as DocumentNode<IssueCouponMutation, IssueCouponMutationVariables>;
-export const RedeemCouponDocument = {"__meta__":{"hash":"69fb1ee2f5140a434e47e7e99e6b3206edff44cedf9616e3b8626b9c3e4cc398"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"RedeemCoupon"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"RedeemCouponInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"redeemCoupon"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"redeemedAt"}},{"kind":"Field","name":{"kind":"Name","value":"coupon"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}},{"kind":"Field","name":{"kind":"Name","value":"status"}}]}}]}}]}}]} as unknown as DocumentNode<RedeemCouponMutation, RedeemCouponMutationVariables>;
-export const CampaignDocument = {"__meta__":{"hash":"3dece9176c91ee087c401c0abfa3f9dbaa978d1dd9a1701bbd8ae0a68bc6f02f"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Campaign"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"id"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"ID"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"campaign"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"id"},"value":{"kind":"Variable","name":{"kind":"Name","value":"id"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetSlots"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"remainingYen"}}]}}]}}]} as unknown as DocumentNode<CampaignQuery, CampaignQueryVariables>;
-export const MyCouponsDocument = {"__meta__":{"hash":"47144e9cdbc0fae73f1fe9c98a46355eed2407762f154b0d083996f7a4b16472"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"MyCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"myCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}},{"kind":"Field","name":{"kind":"Name","value":"status"}}]}}]}}]} as unknown as DocumentNode<MyCouponsQuery, MyCouponsQueryVariables>;
+export const CreateCampaignDocument = {"__meta__":{"hash":"c6f2667c211589f3a7492518b26e301484603f59e6f378613cfced31b260fd08"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateCampaign"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateCampaignInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createCampaign"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"campaign"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetSlots"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"remainingYen"}},{"kind":"Field","name":{"kind":"Name","value":"startsAt"}},{"kind":"Field","name":{"kind":"Name","value":"endsAt"}},{"kind":"Field","name":{"kind":"Name","value":"couponsExpireAt"}}]}}]}}]}}]} as unknown as DocumentNode<CreateCampaignMutation, CreateCampaignMutationVariables>;
+export const ChangeCampaignBudgetDocument = {"__meta__":{"hash":"a8fabfe398760c3ee624501c64028228ce174330804baf7ad834270a9bd79a55"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"ChangeCampaignBudget"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"ChangeCampaignBudgetInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"changeCampaignBudget"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"campaign"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetSlots"}},{"kind":"Field","name":{"kind":"Name","value":"budgetLeaseCoupons"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"remainingYen"}}]}}]}}]}}]} as unknown as DocumentNode<ChangeCampaignBudgetMutation, ChangeCampaignBudgetMutationVariables>;
+export const IssueCouponDocument = {"__meta__":{"hash":"36b14005604283a6ed408e44c398b4545b9ad5e9536a9bd0b22c8f6a83796bb5"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"IssueCoupon"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"IssueCouponInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"issueCoupon"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"coupon"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}},{"kind":"Field","name":{"kind":"Name","value":"expiresAt"}}]}}]}}]}}]} as unknown as DocumentNode<IssueCouponMutation, IssueCouponMutationVariables>;
+export const RedeemCouponDocument = {"__meta__":{"hash":"ba710a27f1be3a61b02f87ed43033a38f769c00754dc7aeb3a3ee0959259f930"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"RedeemCoupon"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"RedeemCouponInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"redeemCoupon"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"redeemedAt"}},{"kind":"Field","name":{"kind":"Name","value":"coupon"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}},{"kind":"Field","name":{"kind":"Name","value":"expiresAt"}},{"kind":"Field","name":{"kind":"Name","value":"status"}}]}}]}}]}}]} as unknown as DocumentNode<RedeemCouponMutation, RedeemCouponMutationVariables>;
+export const CampaignDocument = {"__meta__":{"hash":"26f6ed4a26101b63965a21003485a63f768afc86ae7d80a22e3f6048917547bc"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Campaign"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"id"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"ID"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"campaign"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"id"},"value":{"kind":"Variable","name":{"kind":"Name","value":"id"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"budgetSlots"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"remainingYen"}},{"kind":"Field","name":{"kind":"Name","value":"startsAt"}},{"kind":"Field","name":{"kind":"Name","value":"endsAt"}},{"kind":"Field","name":{"kind":"Name","value":"couponsExpireAt"}}]}}]}}]} as unknown as DocumentNode<CampaignQuery, CampaignQueryVariables>;
+export const MyCouponsDocument = {"__meta__":{"hash":"969ecb59a48803a07e1fcf21468f66f0c3fa8757fbf0d10b915dcbe084eee529"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"MyCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"myCoupons"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"issuedAt"}},{"kind":"Field","name":{"kind":"Name","value":"expiresAt"}},{"kind":"Field","name":{"kind":"Name","value":"status"}}]}}]}}]} as unknown as DocumentNode<MyCouponsQuery, MyCouponsQueryVariables>;
 export const OutboxStatsDocument = {"__meta__":{"hash":"caa356005979e5e2033cd2d13481090558e19359097632596835be47953579d3"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"OutboxStats"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"outboxStats"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"pending"}},{"kind":"Field","name":{"kind":"Name","value":"dead"}},{"kind":"Field","name":{"kind":"Name","value":"oldestPendingAgeSeconds"}}]}}]}}]} as unknown as DocumentNode<OutboxStatsQuery, OutboxStatsQueryVariables>;
 export const LedgerCheckDocument = {"__meta__":{"hash":"ce545ff6386dea37c1af7fbdfe56a37502d5b635175eda25d78dc88d4defbda8"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"LedgerCheck"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"ledgerCheck"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"ok"}},{"kind":"Field","name":{"kind":"Name","value":"campaignDrift"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"issuedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"usageDrift"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"usedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"membersOverCap"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}},{"kind":"Field","name":{"kind":"Name","value":"capYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"campaignsOverBudget"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"legacyOverspend"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"campaignId"}},{"kind":"Field","name":{"kind":"Name","value":"budgetYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}}]}},{"kind":"Field","name":{"kind":"Name","value":"legacyMembersOverCap"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenantId"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"month"}},{"kind":"Field","name":{"kind":"Name","value":"couponsYen"}},{"kind":"Field","name":{"kind":"Name","value":"capYen"}}]}}]}}]}}]} as unknown as DocumentNode<LedgerCheckQuery, LedgerCheckQueryVariables>;
 export const JoinHuddleDocument = {"__meta__":{"hash":"41cd65b9b3ac87749c777b022f5675373b179d7ac57b0cdc816c463460f94c69"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"JoinHuddle"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"joinHuddle"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"session"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"HuddleSessionFields"}}]}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"HuddleSessionFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleSession"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"objectiveId"}},{"kind":"Field","name":{"kind":"Name","value":"startedAt"}},{"kind":"Field","name":{"kind":"Name","value":"endedAt"}},{"kind":"Field","name":{"kind":"Name","value":"participants"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"joinedAt"}},{"kind":"Field","name":{"kind":"Name","value":"lastHeartbeatAt"}}]}}]}}]} as unknown as DocumentNode<JoinHuddleMutation, JoinHuddleMutationVariables>;

@@ -43,6 +43,7 @@ import {
   type ServerProcess,
 } from './target.js';
 import { UNGATED_TURN } from '../../src/services/admission.js';
+import { SALE, saleOpens, saleTable, type SaleFigures } from './sale-opens.js';
 
 /** What one run of one row measured. */
 interface Figures {
@@ -103,6 +104,8 @@ const LABEL = {
   oursBatched: 'conditional updates (ours), batched',
   hotOneSlotBatched: 'hot campaign, 1 budget slot, batched, 1 ms round trip',
   notHotBatched: 'not hot: reference campaigns, batched, 1 ms round trip',
+  saleOpens: `sale opens: ${SALE.members.toLocaleString('en')} members at startsAt, ${SALE.slots} budget slots, 1 ms round trip`,
+  saleOpensBatched: `sale opens: ${SALE.members.toLocaleString('en')} members at startsAt, ${SALE.slots} budget slots, batched, 1 ms round trip`,
 } as const;
 
 /** What the baseline's rows are called: the same label, measured on the other checkout (`--baseline`). */
@@ -773,6 +776,23 @@ async function main() {
         );
       }
     }
+    // The opening instant, an open model of its first second (test/load/sale-opens.ts): its own table, after the rows above.
+    const sales = [
+      { label: LABEL.saleOpens, target: 'distant' },
+      { label: LABEL.saleOpensBatched, target: 'distant batched' },
+    ]
+      .filter(({ label }) => wanted(label))
+      .map((sale) => ({ ...sale, runs: [] as SaleFigures[] }));
+    for (let repeat = 1; repeat <= repeats; repeat++) {
+      for (const sale of repeat % 2 === 1 ? sales : [...sales].reverse()) {
+        const figures = await saleOpens(here.targets.get(sale.target)!.server.url, here.sql, SESSIONS, runId());
+        sale.runs.push(figures);
+        console.log(
+          `  [${repeat}/${repeats}] ${sale.label}: p50 ${figures.p50Ms.toFixed(1)} ms, p99 ${figures.p99Ms.toFixed(1)} ms, ` +
+            `${figures.issued} issued, ${figures.notStartedAfter} NOT_STARTED after the instant, load average ${figures.loadAverage.toFixed(1)}`,
+        );
+      }
+    }
     // The hold with the machine as quiet as it gets: one client, one budget row, through the proxy.
     const quiet =
       only.length === 0 ? await throughEndpoint(here.targets.get('distant')!, hotCampaignScenario(runId(), 400, 1), 1, {}, true) : null;
@@ -788,6 +808,20 @@ async function main() {
         `Lock hold: the time a budget row (slot or lease) was locked per coupon issued, sampled in PostgreSQL (rows at 1 ms). ${machine}, commit ${commit}:\n`,
     );
     console.log(table(rows));
+    if (sales.length) {
+      console.log(
+        `\nSale opens: ${SALE.members.toLocaleString('en')} members arriving evenly over the first second after startsAt (open model), ` +
+          `${SALE.budgetCoupons.toLocaleString('en')} coupons; latency of each member's first answer from its arrival; medians of ${repeats} runs:\n`,
+      );
+      console.log(saleTable(sales));
+      for (const sale of sales) {
+        const exact = sale.runs.every((r) => r.issued === SALE.budgetCoupons && r.notStartedAfter === 0 && r.violations.length === 0);
+        console.log(
+          `  ${exact ? 'MET ' : 'MISS'} ${sale.label}: ISSUED exactly the budget and no NOT_STARTED after the instant in every run` +
+            (exact ? '' : ` (${[...new Set(sale.runs.flatMap((r) => r.violations))].join('; ')})`),
+        );
+      }
+    }
     console.log('\nTargets:');
     for (const line of targets(rows)) console.log(`  ${line}`);
     if (quiet) {

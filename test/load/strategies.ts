@@ -5,6 +5,7 @@ import type { BudgetLeasing } from '../../src/features/coupons/leases.js';
 import { evenYenSplit } from '../naive/budget-split.js';
 import { ownLeaseOnly } from '../naive/budget-leases.js';
 import { naiveIssuer, readCheckWriteIssuer } from '../naive/issue-coupon.js';
+import { processClock } from '../naive/process-clock.js';
 
 /**
  * The designs the benchmark puts side by side. Only `conditional updates` is the product; the
@@ -24,6 +25,13 @@ export const advisoryLockIssuer = readCheckWriteIssuer({
   },
 });
 
+/**
+ * The naive twin of the one clock: read-check-write that judges the campaign's period on the server
+ * process's own clock, BENCH_CLOCK_SKEW_MS off the database's, stamps the coupon with it, and writes
+ * its outbox event (whose created_at is the database's time of the transaction).
+ */
+export const processClockIssuer = readCheckWriteIssuer({ name: 'process clock', notifyInline: false, clock: processClock() });
+
 /** A server's coupon design: the issuer, with leases which lease an issue may take from, and how budgets are split over slots. */
 export interface Strategy {
   issuer: CouponIssuer;
@@ -38,4 +46,5 @@ export const STRATEGIES: Record<string, Strategy> = {
   conditional: { issuer: conditionalUpdates },
   'naive-leases': { issuer: conditionalUpdates, leasing: ownLeaseOnly },
   'naive-split': { issuer: conditionalUpdates, split: evenYenSplit },
+  'naive-clock': { issuer: processClockIssuer },
 };

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Transaction } from 'kysely';
-import { businessMonth } from '../../src/features/coupons/month.js';
+import { sql, type Transaction } from 'kysely';
+import { businessMonth } from './process-clock.js';
 import { COUPON_ISSUED_TOPIC, type IssueRequest, type IssueResult } from '../../src/features/coupons/issue.js';
 import type { CouponIssuer } from '../../src/features/coupons/issuer.js';
 import type { Isolation } from '../../src/db/transaction.js';
@@ -17,6 +17,11 @@ export interface ReadCheckWriteOptions {
   notifyInline: boolean;
   /** Locks to take before reading, for the advisory-lock peer. */
   lockFirst?: (trx: Transaction<DB>, request: IssueRequest) => Promise<void>;
+  /**
+   * The clock that judges the campaign's period and stamps the coupon: the process's own, for the
+   * naive twin of the one clock. Absent: the database's (its transaction's now()), as the product reads it.
+   */
+  clock?: () => Date;
 }
 
 /**
@@ -32,7 +37,7 @@ export function readCheckWriteIssuer(options: ReadCheckWriteOptions): CouponIssu
     ...(options.isolation ? { isolation: options.isolation } : {}),
     async issue(trx, request) {
       await options.lockFirst?.(trx, request);
-      return readCheckWrite(trx, request, options.notifyInline);
+      return readCheckWrite(trx, request, options);
     },
   };
 }
@@ -40,17 +45,20 @@ export function readCheckWriteIssuer(options: ReadCheckWriteOptions): CouponIssu
 /** The version kept to prove the tests can fail: no lock, notifier called inside the transaction. */
 export const naiveIssuer = readCheckWriteIssuer({ name: 'naive read-check-write', notifyInline: true });
 
-async function readCheckWrite(trx: Transaction<DB>, request: IssueRequest, notifyInline: boolean): Promise<IssueResult> {
+async function readCheckWrite(trx: Transaction<DB>, request: IssueRequest, options: ReadCheckWriteOptions): Promise<IssueResult> {
   const { tenantId, memberId, campaignId } = request;
-  const month = businessMonth(request.now, request.timeZone);
   const campaign = await trx
     .selectFrom('campaigns')
-    .select(['discount_yen'])
+    .select(['discount_yen', 'starts_at', 'ends_at', 'coupons_expire_at', sql<Date>`date_trunc('milliseconds', now())`.as('now')])
     .where('tenant_id', '=', tenantId)
     .where('id', '=', campaignId)
     .executeTakeFirst();
   if (!campaign) throw notFound('Campaign');
   const amount = campaign.discount_yen;
+  const now = options.clock?.() ?? campaign.now;
+  if (now < campaign.starts_at) return { status: 'NOT_STARTED', coupon: null };
+  if (campaign.ends_at && now >= campaign.ends_at) return { status: 'ENDED', coupon: null };
+  const month = businessMonth(now, request.timeZone);
 
   const existing = await trx
     .selectFrom('coupons')
@@ -83,7 +91,7 @@ async function readCheckWrite(trx: Transaction<DB>, request: IssueRequest, notif
 
   const coupon = await trx
     .insertInto('coupons')
-    .values({ tenant_id: tenantId, campaign_id: campaignId, member_id: memberId, month, amount_yen: amount, issued_at: request.now })
+    .values({ tenant_id: tenantId, campaign_id: campaignId, member_id: memberId, month, amount_yen: amount, issued_at: now })
     .returningAll()
     .executeTakeFirstOrThrow();
   await trx
@@ -98,8 +106,16 @@ async function readCheckWrite(trx: Transaction<DB>, request: IssueRequest, notif
     .where('campaign_id', '=', campaignId)
     .where('slot', '=', 0)
     .execute();
-  const issued = { id: coupon.id, campaignId, memberId, month, amountYen: amount, issuedAt: coupon.issued_at };
-  if (notifyInline) {
+  const issued = {
+    id: coupon.id,
+    campaignId,
+    memberId,
+    month,
+    amountYen: amount,
+    issuedAt: coupon.issued_at,
+    expiresAt: campaign.coupons_expire_at,
+  };
+  if (options.notifyInline) {
     await sleep(NOTIFICATION_CALL_MS);
   } else {
     await trx

@@ -31,6 +31,7 @@ export const naiveRedeemer: CouponRedeemer = {
       month: found.month,
       amountYen: found.amount_yen,
       issuedAt: found.issued_at,
+      expiresAt: null,
     };
     if (found.voided_at !== null) throw new RollbackAndReturn<RedeemResult>({ status: 'VOIDED', coupon, redeemedAt: null });
     if (found.redeemed_at !== null) return { status: 'ALREADY_REDEEMED', coupon, redeemedAt: found.redeemed_at };

@@ -92,7 +92,7 @@ const TRY_AGAIN_RESENDS = 5;
  * request is the same one (an issue without a key: a TRY_AGAIN wrote nothing, or, when its reason
  * is a lost answer, the resend finds the coupon and answers ALREADY_ISSUED).
  */
-async function resendingTryAgain(send: () => Promise<GraphQLReply>, resent: Record<string, number>): Promise<string> {
+export async function resendingTryAgain(send: () => Promise<GraphQLReply>, resent: Record<string, number>): Promise<string> {
   for (let attempt = 0; ; attempt++) {
     const reply = await send();
     const outcome = replyOutcome(reply);

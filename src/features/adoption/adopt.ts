@@ -169,6 +169,11 @@ async function rebuildCounters(trx: Transaction<DB>, tenantId: string, report: A
       from campaigns c
      where c.tenant_id = ${tenantId} and c.budget_slots = 1
     on conflict (tenant_id, campaign_id, slot) do update set issued_yen = excluded.issued_yen`.execute(trx);
+  // An adopted campaign ran before it was adopted: it started with its first coupon (or now, with none).
+  await sql`
+    update campaigns c set starts_at = k.first_issued_at
+      from (select campaign_id, min(issued_at) as first_issued_at from coupons where tenant_id = ${tenantId} group by campaign_id) k
+     where c.tenant_id = ${tenantId} and c.id = k.campaign_id and k.first_issued_at < c.starts_at`.execute(trx);
   const overspent = await sql<{ campaign_id: string; budget_yen: number; issued_yen: number }>`
     update campaigns c set adopted_overspend_yen = s.issued_yen - s.budget_yen
       from campaign_budget_slots s

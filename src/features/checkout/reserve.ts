@@ -5,6 +5,7 @@ import { badInput } from '../../core/errors.js';
 import { MINIMUM_CHARGE_YEN, type ChargeRequest } from '../payments/provider.js';
 import { ORDER_CREATED_TOPIC, orderPayload, toOrder, type Order, type OrderColumns } from './orders.js';
 import { recordPaid } from './record.js';
+import { couponExpired } from '../coupons/member-coupons.js';
 
 export interface CheckoutRequest {
   tenantId: string;
@@ -58,8 +59,9 @@ const couponUnavailable = () => new RollbackAndReturn<Reservation>({ status: 'CO
  * The coupon is held in one conditional UPDATE (`held_by_order_id is null and redeemed_at is null
  * and voided_at is null`), which decides and writes on the coupon's own row: two checkouts with one
  * coupon, or a checkout and a redeem, queue on its row lock and the second re-checks against the
- * first one's commit. A coupon held by another order, redeemed, voided, another member's or
- * none at all is COUPON_UNAVAILABLE, and everything rolls back (RollbackAndReturn); so does a charge
+ * first one's commit. A coupon held by another order, redeemed, voided, expired (its campaign's
+ * couponsExpireAt passed on the database's clock; one held before that stays good for its order),
+ * another member's or none at all is COUPON_UNAVAILABLE, and everything rolls back (RollbackAndReturn); so does a charge
  * below the provider's minimum, a BAD_USER_INPUT error. An order with
  * nothing to charge (the coupon covers the amount) is paid here: no provider, no intent.
  */
@@ -70,7 +72,7 @@ export async function reserveOrder(trx: Transaction<DB>, request: CheckoutReques
     const held = await sql<{ amount_yen: number }>`
       update coupons set held_by_order_id = ${orderId}
        where tenant_id = ${tenantId} and id = ${couponId} and member_id = ${memberId}
-         and held_by_order_id is null and redeemed_at is null and voided_at is null
+         and held_by_order_id is null and redeemed_at is null and voided_at is null and not ${couponExpired('coupons')}
       returning amount_yen`.execute(trx);
     const coupon = held.rows[0];
     if (!coupon) throw couponUnavailable();

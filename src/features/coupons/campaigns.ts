@@ -14,6 +14,12 @@ export interface Campaign {
   budgetLeaseCoupons: number;
   issuedYen: number;
   createdAt: Date;
+  /** Issues are answered from then on; before it NOT_STARTED (the database's clock decides). */
+  startsAt: Date;
+  /** From then on issues are ENDED; null: no end. */
+  endsAt: Date | null;
+  /** Its coupons are EXPIRED from then on, unless redeemed or held; null: never. */
+  couponsExpireAt: Date | null;
 }
 
 export const MAX_BUDGET_SLOTS = 64;
@@ -48,6 +54,27 @@ export interface NewCampaign {
   budgetSlots: number;
   /** 0: no leases. */
   budgetLeaseCoupons?: number;
+  /** Absent: from its creation. */
+  startsAt?: Date | null;
+  /** Absent: no end. After startsAt. */
+  endsAt?: Date | null;
+  /** Absent: its coupons never expire. Not before startsAt. */
+  couponsExpireAt?: Date | null;
+}
+
+/**
+ * The period's checks against the start that will be stored: `now`, the database's time of the
+ * creation, when no start is given (so that one clock judges an end "after the start").
+ */
+function checkPeriod(input: NewCampaign, now: Date): { startsAt: Date } {
+  const startsAt = input.startsAt ?? now;
+  if (input.endsAt && input.endsAt.getTime() <= startsAt.getTime()) {
+    throw badInput(`endsAt must be after startsAt (${startsAt.toISOString()})`, 'endsAt');
+  }
+  if (input.couponsExpireAt && input.couponsExpireAt.getTime() < startsAt.getTime()) {
+    throw badInput(`couponsExpireAt must not be before startsAt (${startsAt.toISOString()})`, 'couponsExpireAt');
+  }
+  return { startsAt };
 }
 
 export async function insertCampaign(
@@ -61,8 +88,14 @@ export async function insertCampaign(
   if (slotBudgets.some((yen) => yen < input.discountYen)) {
     throw badInput('budgetSlots must be at most budgetYen / discountYen: every slot holds one coupon at least', 'budgetSlots');
   }
-  const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', tenantId).executeTakeFirst();
+  // The database's time, to the millisecond the API shows: a campaign without startsAt starts at its creation.
+  const tenant = await trx
+    .selectFrom('tenants')
+    .select(['id', sql<Date>`date_trunc('milliseconds', now())`.as('now')])
+    .where('id', '=', tenantId)
+    .executeTakeFirst();
   if (!tenant) throw notFound('Tenant');
+  const { startsAt } = checkPeriod(input, tenant.now);
   const row = await trx
     .insertInto('campaigns')
     .values({
@@ -73,6 +106,9 @@ export async function insertCampaign(
       budget_yen: input.budgetYen,
       budget_slots: input.budgetSlots,
       budget_lease_coupons: input.budgetLeaseCoupons ?? 0,
+      starts_at: startsAt,
+      ends_at: input.endsAt ?? null,
+      coupons_expire_at: input.couponsExpireAt ?? null,
     })
     .onConflict((oc) => oc.columns(['tenant_id', 'id']).doNothing())
     .returningAll()
@@ -85,7 +121,7 @@ export async function insertCampaign(
   return toCampaign(row, 0);
 }
 
-const toCampaign = (row: CampaignRow, issuedYen: number): Campaign => ({
+export const toCampaign = (row: CampaignRow, issuedYen: number): Campaign => ({
   id: row.id,
   tenantId: row.tenant_id,
   name: row.name,
@@ -95,6 +131,9 @@ const toCampaign = (row: CampaignRow, issuedYen: number): Campaign => ({
   budgetLeaseCoupons: row.budget_lease_coupons,
   issuedYen,
   createdAt: row.created_at,
+  startsAt: row.starts_at,
+  endsAt: row.ends_at,
+  couponsExpireAt: row.coupons_expire_at,
 });
 
 function campaignsWithIssued(db: Kysely<DB>, tenantId: string) {

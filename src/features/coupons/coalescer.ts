@@ -24,7 +24,7 @@ interface Waiting {
   request: IssueRequest;
   bookkeeping: Bookkeeping<IssueResult>;
   context: IssueContext;
-  /** Its values, made in its own request's context (its trace, its clock) when it began to wait. */
+  /** Its values, made in its own request's context (its trace) when it began to wait; its time is the statement's now(). */
   member: BatchMember;
   turn: (turn: Turn) => void;
 }

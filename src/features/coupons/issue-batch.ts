@@ -4,6 +4,7 @@ import type { DB } from '../../db/schema.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
 import { hasShape, slotHasRoom, type CampaignShape } from './budget.js';
 import { COUPON_ISSUED_TOPIC } from './issue.js';
+import { ISSUE_TIME, jsonTimeOf, monthOf, periodRefusal } from './period.js';
 import { couponJson, timeoutGuardCte, type IssueRow, type IssueValues, type Outcome } from './issue-statement.js';
 
 /**
@@ -37,10 +38,10 @@ interface BatchValues {
   lockTimeoutMs: number;
   statementTimeoutMs: number;
   spread: number;
+  /** Of business months: every member's coupon counts in the month of the statement's now() there. */
+  timeZone: string;
   memberIds: string[];
-  months: string[];
   couponIds: string[];
-  issuedAts: string[];
   traceparents: (string | null)[];
   auditTenantIds: string[];
   actorUserIds: (string | null)[];
@@ -63,7 +64,7 @@ interface BatchValues {
  * coupon:
  *
  * - the snapshot answers what it can for each member, as one issue's statement does: a missing
- *   campaign, the member's coupon (ALREADY_ISSUED), a month at the cap, a campaign whose slots all
+ *   campaign, a campaign not open at the statement's now() (NOT_STARTED, ENDED), the member's coupon (ALREADY_ISSUED), a month at the cap, a campaign whose slots all
  *   lack room (BUDGET_EXCEEDED). The rest would issue: per campaign, as many as its slot with most
  *   room can pay for, in member order; the others are ALONE (another slot may pay for them, in a
  *   statement of their own);
@@ -99,7 +100,8 @@ function batchStatement(keyed: boolean) {
     } as unknown as Slots<ClaimValues>;
     return sql`
     with ${timeoutGuardCte(p)}, campaign as (
-      select c.id as campaign_id, c.discount_yen, c.budget_slots, c.budget_lease_coupons, t.monthly_cap_yen
+      select c.id as campaign_id, c.discount_yen, c.budget_slots, c.budget_lease_coupons, c.coupons_expire_at, t.monthly_cap_yen,
+             ${periodRefusal('c', ISSUE_TIME)} as period_refusal, ${monthOf(ISSUE_TIME, p.timeZone)} as month
         from campaigns c join tenants t on t.id = c.tenant_id
        where c.tenant_id = ${p.tenantId} and c.id = any (${p.campaignIds}::text[])
     ), room as (
@@ -110,12 +112,12 @@ function batchStatement(keyed: boolean) {
        where s.tenant_id = ${p.tenantId} and s.campaign_id = any (${p.campaignIds}::text[])
        group by s.campaign_id
     ), member as (
-      select * from unnest(${p.campaignIds}::text[], ${p.memberIds}::text[], ${p.months}::text[], ${p.couponIds}::uuid[],
-                           ${p.issuedAts}::timestamptz[], ${p.issuedAts}::text[], ${p.traceparents}::text[], ${p.auditTenantIds}::text[],
+      select * from unnest(${p.campaignIds}::text[], ${p.memberIds}::text[], ${p.couponIds}::uuid[],
+                           ${p.traceparents}::text[], ${p.auditTenantIds}::text[],
                            ${p.actorUserIds}::text[], ${p.roles}::text[], ${p.operations}::text[], ${p.requestIds}::text[],
                            ${p.keyTenantIds}::text[], ${p.keyUserIds}::text[], ${p.keyRoles}::text[], ${p.keys}::text[],
                            ${p.fingerprints}::text[], ${p.keyOperations}::text[], ${p.ttlHours}::int[])
-               with ordinality as m(campaign_id, member_id, month, coupon_id, issued_at, issued_at_text, traceparent, audit_tenant_id,
+               with ordinality as m(campaign_id, member_id, coupon_id, traceparent, audit_tenant_id,
                                     actor_user_id, role, operation, request_id, key_tenant_id, key_user_id, key_role, key, fingerprint,
                                     key_operation, ttl_hours, n)
     ), seen as (
@@ -124,13 +126,14 @@ function batchStatement(keyed: boolean) {
          and not k.legacy_duplicate and (k.campaign_id, k.member_id) in (select campaign_id, member_id from member)
     ), facts as (
       -- What this statement's snapshot answers for each member, before it writes anything.
-      select m.*, g.ok, c.discount_yen, c.budget_slots, c.budget_lease_coupons, coalesce(r.most, 0) as most,
+      select m.*, g.ok, c.discount_yen, c.budget_slots, c.budget_lease_coupons, c.coupons_expire_at, c.month, coalesce(r.most, 0) as most,
              case
                when c.discount_yen is null then 'NOT_FOUND'
                when ${hasShape('c', 'leases')} then 'OTHER_SHAPE'
+               when c.period_refusal is not null then c.period_refusal
                when exists (select 1 from seen s where s.campaign_id = m.campaign_id and s.member_id = m.member_id) then 'ALREADY_ISSUED'
                when coalesce((select u.used_yen from member_monthly_usage u
-                               where u.tenant_id = ${p.tenantId} and u.member_id = m.member_id and u.month = m.month), 0)
+                               where u.tenant_id = ${p.tenantId} and u.member_id = m.member_id and u.month = c.month), 0)
                     + c.discount_yen > c.monthly_cap_yen then 'MONTHLY_CAP'
                when coalesce(r.total, 0) = 0 then 'BUDGET_EXCEEDED'
                else 'ISSUE'
@@ -152,8 +155,8 @@ function batchStatement(keyed: boolean) {
             response: sql`case d.outcome
               when 'ISSUE' then jsonb_build_object('status', 'ISSUED', 'coupon', jsonb_build_object('id', d.coupon_id::text,
                 'campaignId', d.campaign_id, 'memberId', d.member_id, 'month', d.month,
-                'amountYen', d.discount_yen, 'issuedAt', d.issued_at_text))
-              when 'ALREADY_ISSUED' then (select ${couponJson('ALREADY_ISSUED', 'k')} from seen k
+                'amountYen', d.discount_yen, 'issuedAt', ${jsonTimeOf(ISSUE_TIME)}, 'expiresAt', ${jsonTimeOf(sql`d.coupons_expire_at`)}))
+              when 'ALREADY_ISSUED' then (select ${couponJson('ALREADY_ISSUED', 'k', sql`d.coupons_expire_at`)} from seen k
                                            where k.campaign_id = d.campaign_id and k.member_id = d.member_id) end`,
             kept: sql`d.outcome in ('ISSUE', 'ALREADY_ISSUED')`,
           })}, `
@@ -173,7 +176,7 @@ function batchStatement(keyed: boolean) {
         from decided d
     ), inserted as (
       insert into coupons (tenant_id, id, campaign_id, member_id, month, amount_yen, issued_at)
-      select ${p.tenantId}, d.coupon_id, d.campaign_id, d.member_id, d.month, d.discount_yen, d.issued_at
+      select ${p.tenantId}, d.coupon_id, d.campaign_id, d.member_id, d.month, d.discount_yen, ${ISSUE_TIME}
         from decision d where d.final = 'ISSUE'${keyed ? sql` and ${everyRowOf('claim')}` : sql``} order by d.member_id
       on conflict (tenant_id, campaign_id, member_id) where not legacy_duplicate do nothing
       returning id, campaign_id, member_id, month, amount_yen, issued_at
@@ -208,7 +211,7 @@ function batchStatement(keyed: boolean) {
       insert into outbox_events (tenant_id, topic, payload, traceparent)
       select ${p.tenantId}, ${COUPON_ISSUED_TOPIC},
              jsonb_build_object('id', i.id, 'campaignId', i.campaign_id, 'memberId', i.member_id, 'month', i.month,
-                                'amountYen', i.amount_yen, 'issuedAt', d.issued_at_text, 'tenantId', ${p.tenantId}::text),
+                                'amountYen', i.amount_yen, 'issuedAt', ${jsonTimeOf(sql`i.issued_at`)}, 'tenantId', ${p.tenantId}::text),
              d.traceparent
         from inserted i join decision d on d.member_id = i.member_id where i.campaign_id in (select campaign_id from slotted)
     ), coupon as (
@@ -230,7 +233,8 @@ function batchStatement(keyed: boolean) {
              end as raced
     )
     select d.n::text as n, case when d.final = 'ISSUE' and k.id is null then 'ALONE' else d.final end as outcome,
-           k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at, d.budget_slots, d.budget_lease_coupons,
+           k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at,
+           case when k.id is not null then d.coupons_expire_at end as expires_at, d.budget_slots, d.budget_lease_coupons,
            null::int as own_lease_left, (select raced from verdict) as raced${
              keyed
                ? // As one issue's statement: a batch that kept no answer (every member refused) need not wait for the WAL flush.
@@ -285,10 +289,9 @@ export async function runBatch(db: Kysely<DB>, members: BatchMember[]): Promise<
     lockTimeoutMs: first.lockTimeoutMs,
     statementTimeoutMs: first.statementTimeoutMs,
     spread: first.spread,
+    timeZone: first.timeZone,
     memberIds: column((m) => m.values.memberId),
-    months: column((m) => m.values.month),
     couponIds: column((m) => m.values.couponId),
-    issuedAts: column((m) => m.values.issuedAt),
     traceparents: column((m) => m.values.traceparent),
     auditTenantIds: column((m) => m.values.auditTenantId),
     actorUserIds: column((m) => m.values.actorUserId),

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import type { FinishBase, Bookkeeping } from '../bookkeeping/bookkeeping.js';
 import { prepare } from '../../db/prepared.js';
@@ -12,7 +12,7 @@ import { claimCte, type ClaimValues } from '../idempotency/service.js';
 import { campaignHasRoom, hasShape, shapeOf, takeBudgetCtes, tookNothingIsFinal, type BuiltFor, type CampaignShape } from './budget.js';
 import { MAX_BUDGET_SLOTS } from './campaigns.js';
 import { productLeasing, type BudgetLeases, type BudgetLeasing } from './leases.js';
-import { businessMonth } from './month.js';
+import { ISSUE_TIME, jsonTimeOf, monthOf, periodRefusal } from './period.js';
 import { COUPON_ISSUED_TOPIC, type IssueRequest, type IssueResult } from './issue.js';
 
 /** The SQLSTATE of coupon_issue_refused() (db/migrations/008_one_statement_issue.sql); its message is the outcome. */
@@ -22,12 +22,10 @@ export interface IssueValues extends FinishBase {
   tenantId: string;
   campaignId: string;
   memberId: string;
-  month: string;
+  /** The IANA time zone of business months: the coupon's month is its issue time's (period.ts) there. */
+  timeZone: string;
   /** Made here, so that the stored response, written with the claim before the coupon, can name it. */
   couponId: string;
-  now: Date;
-  /** `now` as JSON writes it, for the outbox payload and the stored response. */
-  issuedAt: string;
   lockTimeoutMs: number;
   statementTimeoutMs: number;
   /** This process's name on the leases it takes (BudgetLeases). */
@@ -39,7 +37,22 @@ export interface IssueValues extends FinishBase {
 }
 
 export type Outcome =
-  'AS_TRANSACTION' | 'KEY_HELD' | 'NOT_FOUND' | 'OTHER_SHAPE' | 'ALREADY_ISSUED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED' | 'ISSUE';
+  | 'AS_TRANSACTION'
+  | 'KEY_HELD'
+  | 'NOT_FOUND'
+  | 'OTHER_SHAPE'
+  | 'NOT_STARTED'
+  | 'ENDED'
+  | 'ALREADY_ISSUED'
+  | 'MONTHLY_CAP'
+  | 'BUDGET_EXCEEDED'
+  | 'ISSUE';
+
+/** The answers a statement reads in its snapshot and writes nothing for (keyed: its claim, committed expired). */
+export const SNAPSHOT_REFUSALS = ['NOT_FOUND', 'NOT_STARTED', 'ENDED', 'MONTHLY_CAP', 'BUDGET_EXCEEDED'] as const;
+
+/** SNAPSHOT_REFUSALS as a SQL list. */
+export const snapshotRefusals = sql.raw(SNAPSHOT_REFUSALS.map((outcome) => `'${outcome}'`).join(', '));
 
 export interface IssueRow {
   outcome: Outcome;
@@ -49,6 +62,8 @@ export interface IssueRow {
   month: string | null;
   amount_yen: number | null;
   issued_at: Date | null;
+  /** The campaign's coupons_expire_at: the coupon's expiresAt. */
+  expires_at: Date | null;
   budget_slots: number | null;
   budget_lease_coupons: number | null;
   /** Coupons left in this process's own lease, when the issue took from it. */
@@ -56,10 +71,10 @@ export interface IssueRow {
 }
 
 /** A coupon row `k` as JSON writes IssueResult (its time as Date.prototype.toJSON does), so that a replay reads as the first answer did. */
-export const couponJson = (status: string, k: string) =>
-  sql.raw(`jsonb_build_object('status', '${status}', 'coupon', jsonb_build_object('id', ${k}.id, 'campaignId', ${k}.campaign_id,
-    'memberId', ${k}.member_id, 'month', ${k}.month, 'amountYen', ${k}.amount_yen,
-    'issuedAt', to_char(${k}.issued_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))`);
+export const couponJson = (status: string, k: string, expiresAt: RawBuilder<Date | null>) =>
+  sql`jsonb_build_object('status', ${sql.lit(status)}, 'coupon', jsonb_build_object('id', ${sql.raw(k)}.id, 'campaignId', ${sql.raw(k)}.campaign_id,
+    'memberId', ${sql.raw(k)}.member_id, 'month', ${sql.raw(k)}.month, 'amountYen', ${sql.raw(k)}.amount_yen,
+    'issuedAt', ${jsonTimeOf(sql`${sql.raw(k)}.issued_at`)}, 'expiresAt', ${jsonTimeOf(expiresAt)}))`;
 
 /**
  * The CTE `guard` (one row, `ok`): the session's lock and statement timeouts are both in force and
@@ -79,9 +94,10 @@ export const timeoutGuardCte = (p: { lockTimeoutMs: unknown; statementTimeoutMs:
  * the member's month row, then one budget row (a slot, the budget row or a lease) last, so the
  * budget row is held only for what is left of the statement and its commit.
  *
- * It first reads, in its snapshot, what it can answer without writing: a missing campaign, the
- * member's coupon (ALREADY_ISSUED), a month already at the cap, a campaign with no room in any row
- * it may take from (BUDGET_EXCEEDED). A refusal read there writes nothing (with a key, only its
+ * It first reads, in its snapshot, what it can answer without writing: a missing campaign, a
+ * campaign not open at the statement's now() (NOT_STARTED before its start, ENDED from its end on:
+ * the database's clock, period.ts), the member's coupon (ALREADY_ISSUED), a month already at the
+ * cap, a campaign with no room in any row it may take from (BUDGET_EXCEEDED). A refusal read there writes nothing (with a key, only its
  * claim, committed expired). Otherwise each write is made from the previous one's RETURNING, so a
  * write that finds no room stops the chain, and what the chain wrote is rolled back by a raise:
  * a month that reached the cap meanwhile (coupon_issue_refused, MONTHLY_CAP); a coupon that took
@@ -101,7 +117,8 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing, shape: BuiltFor)
     const rows = { tenantId: p.tenantId, campaignId: p.campaignId, holder: p.leaseHolder, leasing };
     return sql`
     with ${timeoutGuardCte(p)}, campaign as (
-      select c.discount_yen, c.budget_slots, c.budget_lease_coupons, t.monthly_cap_yen,
+      select c.discount_yen, c.budget_slots, c.budget_lease_coupons, c.coupons_expire_at, t.monthly_cap_yen,
+             ${periodRefusal('c', ISSUE_TIME)} as period_refusal, ${monthOf(ISSUE_TIME, p.timeZone)} as month,
              ${campaignHasRoom(rows, sql`c.discount_yen`, shape)} as has_room
         from campaigns c join tenants t on t.id = c.tenant_id
        where c.tenant_id = ${p.tenantId} and c.id = ${p.campaignId}
@@ -110,13 +127,14 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing, shape: BuiltFor)
        where tenant_id = ${p.tenantId} and campaign_id = ${p.campaignId} and member_id = ${p.memberId} and not legacy_duplicate
     ), facts as (
       -- What this statement's snapshot answers, before it writes anything.
-      select g.ok, c.discount_yen, c.budget_slots, c.budget_lease_coupons,
+      select g.ok, c.discount_yen, c.budget_slots, c.budget_lease_coupons, c.coupons_expire_at, c.month,
              case
                when c.discount_yen is null then 'NOT_FOUND'
                ${shape === 'any' ? sql`` : sql`when not ${hasShape('c', shape)} then 'OTHER_SHAPE'`}
+               when c.period_refusal is not null then c.period_refusal
                when exists (select 1 from seen) then 'ALREADY_ISSUED'
                when coalesce((select u.used_yen from member_monthly_usage u
-                               where u.tenant_id = ${p.tenantId} and u.member_id = ${p.memberId} and u.month = ${p.month}), 0)
+                               where u.tenant_id = ${p.tenantId} and u.member_id = ${p.memberId} and u.month = c.month), 0)
                     + c.discount_yen > c.monthly_cap_yen then 'MONTHLY_CAP'
                when not c.has_room then 'BUDGET_EXCEEDED'
                else 'ISSUE'
@@ -131,9 +149,9 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing, shape: BuiltFor)
             // expired; every other ending raises and rolls back.
             response: sql`case f.outcome
               when 'ISSUE' then jsonb_build_object('status', 'ISSUED', 'coupon', jsonb_build_object('id', ${p.couponId}::text,
-                'campaignId', ${p.campaignId}::text, 'memberId', ${p.memberId}::text, 'month', ${p.month}::text,
-                'amountYen', f.discount_yen, 'issuedAt', ${p.issuedAt}::text))
-              when 'ALREADY_ISSUED' then (select ${couponJson('ALREADY_ISSUED', 'k')} from seen k) end`,
+                'campaignId', ${p.campaignId}::text, 'memberId', ${p.memberId}::text, 'month', f.month,
+                'amountYen', f.discount_yen, 'issuedAt', ${jsonTimeOf(ISSUE_TIME)}, 'expiresAt', ${jsonTimeOf(sql`f.coupons_expire_at`)}))
+              when 'ALREADY_ISSUED' then (select ${couponJson('ALREADY_ISSUED', 'k', sql`f.coupons_expire_at`)} from seen k) end`,
             kept: sql`f.outcome in ('ISSUE', 'ALREADY_ISSUED')`,
           })}, `
         : sql``
@@ -142,16 +160,16 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing, shape: BuiltFor)
                when not f.ok then 'AS_TRANSACTION'
                ${keyed ? sql`when not exists (select 1 from claim) then 'KEY_HELD'` : sql``}
                else f.outcome
-             end as outcome, f.discount_yen, f.budget_slots, f.budget_lease_coupons
+             end as outcome, f.discount_yen, f.budget_slots, f.budget_lease_coupons, f.coupons_expire_at, f.month
         from facts f
     ), inserted as (
       insert into coupons (tenant_id, id, campaign_id, member_id, month, amount_yen, issued_at)
-      select ${p.tenantId}, ${p.couponId}::uuid, ${p.campaignId}, ${p.memberId}, ${p.month}, discount_yen, ${p.now} from decision where outcome = 'ISSUE'
+      select ${p.tenantId}, ${p.couponId}::uuid, ${p.campaignId}, ${p.memberId}, month, discount_yen, ${ISSUE_TIME} from decision where outcome = 'ISSUE'
       on conflict (tenant_id, campaign_id, member_id) where not legacy_duplicate do nothing
       returning id, campaign_id, member_id, month, amount_yen, issued_at
     ), usage as (
       insert into member_monthly_usage (tenant_id, member_id, month, used_yen)
-      select ${p.tenantId}, ${p.memberId}, ${p.month}, amount_yen from inserted
+      select ${p.tenantId}, ${p.memberId}, month, amount_yen from inserted
       on conflict (tenant_id, member_id, month) do update
         set used_yen = member_monthly_usage.used_yen + excluded.used_yen
         where member_monthly_usage.used_yen + excluded.used_yen
@@ -164,7 +182,7 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing, shape: BuiltFor)
       insert into outbox_events (tenant_id, topic, payload, traceparent)
       select ${p.tenantId}, ${COUPON_ISSUED_TOPIC},
              jsonb_build_object('id', i.id, 'campaignId', i.campaign_id, 'memberId', i.member_id, 'month', i.month,
-                                'amountYen', i.amount_yen, 'issuedAt', ${p.issuedAt}::text, 'tenantId', ${p.tenantId}::text),
+                                'amountYen', i.amount_yen, 'issuedAt', ${jsonTimeOf(sql`i.issued_at`)}, 'tenantId', ${p.tenantId}::text),
              ${p.traceparent}::text
         from inserted i where exists (select 1 from taken)
     ), coupon as (
@@ -175,7 +193,8 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing, shape: BuiltFor)
       insert into audit_log (tenant_id, actor_user_id, role, operation, entity_ids, request_id)
       select ${p.auditTenantId}, ${p.actorUserId}, ${p.role}, ${p.operation}, array[k.id::text, k.campaign_id], ${p.requestId} from coupon k
     )
-    select d.outcome, k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at, d.budget_slots, d.budget_lease_coupons,
+    select d.outcome, k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at,
+           case when k.id is not null then d.coupons_expire_at end as expires_at, d.budget_slots, d.budget_lease_coupons,
            (select own_lease_left from taken) as own_lease_left,
            case
              when d.outcome = 'ISSUE' and not exists (select 1 from inserted) then coupon_issue_raced()
@@ -188,7 +207,7 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing, shape: BuiltFor)
                ? // A refusal's expired claim changes no answer if a crash or a failover loses it (the key
                  // runs afresh either way), so its commit does not wait for the WAL flush or a standby.
                  sql`,
-           case when d.outcome in ('NOT_FOUND', 'MONTHLY_CAP', 'BUDGET_EXCEEDED')
+           case when d.outcome in (${snapshotRefusals})
                 then set_config('synchronous_commit', 'off', true) end as commit_unflushed`
                : sql``
            }
@@ -265,7 +284,9 @@ export interface IssueContext {
   stepOut?: <T>(wait: () => Promise<T>) => Promise<{ value: T; back: boolean }>;
 }
 
-const refusal = (status: 'MONTHLY_CAP' | 'BUDGET_EXCEEDED') => new RollbackAndReturn<IssueResult>({ status, coupon: null });
+type Refusal = 'NOT_STARTED' | 'ENDED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED';
+
+const refusal = (status: Refusal) => new RollbackAndReturn<IssueResult>({ status, coupon: null });
 
 /** The statement ran into a concurrent write (a budget row gone full while it waited, a double tap): it rolled back whole and may run again. */
 export function isRacedIssue(error: unknown): boolean {
@@ -318,15 +339,13 @@ export function issueValuesOf(
   bookkeeping: Bookkeeping<IssueResult>,
   { timeouts, leases }: IssueContext,
 ): IssueValues {
-  const { tenantId, memberId, campaignId, now } = request;
+  const { tenantId, memberId, campaignId, timeZone } = request;
   return {
     tenantId,
     campaignId,
     memberId,
-    month: businessMonth(now, request.timeZone),
+    timeZone,
     couponId: randomUUID(),
-    now,
-    issuedAt: now.toISOString(),
     lockTimeoutMs: timeouts.lockTimeoutMs,
     statementTimeoutMs: timeouts.statementTimeoutMs,
     leaseHolder: leases.holder,
@@ -367,6 +386,8 @@ export function answerOf(
       throw notFound('Campaign');
     case 'OTHER_SHAPE':
       throw new Error('issueCoupon: an issue answered OTHER_SHAPE where it must not');
+    case 'NOT_STARTED':
+    case 'ENDED':
     case 'MONTHLY_CAP':
     case 'BUDGET_EXCEEDED':
       throw refusal(row.outcome);
@@ -384,6 +405,7 @@ export function answerOf(
           month: row.month!,
           amountYen: row.amount_yen!,
           issuedAt: row.issued_at!,
+          expiresAt: row.expires_at,
         },
       };
     }

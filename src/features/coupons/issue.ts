@@ -1,6 +1,6 @@
 /** What an issue of a coupon is asked and answers, whichever way it is decided (issue-transaction.ts, one-statement.ts). */
 
-export type IssueStatus = 'ISSUED' | 'ALREADY_ISSUED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED';
+export type IssueStatus = 'ISSUED' | 'ALREADY_ISSUED' | 'NOT_STARTED' | 'ENDED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED';
 
 export interface Coupon {
   id: string;
@@ -9,6 +9,8 @@ export interface Coupon {
   month: string;
   amountYen: number;
   issuedAt: Date;
+  /** Its campaign's couponsExpireAt; null: never. */
+  expiresAt: Date | null;
 }
 
 export interface IssueResult {
@@ -20,8 +22,7 @@ export interface IssueRequest {
   tenantId: string;
   memberId: string;
   campaignId: string;
-  /** From the server's clock: decides the coupon's month. */
-  now: Date;
+  /** Of business months: the coupon's month is its issue time's there (the database's clock, period.ts). */
   timeZone: string;
 }
 

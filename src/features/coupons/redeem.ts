@@ -2,14 +2,14 @@ import { sql, type Transaction } from 'kysely';
 import type { CouponRow, DB } from '../../db/schema.js';
 import { RollbackAndReturn } from '../../db/transaction.js';
 import { notFound } from '../../core/errors.js';
-import { toCoupon, type CouponWithStatus } from './member-coupons.js';
+import { couponExpired, findMemberCouponById, toCoupon, type CouponWithStatus } from './member-coupons.js';
 
-export type RedeemStatus = 'REDEEMED' | 'ALREADY_REDEEMED' | 'VOIDED' | 'HELD';
+export type RedeemStatus = 'REDEEMED' | 'ALREADY_REDEEMED' | 'VOIDED' | 'HELD' | 'EXPIRED';
 
 export interface RedeemResult {
   status: RedeemStatus;
   coupon: CouponWithStatus;
-  /** When the coupon was redeemed (by this request or an earlier one); null for a voided coupon. */
+  /** When the coupon was redeemed (by this request or an earlier one); null for a coupon it was not. */
   redeemedAt: Date | null;
 }
 
@@ -21,7 +21,7 @@ export interface RedeemRequest {
   /** The session's member: only the coupon's owner redeems it. */
   memberId: string;
   couponId: string;
-  /** From the server's clock, like an issue's time. */
+  /** From the server's clock: the redeemedAt it records (its expiry is judged on the database's clock). */
   now: Date;
 }
 
@@ -30,7 +30,7 @@ export const COUPON_REDEEMED_TOPIC = 'coupon.redeemed';
 type RedeemedColumns = Pick<
   CouponRow,
   'id' | 'campaign_id' | 'member_id' | 'month' | 'amount_yen' | 'issued_at' | 'redeemed_at' | 'voided_at' | 'held_by_order_id'
->;
+> & { expires_at: Date | null; expired: boolean };
 
 /**
  * Redeems the member's coupon once, whatever the concurrency, on READ COMMITTED.
@@ -45,15 +45,19 @@ type RedeemedColumns = Pick<
  * exist, so a member learns nothing of other members' coupons). A voided coupon is refused as data
  * and leaves nothing behind (RollbackAndReturn), and so is a coupon a checkout holds (HELD): its
  * order's payment decides whether it is redeemed for that order or given back (docs/design.md §11).
+ * So is a coupon past its campaign's couponsExpireAt (EXPIRED), judged on the database's clock in
+ * the UPDATE itself, so that no redeem lands after the instant whatever the server's clock says.
  */
 export async function redeemCoupon(trx: Transaction<DB>, request: RedeemRequest): Promise<RedeemResult> {
   const { tenantId, memberId, couponId, now } = request;
   const redeemed = await sql<RedeemedColumns>`
     with redeemed as (
-      update coupons set redeemed_at = ${now}
+      update coupons k set redeemed_at = ${now}
        where tenant_id = ${tenantId} and id = ${couponId} and member_id = ${memberId}
-         and redeemed_at is null and voided_at is null and held_by_order_id is null
-      returning id, campaign_id, member_id, month, amount_yen, issued_at, redeemed_at, voided_at, held_by_order_id
+         and redeemed_at is null and voided_at is null and held_by_order_id is null and not ${couponExpired('k')}
+      returning id, campaign_id, member_id, month, amount_yen, issued_at, redeemed_at, voided_at, held_by_order_id,
+                (select c.coupons_expire_at from campaigns c where c.tenant_id = k.tenant_id and c.id = k.campaign_id) as expires_at,
+                false as expired
     ), event as (
       insert into outbox_events (tenant_id, topic, payload)
       select ${tenantId}, ${COUPON_REDEEMED_TOPIC},
@@ -67,20 +71,18 @@ export async function redeemCoupon(trx: Transaction<DB>, request: RedeemRequest)
   return whyNotRedeemed(trx, request);
 }
 
-/** The member's coupon as the last committed redeem or void left it: the answer when the UPDATE changed nothing. */
+/**
+ * The member's coupon as the last committed redeem, hold or void left it: the answer when the
+ * UPDATE changed nothing. Its expiry is read at the transaction's now(), the instant the UPDATE
+ * judged it at.
+ */
 async function whyNotRedeemed(trx: Transaction<DB>, { tenantId, memberId, couponId }: RedeemRequest): Promise<RedeemResult> {
-  const found = await trx
-    .selectFrom('coupons')
-    .select(['id', 'campaign_id', 'member_id', 'month', 'amount_yen', 'issued_at', 'redeemed_at', 'voided_at', 'held_by_order_id'])
-    .where('tenant_id', '=', tenantId)
-    .where('id', '=', couponId)
-    .where('member_id', '=', memberId)
-    .executeTakeFirst();
+  const found = await findMemberCouponById(trx, tenantId, memberId, couponId);
   if (!found) throw notFound('Coupon');
   const coupon = toCoupon(found);
-  if (found.voided_at !== null) throw new RollbackAndReturn<RedeemResult>({ status: 'VOIDED', coupon, redeemedAt: null });
-  if (found.redeemed_at === null) throw new RollbackAndReturn<RedeemResult>({ status: 'HELD', coupon, redeemedAt: null });
-  return { status: 'ALREADY_REDEEMED', coupon, redeemedAt: found.redeemed_at };
+  if (coupon.status === 'REDEEMED') return { status: 'ALREADY_REDEEMED', coupon, redeemedAt: found.redeemed_at };
+  // VOIDED, HELD or EXPIRED (an AVAILABLE one would have been redeemed): data, and nothing kept.
+  throw new RollbackAndReturn<RedeemResult>({ status: coupon.status as Exclude<RedeemStatus, 'REDEEMED'>, coupon, redeemedAt: null });
 }
 
 /** How a coupon is redeemed (AppServices.algorithms); the naive test stands the read-check-write version in for it. */

@@ -3,6 +3,7 @@ import { badInput } from '../../core/errors.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireIdentifier, requirePageSize, requireText, requireYen } from '../validate.js';
+import { budgetChangeEntities, type BudgetChangeResult } from '../../features/coupons/budget-change.js';
 import {
   findCampaign,
   campaignEntities,
@@ -29,6 +30,20 @@ export const CampaignType = builder.objectRef<Campaign>('Campaign').implement({
     issuedYen: t.exposeInt('issuedYen', { description: 'Yen issued so far: the sum of the budget slots and of the leases.' }),
     remainingYen: t.int({ resolve: (c) => Math.max(0, c.budgetYen - c.issuedYen) }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    startsAt: t.expose('startsAt', {
+      type: 'DateTime',
+      description: "Issues are answered from then on; before it issueCoupon is NOT_STARTED. The database's clock decides.",
+    }),
+    endsAt: t.expose('endsAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'From then on issueCoupon is ENDED; null: the campaign has no end.',
+    }),
+    couponsExpireAt: t.expose('couponsExpireAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: "Its coupons' expiresAt: from then on a coupon neither redeemed nor held is EXPIRED; null: they never expire.",
+    }),
   }),
 });
 
@@ -51,6 +66,17 @@ const CreateCampaignInput = builder.inputType('CreateCampaignInput', {
       description:
         `Budget leases (0 to ${MAX_BUDGET_LEASE_COUPONS} coupons, with budgetSlots 1): each server process leases this many coupons' ` +
         'worth of the budget at a time and issues from its lease first; 0 (the default) takes every issue from the budget rows.',
+    }),
+    startsAt: t.field({
+      type: 'DateTime',
+      required: false,
+      description: 'When issues open. Absent: at creation.',
+    }),
+    endsAt: t.field({ type: 'DateTime', required: false, description: 'When issues end, after startsAt. Absent: no end.' }),
+    couponsExpireAt: t.field({
+      type: 'DateTime',
+      required: false,
+      description: 'When its coupons expire, not before startsAt. Absent: never.',
     }),
   }),
 });
@@ -82,6 +108,9 @@ defineMutation('createCampaign', {
       budgetYen: requireYen(input.budgetYen, 'budgetYen'),
       budgetSlots,
       budgetLeaseCoupons,
+      startsAt: input.startsAt ?? null,
+      endsAt: input.endsAt ?? null,
+      couponsExpireAt: input.couponsExpireAt ?? null,
     };
     if (values.discountYen > values.budgetYen) throw badInput('discountYen must not exceed budgetYen', 'discountYen');
     return values;
@@ -91,6 +120,48 @@ defineMutation('createCampaign', {
     input: { tenantId: session.tenantId, campaign: values },
     needs: services.algorithms.budgetSplit,
     entities: campaignEntities,
+  }),
+});
+
+const ChangeCampaignBudgetStatus = builder.enumType('ChangeCampaignBudgetStatus', {
+  values: {
+    CHANGED: { description: 'The budget is the new figure now, for every server process; campaign shows it.' },
+    BELOW_ISSUED: {
+      description: 'The new figure is below what members hold (issuedYen): nothing changed, and campaign shows it as it stands.',
+    },
+  } as const,
+});
+
+const ChangeCampaignBudgetInput = builder.inputType('ChangeCampaignBudgetInput', {
+  fields: (t) => ({
+    campaignId: t.id(),
+    budgetYen: t.int({ description: "The campaign's new budget in yen, raised or lowered; not below what members hold (issuedYen)." }),
+  }),
+});
+
+const ChangeCampaignBudgetPayload = builder.objectRef<BudgetChangeResult>('ChangeCampaignBudgetPayload').implement({
+  fields: (t) => ({
+    status: t.field({ type: ChangeCampaignBudgetStatus, resolve: (r) => r.status }),
+    campaign: t.expose('campaign', { type: CampaignType }),
+  }),
+});
+
+defineMutation('changeCampaignBudget', {
+  access: { tenantAdmin: true },
+  description:
+    "Sets a campaign's budget, raised or lowered, while its members issue: in force at once for every server process, " +
+    'with budget slots and leases alike; leased room not yet issued is taken back. Below what members hold it is BELOW_ISSUED ' +
+    'and nothing changes. Tenant admin only.',
+  input: ChangeCampaignBudgetInput,
+  type: ChangeCampaignBudgetPayload,
+  prepare: (input) => ({
+    campaignId: requireIdentifier(input.campaignId, 'campaignId'),
+    budgetYen: requireYen(input.budgetYen, 'budgetYen'),
+  }),
+  unit: (values, { session, services }) => ({
+    work: services.algorithms.budgetChanger.change,
+    input: { tenantId: session.tenantId, ...values },
+    entities: budgetChangeEntities,
   }),
 });
 

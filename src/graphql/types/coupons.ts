@@ -17,6 +17,11 @@ const CouponStatusType = builder.enumType('CouponStatus', {
     HELD: { description: 'Held by one PENDING_PAYMENT order until its payment is known: then redeemed for it, or given back.' },
     REDEEMED: { description: 'Redeemed: by redeemCoupon, or for a paid order.' },
     VOIDED: { description: 'Voided (a duplicate from an adopted database); it can never be used.' },
+    EXPIRED: {
+      description:
+        'Its expiresAt has passed and it was neither redeemed nor held: it can no longer be redeemed or checked out with. ' +
+        'A coupon an order held before it expired stays HELD, and pays for that order.',
+    },
   } as const,
 });
 
@@ -45,7 +50,12 @@ export const CouponType = builder.objectRef<CouponWithStatus>('Coupon').implemen
     memberId: t.exposeID('memberId'),
     month: t.exposeString('month', { description: 'The business month it counts in (YYYY-MM, BUSINESS_TIME_ZONE).' }),
     amountYen: t.exposeInt('amountYen'),
-    issuedAt: t.expose('issuedAt', { type: 'DateTime' }),
+    issuedAt: t.expose('issuedAt', { type: 'DateTime', description: "When it was issued, on the database's clock." }),
+    expiresAt: t.expose('expiresAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: "Its campaign's couponsExpireAt: from then on it is EXPIRED unless redeemed or held; null: never.",
+    }),
   }),
 });
 
@@ -53,6 +63,8 @@ const IssueCouponStatus = builder.enumType('IssueCouponStatus', {
   values: {
     ISSUED: { description: 'A new coupon was issued.' },
     ALREADY_ISSUED: { description: "The member already holds this campaign's coupon; it is returned." },
+    NOT_STARTED: { description: "The campaign's startsAt has not come yet (on the database's clock). Nothing was written." },
+    ENDED: { description: "The campaign's endsAt has passed (on the database's clock). Nothing was written." },
     MONTHLY_CAP: { description: "The coupon would take the member's month over the tenant's cap. Nothing was written." },
     BUDGET_EXCEEDED: { description: "The campaign's budget has no room for another coupon. Nothing was written." },
   } as const,
@@ -83,7 +95,7 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
   access: { member: true },
   description:
     "Issues the campaign's coupon to the session's member (x-hasura-user-id), at most once per campaign, " +
-    "within the member's monthly cap and the campaign's budget. A refusal is a status, not an error.",
+    "within the campaign's period, the member's monthly cap and the campaign's budget. A refusal is a status, not an error.",
   input: IssueCouponInput,
   type: IssueCouponPayload,
   prepare: (input) => requireIdentifier(input.campaignId, 'campaignId'),
@@ -94,13 +106,7 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
       oneStatement: issuer.oneStatement,
       isolation: issuer.isolation,
       claimsKey: issuer.claimsKey,
-      input: {
-        tenantId: session.tenantId,
-        memberId: session.userId,
-        campaignId,
-        now: services.clock(),
-        timeZone: services.config.coupons.businessTimeZone,
-      },
+      input: { tenantId: session.tenantId, memberId: session.userId, campaignId, timeZone: services.config.coupons.businessTimeZone },
       needs: {
         timeouts: services.transactions,
         leases: services.budgetLeases,

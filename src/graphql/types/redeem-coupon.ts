@@ -12,6 +12,9 @@ const RedeemCouponStatus = builder.enumType('RedeemCouponStatus', {
       description:
         "A checkout's order holds the coupon while its payment is not known: it is redeemed for that order or given back. Nothing was written.",
     },
+    EXPIRED: {
+      description: "The coupon's expiresAt has passed (on the database's clock): it can no longer be redeemed. Nothing was written.",
+    },
   } as const,
 });
 
@@ -22,7 +25,7 @@ const RedeemCouponPayload = builder.objectRef<RedeemResult>('RedeemCouponPayload
     redeemedAt: t.expose('redeemedAt', {
       type: 'DateTime',
       nullable: true,
-      description: 'When the coupon was redeemed (this time or the first time); null when it is voided or held.',
+      description: 'When the coupon was redeemed (this time or the first time); null when it is voided, held or expired.',
     }),
   }),
 });
@@ -35,7 +38,8 @@ defineMutation('redeemCoupon', {
   access: { member: true },
   description:
     "Redeems one of the session's member's coupons, once: REDEEMED the first time, ALREADY_REDEEMED after. " +
-    "A voided coupon is refused (VOIDED), and so is one a checkout holds (HELD); another member's coupon is NOT_FOUND.",
+    'A voided coupon is refused (VOIDED), and so are one a checkout holds (HELD) and one past its expiresAt (EXPIRED); ' +
+    "another member's coupon is NOT_FOUND.",
   input: RedeemCouponInput,
   type: RedeemCouponPayload,
   unit: ({ couponId }, { session, services }) => ({

@@ -98,6 +98,8 @@ export interface SimResult {
   /** Mean requests in the system (Little's law: this equals throughput times mean latency). */
   meanInSystem: number;
   wallMs: number;
+  /** Open model: when the last request arrived (0 in a closed one). */
+  lastArrivalMs: number;
   /** PostgreSQL's work per request answered (meaningless in a run stopped as overloaded: work begun for requests never answered). */
   dbCpuMsPerRequest: number;
   /** Mean database cores busy over the run (the deployment's own cores, or the bench machine's shared ones). */
@@ -480,11 +482,13 @@ export function simulate(
     leave();
   }
 
+  let lastArrivalMs = 0;
   if (deployment.ratePerSecond) {
     const gapMs = 1000 / deployment.ratePerSecond;
     let at = 0;
     for (let i = 0; i < workload.requests; i++) {
       sim.at(at, () => sim.start(request()));
+      lastArrivalMs = at;
       at += -Math.log(1 - rand()) * gapMs;
     }
   } else {
@@ -513,6 +517,7 @@ export function simulate(
     lockHoldMs: issued ? rows.reduce((sum, r) => sum + r.heldMs, 0) / issued : 0,
     meanInSystem: wallMs > 0 ? inSystemIntegral / wallMs : 0,
     wallMs,
+    lastArrivalMs,
     dbCpuMsPerRequest: dbWork / Math.max(1, latencies.length),
     dbBusyCores: db.utilisation(),
     batching:

@@ -1,6 +1,7 @@
 import { referenceScenario } from '../scenarios/coupons.js';
 import { readCalibration, type CalibratedRow, type Calibration } from './calibration.js';
 import { simulate, type Costs, type Design, type Deployment, type SimResult } from './hot-path.js';
+import { openingSecond, type OpeningCandidate } from './opening.js';
 
 const USAGE = `usage: npm run sim [-- --calibration FILE] [--rate 10000] [--requests 20000] [--hold-ms MS]
 
@@ -10,7 +11,8 @@ measured and simulated side by side, then answers: how many server processes, bu
 leases and database cores issue --rate coupons per second at 1 ms and at 5 ms round trip, with what
 p99 and stranded budget, for budget slots, budget leases and SERIALIZABLE, and for slots with issues
 batched (COUPON_ISSUE_BATCH_MAX, fitted on the bench's batched rows), then what batching adds to
-latency at low load. --hold-ms replaces the measured one-client hold: what if a budget row
+latency at low load, and how long the queue the opening instant makes takes to drain when
+--rate members arrive in the campaign's first second. --hold-ms replaces the measured one-client hold: what if a budget row
 were held that long (a database with cores of its own, where this machine's are all busy).`;
 
 /** The server's pool (DB_POOL_MAX's default). */
@@ -316,9 +318,11 @@ function answer(calibration: Calibration, measured: Calibration, rate: number, r
     { design: { kind: 'serializable' }, batchMax: 1 },
     ...(batchedCosts ? [1, 16].map((rows) => ({ design: { kind: 'slots', rows } as Design, batchMax })) : []),
   ];
+  const opening: OpeningCandidate[] = [];
   for (const rttMs of [1, 5]) {
     for (const candidate of candidates) {
-      const found = smallestKeepingUp(candidate, candidate.batchMax > 1 ? batchedCosts! : costs, rttMs, rate, requests);
+      const candidateCosts = candidate.batchMax > 1 ? batchedCosts! : costs;
+      const found = smallestKeepingUp(candidate, candidateCosts, rttMs, rate, requests);
       const r = found.result;
       const ok = keepsUp(r, rate);
       // A run stopped as hopeless has work begun for requests never answered: no per-request figures.
@@ -329,9 +333,20 @@ function answer(calibration: Calibration, measured: Calibration, rate: number, r
           `${r.overloaded ? '-' : r.dbCpuMsPerRequest.toFixed(2)} | ${batch} | ` +
           `${r.overloaded ? '-' : r.strandedAtFirstRefusal} | ${r.overloaded ? '-' : r.strandedAtEnd} | ${ok ? 'yes' : r.overloaded ? 'no: falls behind' : `no (TRY_AGAIN ${r.tryAgain})`} |`,
       );
+      if (rttMs === 1 && ok && candidate.design.kind !== 'serializable') {
+        opening.push({
+          ...found,
+          label: found.design,
+          design: candidate.design,
+          costs: candidateCosts,
+          batchMax: candidate.batchMax,
+          poolPerProcess: POOL_PER_PROCESS,
+        });
+      }
     }
   }
   if (batchedCosts) lowLoad(costs, batchedCosts, batchMax);
+  openingSecond(rate, opening);
 }
 
 const hasBatchedRows = (calibration: Calibration) => calibration.rows.some((r) => isBatched(r.label) && r.batching);

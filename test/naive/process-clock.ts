@@ -1,3 +1,15 @@
+/**
+ * The server process's own clock, as the issue once read it: the naive twin of the period's one
+ * clock (src/features/coupons/period.ts), which the database keeps. A process whose clock runs
+ * ahead issues before a campaign opens; one that lags issues after it ended.
+ */
+
+/** The process's clock moved by `skewMs` (BENCH_CLOCK_SKEW_MS for the bench server's naive-clock strategy). */
+export const processClock =
+  (skewMs = Number(process.env['BENCH_CLOCK_SKEW_MS'] ?? 0)) =>
+  (): Date =>
+    new Date(Date.now() + skewMs);
+
 /** Building an Intl formatter costs far more than using one: keep one per time zone. */
 const formatters = new Map<string, Intl.DateTimeFormat>();
 
@@ -20,8 +32,7 @@ const MINUTE_MS = 60_000;
 
 /**
  * The business calendar month (`YYYY-MM`) of an instant in the given IANA time zone:
- * 2026-09-30T15:00:00Z is 2026-10 in Asia/Tokyo. The month always comes from the server's clock,
- * never from the client.
+ * 2026-09-30T15:00:00Z is 2026-10 in Asia/Tokyo, as the process reckons it.
  */
 export function businessMonth(instant: Date, timeZone: string): string {
   const minute = Math.floor(instant.getTime() / MINUTE_MS);
