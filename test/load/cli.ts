@@ -99,16 +99,15 @@ function errorsLine(part: PartSummary): string {
 }
 
 function invariantLines(result: LoadResult): string[] {
-  const verdict =
-    result.scenario.startsWith('operation')
-      ? 'invariants    none known for an arbitrary operation: its answers are counted by code above'
-      : result.violations === null
-        ? 'invariants    not checked: pass --database-url with --url'
-        : result.checks?.length === 0
-          ? 'invariants    none known for this scenario'
-          : result.violations.length === 0
-            ? 'invariants    all held (checked in SQL)'
-            : `invariants    VIOLATED:\n${result.violations.map((v) => `  - ${v}`).join('\n')}`;
+  const verdict = result.scenario.startsWith('operation')
+    ? 'invariants    none known for an arbitrary operation: its answers are counted by code above'
+    : result.violations === null
+      ? 'invariants    not checked: pass --database-url with --url'
+      : result.checks?.length === 0
+        ? 'invariants    none known for this scenario'
+        : result.violations.length === 0
+          ? 'invariants    all held (checked in SQL)'
+          : `invariants    VIOLATED:\n${result.violations.map((v) => `  - ${v}`).join('\n')}`;
   return [
     verdict,
     ...(result.checks ?? []).map((check) => `  ${check.violations.length ? 'VIOLATED' : 'held'}  ${check.invariant}: ${check.counted}`),
