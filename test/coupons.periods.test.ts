@@ -9,6 +9,7 @@ import {
   RedeemCouponDocument,
   type CreateCampaignInput,
 } from './generated/graphql.js';
+import { assertTimeZoneKnown, UnknownTimeZoneError } from '../src/features/coupons/period.js';
 import { stubPayments, TEST_STRIPE_KEY } from './support/checkout-run.js';
 import { withoutRoleTimeouts } from './support/coupon-run.js';
 import { asTenantAdmin, asUser, createTenant, createTestBackend, errorCodes, gql, gqlOk, type TestBackend } from './support/harness.js';
@@ -211,5 +212,21 @@ describe('campaign periods and coupon expiry, one request at a time', () => {
     const paid = (await paying).body.data!.checkout;
     expect(paid.status).toBe('PAID');
     expect((await statusOf('held')).status).toBe('REDEEMED');
+  });
+});
+
+describe('the business time zone, as the database reckons months in it', () => {
+  let backend: TestBackend;
+  beforeAll(async () => {
+    backend = await createTestBackend();
+  });
+  afterAll(() => backend.close());
+
+  it('a zone the database knows passes; one it does not stops start-up naming BUSINESS_TIME_ZONE (exit 2)', async () => {
+    await expect(assertTimeZoneKnown(backend.database.db, 'Asia/Tokyo')).resolves.toBeUndefined();
+    const refused = assertTimeZoneKnown(backend.database.db, 'Mars/Olympus');
+    await expect(refused).rejects.toThrow(UnknownTimeZoneError);
+    await expect(refused).rejects.toThrow(/^BUSINESS_TIME_ZONE: the database does not know the time zone "Mars\/Olympus"/);
+    await expect(refused).rejects.toMatchObject({ exitCode: 2 });
   });
 });

@@ -17,6 +17,7 @@ export const SqlState = {
   diskFull: '53100',
   outOfMemory: '53200',
   tooManyConnections: '53300',
+  invalidParameterValue: '22023',
 } as const;
 
 /**

@@ -10,6 +10,7 @@ import { LONG_WORK_LIMIT_MS, withCallLimit } from '../db/scope.js';
 import { seedIfEmpty } from '../db/seed.js';
 import type { Logger } from '../core/logger.js';
 import { untraced } from '../core/tracing.js';
+import { assertTimeZoneKnown } from '../features/coupons/period.js';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const DEFAULT_DATA_DIR = path.join(PROJECT_ROOT, '.data', 'postgres');
@@ -102,6 +103,7 @@ export async function openDatabase(options: OpenDatabaseOptions, applicationName
     // Start-up belongs to no request: its statements would each be a trace of their own.
     await untraced(async () => {
       if (options.schema === 'require-current') await assertSchemaCurrent(database.db);
+      await withCallLimit(LONG_WORK_LIMIT_MS, () => assertTimeZoneKnown(database.db, config.coupons.businessTimeZone));
       if (options.schema === 'migrate') {
         // The migrator limits its own calls by MIGRATION_STATEMENT_TIMEOUT_MS and MIGRATION_LOCK_WAIT_MS.
         const applied = await migrate(database.db, MIGRATIONS_DIR, { settings: config.migrations, log });

@@ -1,4 +1,6 @@
-import { sql, type RawBuilder } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import type { DB } from '../../db/schema.js';
+import { SqlState, sqlStateOf } from '../../db/sqlstate.js';
 
 /**
  * A campaign's period read against time (docs/design.md §4, "Campaigns over time"). One clock
@@ -23,4 +25,30 @@ export const jsonTimeOf = (instant: RawBuilder<unknown>) =>
 export function periodRefusal(alias: string, instant: RawBuilder<Date>) {
   const c = sql.raw(alias);
   return sql<string | null>`case when ${instant} < ${c}.starts_at then 'NOT_STARTED' when ${instant} >= ${c}.ends_at then 'ENDED' end`;
+}
+
+/** The business time zone names a zone Node knows but the database does not: start-up stops, naming the variable (exit 2). */
+export class UnknownTimeZoneError extends Error {
+  override name = 'UnknownTimeZoneError';
+  readonly exitCode = 2;
+}
+
+/**
+ * Months are reckoned by the database (monthOf), and its time zone data may be older or newer than
+ * Node's, which checked BUSINESS_TIME_ZONE: a zone only Node knows would fail every issue, so it
+ * fails start-up instead.
+ *
+ * @example await assertTimeZoneKnown(db, 'Asia/Tokyo');
+ */
+export async function assertTimeZoneKnown(db: Kysely<DB>, timeZone: string): Promise<void> {
+  try {
+    await sql`select ${monthOf(sql<Date>`now()`, timeZone)}`.execute(db);
+  } catch (error) {
+    // `at time zone` with a zone the database does not know.
+    if (sqlStateOf(error) !== SqlState.invalidParameterValue) throw error;
+    throw new UnknownTimeZoneError(
+      `BUSINESS_TIME_ZONE: the database does not know the time zone "${timeZone}" (its time zone data differs from Node's): ` +
+        'choose a zone both know, such as Asia/Tokyo',
+    );
+  }
 }
