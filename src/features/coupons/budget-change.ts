@@ -3,6 +3,7 @@ import type { CampaignRow, DB } from '../../db/schema.js';
 import { RollbackAndReturn } from '../../db/transaction.js';
 import { notFound } from '../../core/errors.js';
 import { toCampaign, type Campaign } from './campaigns.js';
+import { jsonTimeOf } from './period.js';
 
 /** changeCampaignBudget: a tenant admin sets a campaign's budget while its members issue (docs/design.md §4, "Budget changes"). */
 
@@ -116,7 +117,7 @@ export async function changeCampaignBudget(trx: Transaction<DB>, request: Budget
              jsonb_build_object('tenantId', ${tenantId}::text, 'campaignId', d.id, 'budgetYen', ${budgetYen}::int,
                                 'previousBudgetYen', d.budget_before, 'issuedYen', d.floor_yen,
                                 'leasedYenTakenBack', (select coalesce(sum(unissued_yen), 0)::int from taken_back),
-                                'changedAt', to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+                                'changedAt', ${jsonTimeOf(sql`now()`)})
         from decision d, changed
     )
     select d.*, case when d.outcome = 'RACED' then campaign_budget_raced() end as raced
