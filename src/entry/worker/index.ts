@@ -102,15 +102,16 @@ export const RECONCILE_BATCH = 50;
 /** The reconciler's dependencies, on the background loops' connections; null without a payment provider. */
 export function reconcileDeps(services: AppServices): ReconcileDeps | null {
   if (services.payments === null) return null;
-  const { timeoutMs, reconcileAfterMs, reconcileForMs } = services.config.payments;
+  const { timeoutMs, reconcileAfterMs, reconcileForMs, actionTimeoutMs } = services.config.payments;
   return {
     db: services.backgroundPool,
     transactions: services.transactions,
     provider: services.payments,
     log: services.log,
     clock: services.clock,
-    options: { timeoutMs, reconcileAfterMs, reconcileForMs, batchSize: RECONCILE_BATCH },
+    options: { timeoutMs, reconcileAfterMs, reconcileForMs, actionTimeoutMs, batchSize: RECONCILE_BATCH },
     reported: { at: 0, count: 0 },
+    refused: (source) => services.metrics.paymentAnswersRefused.inc({ source }),
   };
 }
 
