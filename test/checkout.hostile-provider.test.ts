@@ -100,7 +100,9 @@ describe('checkout against a provider that lies', () => {
     expect(askedAbout()).toBe(asked);
   });
 
-  it('gives a call up at PAYMENTS_TIMEOUT_MS and closes its socket, against a provider trickling a byte at a time', async ({ annotate }) => {
+  it('gives a call up at PAYMENTS_TIMEOUT_MS and closes its socket, against a provider trickling a byte at a time', async ({
+    annotate,
+  }) => {
     // Faster than the call's limit: the package's own timeout, an idle timer on the socket, never fires.
     hostile.answer = () => ({ kind: 'trickle', everyMs: 250 });
     const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => checkout(`trickled-${i}`)));
