@@ -86,8 +86,8 @@ export interface StripeStub {
   forgetKeys(): void;
   /** The next call of `kind` meets `fault`. */
   failNext(kind: CallKind, fault: Fault): void;
-  /** Holds the next request that arrives before it executes. */
-  hold(): Held;
+  /** Holds the next request (of `kind`, when given) that arrives, before it executes. */
+  hold(kind?: CallKind): Held;
   /** Requests executing or held right now (a request its client gave up on still executes). */
   readonly inFlight: number;
   webhooks: StubWebhooks;
@@ -163,7 +163,7 @@ export async function startStripeStub(options: StripeStubOptions): Promise<Strip
   const bodies = new Map<string, Record<string, string>>();
   const nextFaults = new Map<CallKind, Fault[]>();
   const requests: StripeStub['requests'] = [];
-  const holds: { resolveArrived: () => void; decision: Promise<'proceed' | 'drop'> }[] = [];
+  const holds: { kind: CallKind | undefined; resolveArrived: () => void; decision: Promise<'proceed' | 'drop'> }[] = [];
   let inFlight = 0;
 
   /** The fault this request meets: a create's by its payment method and count, another's by failNext. */
@@ -188,7 +188,8 @@ export async function startStripeStub(options: StripeStubOptions): Promise<Strip
     if (request.method === 'POST' && key === undefined) {
       return send(response, stripeError(400, { type: 'invalid_request_error', message: 'checkout sends keys' }));
     }
-    const hold = holds.shift();
+    const holdAt = holds.findIndex((candidate) => candidate.kind === undefined || candidate.kind === route.kind);
+    const hold = holdAt < 0 ? undefined : holds.splice(holdAt, 1)[0];
     if (hold) {
       hold.resolveArrived();
       if ((await hold.decision) === 'drop') return void request.socket.destroy();
@@ -251,12 +252,12 @@ export async function startStripeStub(options: StripeStubOptions): Promise<Strip
     authenticate: (intentId, result) => ledger.authenticate(intentId, result),
     forgetKeys: () => void (keys = new Map()),
     failNext: (kind, fault) => nextFaults.set(kind, [...(nextFaults.get(kind) ?? []), fault]),
-    hold() {
+    hold(kind) {
       let resolveArrived!: () => void;
       const arrived = new Promise<void>((resolve) => (resolveArrived = resolve));
       let decide!: (d: 'proceed' | 'drop') => void;
       const decision = new Promise<'proceed' | 'drop'>((resolve) => (decide = resolve));
-      holds.push({ resolveArrived, decision });
+      holds.push({ kind, resolveArrived, decision });
       return { arrived, proceed: () => decide('proceed'), drop: () => decide('drop') };
     },
     get inFlight() {
