@@ -91,15 +91,16 @@ export class StubWebhooks {
     void delivery.catch(() => undefined).finally(() => this.inFlight.delete(delivery));
   }
 
-  /** Delivers what was held, as told; the statuses in the order sent. */
+  /** Delivers what was held, as told, and what their deliveries made meanwhile (a cancel's event); the statuses in the order sent. */
   async deliver(options: DeliveryOptions = {}): Promise<number[]> {
-    const held = this.queue;
-    this.queue = [];
-    const ordered = options.reversed ? [...held].reverse() : held;
     const statuses: number[] = [];
-    for (const event of ordered) {
-      if (options.lose?.(event)) continue;
-      for (let i = 0; i < (options.times ?? 1); i++) statuses.push(await this.post(event));
+    while (this.queue.length > 0) {
+      const held = this.queue;
+      this.queue = [];
+      for (const event of options.reversed ? [...held].reverse() : held) {
+        if (options.lose?.(event)) continue;
+        for (let i = 0; i < (options.times ?? 1); i++) statuses.push(await this.post(event));
+      }
     }
     return statuses;
   }

@@ -1,9 +1,13 @@
-import { sql, type Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import Stripe from 'stripe';
+import type { Clock } from '../../core/clock.js';
 import { TryAgainError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
 import type { DB } from '../../db/schema.js';
+import { runInTransaction, type TransactionSettings } from '../../db/transaction.js';
 import { reportedIntent } from '../payments/stripe.js';
-import type { ReportedIntent } from '../payments/provider.js';
+import type { PaymentProvider, ReportedIntent } from '../payments/provider.js';
+import { PASS_DEADLINE_MS } from './reconciler.js';
 import { settleAnswer, type OutcomeDeps } from './outcome.js';
 import { loadPayment } from './pending.js';
 
@@ -141,4 +145,42 @@ export async function handleStripeEvent(deps: WebhookDeps, rawBody: Buffer, sign
     return answer(deps, 'refused', 400, { message: 'the Stripe-Signature does not verify (wrong, stale or not for this body)' });
   }
   return actOnEvent(deps, event);
+}
+
+/** What the webhook's deps are made of: the process's parts, and the counters to tell. */
+export interface WebhookParts {
+  db: Kysely<DB>;
+  transactions: TransactionSettings;
+  provider: PaymentProvider | null;
+  secret: string | null;
+  options: { timeoutMs: number; reconcileForMs: number; actionTimeoutMs: number };
+  log: Logger;
+  clock: Clock;
+  refused(source: 'answer' | 'webhook'): void;
+  counted(result: WebhookOutcome): void;
+}
+
+/**
+ * A webhook's deps: short transactions on `db` (a delivery holds no connection while Stripe is
+ * asked), each call to Stripe its full PAYMENTS_TIMEOUT_MS, and a disagreeing PaymentIntent logged
+ * and left (onMismatch 'log'): an event writes nothing it does not settle.
+ */
+export function webhookDeps(parts: WebhookParts): WebhookDeps {
+  const inTransaction = async <T>(work: (trx: Transaction<DB>) => Promise<T>) =>
+    (await runInTransaction(parts.db, parts.transactions, { deadline: Date.now() + PASS_DEADLINE_MS }, work)).value;
+  const outcome: OutcomeDeps | null =
+    parts.provider === null
+      ? null
+      : {
+          provider: parts.provider,
+          inTransaction,
+          ask: (call) => call(parts.options.timeoutMs),
+          actionTimeoutMs: parts.options.actionTimeoutMs,
+          countsFailures: false,
+          onMismatch: 'log',
+          refused: parts.refused,
+          log: parts.log.child({ source: 'stripe webhook' }),
+          clock: parts.clock,
+        };
+  return { secret: parts.secret, reconcileForMs: parts.options.reconcileForMs, outcome, inTransaction, counted: parts.counted };
 }
