@@ -139,5 +139,6 @@ describe('refundOrder', () => {
     expect(refundsAt(order.id)).toEqual([2_000]);
     const { rows } = await backend.sql.query('select count(*)::int as n from refunds where order_id = $1', [order.id]);
     expect(rows[0].n).toBe(1);
+    expect(checkoutViolations(await readCheckoutTables(backend.sql, TENANT), stub, TENANT, false)).toEqual([]);
   });
 });

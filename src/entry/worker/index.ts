@@ -53,9 +53,14 @@ export function loop(name: string, intervalMs: number, log: Logger, pass: () => 
   };
 }
 
+/** The relay's sink: the webhook, signed with the current secret and, during a rotation, the previous one; else the log. */
 export function outboxSink(services: AppServices): OutboxSink {
-  const { webhookUrl, webhookTimeoutMs } = services.config.outbox;
-  return webhookUrl ? webhookSink(webhookUrl, webhookTimeoutMs) : logSink(services.log);
+  const { webhookUrl, webhookTimeoutMs, webhookSecret, webhookPreviousSecret } = services.config.outbox;
+  if (!webhookUrl) return logSink(services.log);
+  const secrets = [webhookSecret, webhookPreviousSecret].filter((secret): secret is string => secret !== null);
+  // Outside development the configuration refuses a URL without a secret (src/core/config.ts).
+  if (secrets.length === 0) services.log.warn('outbox: NOTIFY_WEBHOOK_SECRET is not set: deliveries are unsigned (development only)');
+  return webhookSink(webhookUrl, webhookTimeoutMs, secrets);
 }
 
 export function relayDeps(services: AppServices, sink: OutboxSink = outboxSink(services)): RelayDeps {
