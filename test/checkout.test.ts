@@ -405,6 +405,49 @@ describe('checkout without STRIPE_SECRET_KEY', () => {
     }
   });
 
+  it("in development: GraphiQL's 3-D Secure walkthrough runs as written, the authentication finished on the development page", async () => {
+    const backend = await createTestBackend();
+    try {
+      await createTenant(backend, 'acme', 1_000_000);
+      const fetch = (request: Request) => backend.app.fetch(request);
+      const page = graphiqlOptions(backend.config);
+      const run = async (operationName: string, variables: Record<string, unknown> = {}) => {
+        const response = await fetch(
+          new Request('http://test.local/graphql', {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', ...DEMO_HEADERS },
+            body: JSON.stringify({ query: page ? page.defaultQuery : '', operationName, variables }),
+          }),
+        );
+        return (await response.json()) as {
+          data: Record<string, { status: string; clientSecret?: string; order: { id: string; status: string } }>;
+        };
+      };
+      const pay = async (result: 'succeed' | 'fail') => {
+        const asked = (await run('CheckoutWith3DS')).data['checkout']!;
+        expect(asked).toMatchObject({ status: 'REQUIRES_ACTION', clientSecret: expect.stringMatching(/^pi_sim_\w+_secret_\w+$/) });
+        const challenge = await fetch(new Request(`http://test.local/dev/authenticate?client_secret=${asked.clientSecret}`));
+        expect(challenge.status).toBe(200);
+        expect(await challenge.text()).toContain('Complete authentication');
+        const form = new URLSearchParams({ client_secret: asked.clientSecret!, result });
+        const finished = await fetch(new Request('http://test.local/dev/authenticate', { method: 'POST', body: form }));
+        expect(finished.status).toBe(200);
+        return (await run('ConfirmCheckout', { orderId: asked.order.id })).data['confirmCheckout']!;
+      };
+      expect(await pay('succeed')).toMatchObject({ status: 'PAID', order: { status: 'PAID' } });
+      expect(await pay('fail')).toMatchObject({
+        status: 'DECLINED',
+        order: { status: 'CANCELED', failureCode: 'payment_intent_authentication_failure' },
+      });
+      const finishedTwice = await fetch(
+        new Request('http://test.local/dev/authenticate?client_secret=pi_sim_000000000000000000000000_secret_000000000000000000000000'),
+      );
+      expect(finishedTwice.status).toBe(404);
+    } finally {
+      await backend.close();
+    }
+  });
+
   it('in production: PAYMENTS_UNAVAILABLE (422 on /actions), with nothing written', async () => {
     const secret = 'checkout-test-secret-0123456789';
     const backend = await createTestBackend({ env: { NODE_ENV: 'production', ACTION_SECRET: secret } });
