@@ -10,6 +10,7 @@ import { PASS_DEADLINE_MS, relayHealth, relayOnce, type RelayDeps } from '../../
 import { logSink, webhookSink, type OutboxSink } from '../../features/outbox/sinks.js';
 import { inSpan } from '../../core/tracing.js';
 import type { ReconcileDeps } from '../../features/checkout/reconciler.js';
+import { deleteOldProviderEvents } from '../../features/checkout/webhook.js';
 
 export interface Workers {
   /** Stops the loops; waits for the passes in progress up to `limitMs` (their database calls end when the pool closes). */
@@ -76,8 +77,8 @@ export function relayDeps(services: AppServices, sink: OutboxSink = outboxSink(s
 }
 
 /**
- * One retention pass: a batch of sent outbox events and a batch of ended huddle sessions (with
- * their participants) past their age, each batch a short transaction of its own under the
+ * One retention pass: a batch of sent outbox events, a batch of ended huddle sessions (with
+ * their participants) and a batch of Stripe's handled events past their age, each batch a short transaction of its own under the
  * transaction timeouts. True while a batch came back full: more is waiting.
  */
 export async function retentionPass(services: AppServices): Promise<boolean> {
@@ -89,10 +90,14 @@ export async function retentionPass(services: AppServices): Promise<boolean> {
     );
   const outboxEvents = await inPass((trx) => deleteSentEvents(trx, outboxSentHours, batchSize));
   const huddles = await inPass((trx) => deleteEndedSessions(trx, huddleEndedHours, batchSize));
-  if (outboxEvents + huddles.sessions > 0) {
-    log.info({ outboxEvents, huddleSessions: huddles.sessions, huddleParticipants: huddles.participants }, 'retention: old rows deleted');
+  const providerEvents = await inPass((trx) => deleteOldProviderEvents(trx, batchSize));
+  if (outboxEvents + huddles.sessions + providerEvents > 0) {
+    log.info(
+      { outboxEvents, huddleSessions: huddles.sessions, huddleParticipants: huddles.participants, providerEvents },
+      'retention: old rows deleted',
+    );
   }
-  return outboxEvents === batchSize || huddles.sessions === batchSize;
+  return outboxEvents === batchSize || huddles.sessions === batchSize || providerEvents === batchSize;
 }
 
 /** Dead events wait for someone: say so once when the relay starts. */

@@ -184,3 +184,21 @@ export function webhookDeps(parts: WebhookParts): WebhookDeps {
         };
   return { secret: parts.secret, reconcileForMs: parts.options.reconcileForMs, outcome, inTransaction, counted: parts.counted };
 }
+
+/**
+ * Stripe's events are kept this long, then deleted by the retention pass: Stripe resends an event
+ * for up to three days, and a repeat older than this would find no record (and act on nothing new:
+ * the order it names is settled).
+ */
+export const PROVIDER_EVENTS_KEPT_DAYS = 30;
+
+/** One retention batch of handled events past PROVIDER_EVENTS_KEPT_DAYS; how many were deleted. */
+export async function deleteOldProviderEvents(trx: Transaction<DB>, limit: number): Promise<number> {
+  const result = await sql`
+    delete from provider_events e
+     using (select event_id from provider_events
+             where handled_at is not null and received_at < now() - make_interval(days => ${PROVIDER_EVENTS_KEPT_DAYS})
+             order by received_at limit ${limit} for update skip locked) old
+     where e.event_id = old.event_id`.execute(trx);
+  return Number(result.numAffectedRows ?? 0);
+}
