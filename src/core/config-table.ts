@@ -609,8 +609,9 @@ export const CONFIG_TABLE = {
       min: 1_000,
       max: RECONCILE_FOR_MAX_MS,
       doc:
-        'how long after its order a payment is resent; after that it is reported (log, `payments_unsettled`, `npm run reconcile`), never resent: ' +
-        'Stripe keeps an idempotency key for 24 hours, and a resend after it could charge again',
+        "how long after its order a payment that never named a PaymentIntent may be sent its create request again (the same key); after that " +
+        'the reconciler searches Stripe by `metadata[order_id]` and never creates it: Stripe keeps an idempotency key for 24 hours, and a create ' +
+        'after it could charge again. A payment that named its PaymentIntent is looked up by its id at any age',
     }),
     maxWaiting: wholeNumber({
       name: 'PAYMENTS_MAX_WAITING',
