@@ -609,7 +609,7 @@ export const CONFIG_TABLE = {
       min: 1_000,
       max: RECONCILE_FOR_MAX_MS,
       doc:
-        "how long after its order a payment that never named a PaymentIntent may be sent its create request again (the same key); after that " +
+        'how long after its order a payment that never named a PaymentIntent may be sent its create request again (the same key); after that ' +
         'the reconciler searches Stripe by `metadata[order_id]` and never creates it: Stripe keeps an idempotency key for 24 hours, and a create ' +
         'after it could charge again. A payment that named its PaymentIntent is looked up by its id at any age',
     }),
