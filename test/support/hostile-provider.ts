@@ -1,6 +1,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { listenOnLoopback, type LoopbackServer } from './ports.js';
+import { readBody } from './stripe-stub.js';
 
 /**
  * A provider that speaks Stripe's protocol and lies: it answers every request with what the test
@@ -47,16 +48,6 @@ export function honestIntent(request: HostileRequest, overrides: Record<string, 
     metadata: { order_id: request.fields['metadata[order_id]'], tenant_id: request.fields['metadata[tenant_id]'] },
     ...overrides,
   };
-}
-
-function readBody(request: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let body = '';
-    request.setEncoding('utf8');
-    request.on('data', (chunk: string) => (body += chunk));
-    request.on('end', () => resolve(body));
-    request.on('error', reject);
-  });
 }
 
 const PADDING_CHUNK = Buffer.alloc(64 * 1024, 'a');

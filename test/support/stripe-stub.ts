@@ -94,7 +94,8 @@ export interface StripeStub {
   close(): Promise<void>;
 }
 
-function readBody(request: IncomingMessage): Promise<string> {
+/** A request's body as text. */
+export function readBody(request: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     let body = '';
     request.setEncoding('utf8');
