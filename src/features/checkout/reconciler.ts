@@ -142,9 +142,20 @@ export function backgroundOutcomeDeps(deps: ReconcileDeps): OutcomeDeps {
   };
 }
 
-/** Of the PaymentIntents a search found for an order, the one that says most: a charge, then one still open, then the rest. */
-function mostTelling(intents: ReportedIntent[], payment: PendingPayment): ReportedIntent[] {
-  const mine = intents.filter((intent) => intentMismatch(intent, { ...payment, intentId: null }) === null);
+const NOTHING_SETTLED: Settlement = { order: null, requiresAction: false, clientSecret: null };
+
+/** The failure code of an order whose payment, searched for after its key's lifetime, was never made. */
+export const NO_PAYMENT_FOUND = 'no_payment_found';
+
+/**
+ * The PaymentIntents a search found for an order, the one that says most first (a charge, then one
+ * still open, then the rest); null when one that names the order does not match it (the search's
+ * answer is then not to be believed, and "none" would be a guess).
+ */
+function mostTelling(intents: ReportedIntent[], payment: PendingPayment): ReportedIntent[] | null {
+  const named = intents.filter((intent) => intent.orderId === payment.orderId);
+  const mine = named.filter((intent) => intentMismatch(intent, { ...payment, intentId: null }) === null);
+  if (mine.length < named.length) return null;
   const rank = (status: string | null) => (status === 'succeeded' ? 0 : status === 'canceled' ? 2 : 1);
   return mine.sort((a, b) => rank(a.status) - rank(b.status));
 }
@@ -160,6 +171,8 @@ async function settleBySearch(outcome: OutcomeDeps, payment: PendingPayment): Pr
   if (found === null) return NOTHING_SETTLED;
   if (found.kind !== 'found') return settleAnswer(outcome, payment, found);
   const intents = mostTelling(found.intents, payment);
+  if (intents === null)
+    return settleAnswer(outcome, payment, { kind: 'refused', reason: 'a PaymentIntent naming the order does not match it' });
   if (intents.filter((intent) => intent.status === 'succeeded').length > 1) {
     return settleAnswer(outcome, payment, { kind: 'refused', reason: 'two succeeded PaymentIntents name the order' });
   }
@@ -172,9 +185,6 @@ async function settleBySearch(outcome: OutcomeDeps, payment: PendingPayment): Pr
   return { order, requiresAction: false, clientSecret: null };
 }
 
-/** The failure code of an order whose payment, searched for after its key's lifetime, was never made. */
-export const NO_PAYMENT_FOUND = 'no_payment_found';
-
 /** What the reconciler asks about one claimed payment, as the design asks it (naive twins change the steps). */
 export interface ReconcileSteps {
   /** A customer's authentication past PAYMENTS_ACTION_TIMEOUT_MS: given up at the provider, and settled by what it answers. */
@@ -182,8 +192,6 @@ export interface ReconcileSteps {
   /** Anything else: a look-up by the id, the create again while its key is young, else a search. */
   ask(outcome: OutcomeDeps, payment: ClaimedPayment): Promise<Settlement>;
 }
-
-const NOTHING_SETTLED: Settlement = { order: null, requiresAction: false, clientSecret: null };
 
 export const SPLIT_STEPS: ReconcileSteps = {
   async abandon(outcome, payment) {
