@@ -51,6 +51,8 @@ export interface CheckoutTables {
   events: Map<string, Map<string, number>>;
   /** coupon.redeemed events per coupon id. */
   couponRedeemed: Map<string, number>;
+  /** coupon.redeemed events per order id (a coupon given back by a refund pays a later order too). */
+  couponRedeemedFor: Map<string, number>;
   heldCoupons: { id: string; held_by_order_id: string }[];
   redeemedCoupons: Set<string>;
 }
@@ -72,10 +74,16 @@ export async function readCheckoutTables(sql: pg.Pool, tenantId: string): Promis
     topics.set(row.topic, row.n);
     byOrder.set(row.order_id, topics);
   }
-  const redeemedEvents = await sql.query<{ coupon_id: string; n: number }>(
-    "select payload->>'couponId' as coupon_id, count(*)::int as n from outbox_events where tenant_id = $1 and topic = 'coupon.redeemed' group by 1",
+  const redeemedEvents = await sql.query<{ coupon_id: string; order_id: string | null; n: number }>(
+    `select payload->>'couponId' as coupon_id, payload->>'orderId' as order_id, count(*)::int as n
+       from outbox_events where tenant_id = $1 and topic = 'coupon.redeemed' group by 1, 2`,
     [tenantId],
   );
+  const sum = (rows: { key: string | null; n: number }[]) => {
+    const sums = new Map<string, number>();
+    for (const row of rows) if (row.key !== null) sums.set(row.key, (sums.get(row.key) ?? 0) + row.n);
+    return sums;
+  };
   const coupons = await sql.query<{ id: string; held_by_order_id: string | null; redeemed_at: Date | null }>(
     'select id, held_by_order_id, redeemed_at from coupons where tenant_id = $1',
     [tenantId],
@@ -83,7 +91,8 @@ export async function readCheckoutTables(sql: pg.Pool, tenantId: string): Promis
   return {
     orders: orders.rows,
     events: byOrder,
-    couponRedeemed: new Map(redeemedEvents.rows.map((row) => [row.coupon_id, row.n])),
+    couponRedeemed: sum(redeemedEvents.rows.map((row) => ({ key: row.coupon_id, n: row.n }))),
+    couponRedeemedFor: sum(redeemedEvents.rows.map((row) => ({ key: row.order_id, n: row.n }))),
     heldCoupons: coupons.rows.filter((c) => c.held_by_order_id !== null) as CheckoutTables['heldCoupons'],
     redeemedCoupons: new Set(coupons.rows.filter((c) => c.redeemed_at !== null).map((c) => c.id)),
   };
@@ -118,7 +127,7 @@ export function checkoutViolations(tables: CheckoutTables, stub: StripeStub, ten
       if (
         order.status === 'PAID' &&
         order.coupon_id !== null &&
-        (!tables.redeemedCoupons.has(order.coupon_id) || tables.couponRedeemed.get(order.coupon_id) !== 1)
+        (!tables.redeemedCoupons.has(order.coupon_id) || tables.couponRedeemedFor.get(order.id) !== 1)
       )
         violations.push(`PAID order ${order.id}: its coupon is not redeemed once`);
     } else if (order.status === 'CANCELED') {
