@@ -99,6 +99,19 @@ describe('checkout with a card that asks for 3-D Secure', () => {
     expect(errorCodes(await confirm('tds-owner', '00000000-0000-4000-8000-000000000000'))).toEqual(['NOT_FOUND']);
   });
 
+  it('confirmCheckout honours Idempotency-Key: a resend replays and asks again, answering the order as it stands', async () => {
+    const answer = (await checkout('tds-keyed-confirm')).checkout;
+    const headers = { ...asUser(TENANT, 'tds-keyed-confirm'), 'idempotency-key': 'tds-confirm-1' };
+    const send = () => gql(fetch, ConfirmCheckoutDocument, { input: { orderId: answer.order!.id } }, headers);
+    expect((await send()).body.data!.confirmCheckout.status).toBe('REQUIRES_ACTION');
+    stub.authenticate(stub.intentOf(answer.order!.id)!.id, 'succeed');
+    const again = await send();
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body.data!.confirmCheckout).toMatchObject({ status: 'PAID', order: { id: answer.order!.id, status: 'PAID' } });
+    const other = await gql(fetch, ConfirmCheckoutDocument, { input: { orderId: '00000000-0000-4000-8000-000000000000' } }, headers);
+    expect(errorCodes(other)).toEqual(['IDEMPOTENCY_KEY_REUSED']);
+  });
+
   it('a keyed resend of the checkout looks the PaymentIntent up by its id, never creates it again', async () => {
     const first = (await checkout('tds-resend', null, { 'idempotency-key': 'tds-resend-1' })).checkout;
     const creates = () => stub.requests.filter((request) => request.kind === 'create').length;

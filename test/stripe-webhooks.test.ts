@@ -73,6 +73,14 @@ describe('Stripe webhooks', () => {
     expect(mine.myCoupons.find((c) => c.id === coupon)!.status).toBe('AVAILABLE');
   });
 
+  it('payment_intent.canceled (canceled in the dashboard) settles the order CANCELED with the reason', async () => {
+    const answer = await checkout('wh-canceled');
+    stub.cancelInDashboard(stub.intentOf(answer.order!.id)!.id);
+    await stub.webhooks.settled();
+    const { rows } = await backend.sql.query('select status, failure_code from orders where id = $1', [answer.order!.id]);
+    expect(rows[0]).toEqual({ status: 'CANCELED', failure_code: 'requested_by_customer' });
+  });
+
   it('events delivered in reverse, twice, or lost: the first outcome wins and every event acts once', async () => {
     stub.webhooks.mode = 'held';
     const orders = [await checkout('wh-order-1'), await checkout('wh-order-2'), await checkout('wh-order-3')];

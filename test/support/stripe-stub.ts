@@ -82,6 +82,8 @@ export interface StripeStub {
   intentOf(orderId: string): StubIntent | undefined;
   /** As the customer's browser finishing 3-D Secure: the PaymentIntent succeeds (charged) or fails. */
   authenticate(intentId: string, result: 'succeed' | 'fail'): void;
+  /** Cancels a PaymentIntent as someone in Stripe's dashboard would (cancellation_reason requested_by_customer). */
+  cancelInDashboard(intentId: string): void;
   /** Prunes every idempotency key, as Stripe does after 24 hours. */
   forgetKeys(): void;
   /** The next call of `kind` meets `fault`. */
@@ -251,6 +253,7 @@ export async function startStripeStub(options: StripeStubOptions): Promise<Strip
     lastBody: (key) => bodies.get(key),
     intentOf: (orderId) => [...ledger.intents.values()].filter((intent) => intent.metadata['order_id'] === orderId).at(-1),
     authenticate: (intentId, result) => ledger.authenticate(intentId, result),
+    cancelInDashboard: (intentId) => void ledger.cancel(intentId, 'requested_by_customer'),
     forgetKeys: () => void (keys = new Map()),
     failNext: (kind, fault) => nextFaults.set(kind, [...(nextFaults.get(kind) ?? []), fault]),
     hold(kind) {
