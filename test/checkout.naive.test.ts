@@ -1,11 +1,35 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CheckoutAlgorithm } from '../src/features/checkout/flow.js';
+import { splitCheckout, type CheckoutAlgorithm } from '../src/features/checkout/flow.js';
 import { reconcileDeps } from '../src/entry/worker/index.js';
-import { chargeInsideTransaction, lostAnswerIsDecline, noReconciler } from './naive/checkout.js';
-import { FAULT_SETTINGS, runFaultScenario, STUB_SLOW_MS, stubPayments, TEST_STRIPE_KEY } from './support/checkout-run.js';
+import { CheckoutDocument } from './generated/graphql.js';
+import {
+  cancelWithoutReading,
+  chargeInsideTransaction,
+  lostAnswerIsDecline,
+  noReconciler,
+  recreateAfterKeyLifetime,
+  unverifiedWebhook,
+} from './naive/checkout.js';
+import {
+  checkoutViolations,
+  FAULT_SETTINGS,
+  readCheckoutTables,
+  runFaultScenario,
+  STUB_SLOW_MS,
+  stubPayments,
+  TEST_STRIPE_KEY,
+} from './support/checkout-run.js';
 import { killDuringCheckout } from './support/checkout-kill.js';
 import { duringHeldCall, ONE_TURN } from './support/checkout-turns.js';
-import { createTenant, createTestBackend, serveTestBackend, type ServedBackend, type TestBackend } from './support/harness.js';
+import {
+  asUser,
+  createTenant,
+  createTestBackend,
+  gqlOk,
+  serveTestBackend,
+  type ServedBackend,
+  type TestBackend,
+} from './support/harness.js';
 import { startStripeStub, type StripeStub } from './support/stripe-stub.js';
 
 // The scenario of checkout.faults.test.ts with each naive twin of test/naive/checkout.ts standing
@@ -103,5 +127,98 @@ describe('checkout killed between its steps, with the naive twins', () => {
     expect(result.afterKill).toBe('no order, coupon available');
     expect(result.charges).toBe(1);
     expect(result.violations.filter((found) => /is for an order that does not exist/.test(found)).length).toBeGreaterThan(0);
+  });
+});
+
+/** A backend of `checkout` on a stub of its own, webhooks sent to it, and the scenario's tenant. */
+async function twinBackend(checkout: CheckoutAlgorithm, tenantId: string) {
+  const stub = await startStripeStub({ secretKey: TEST_STRIPE_KEY });
+  const backend = await createTestBackend({
+    env: stubPayments(stub, { STRIPE_WEBHOOK_SECRET: NAIVE_WEBHOOK_SECRET }),
+    algorithms: { checkout },
+  });
+  stub.webhooks.sendTo((request) => backend.app.fetch(request), NAIVE_WEBHOOK_SECRET);
+  await createTenant(backend, tenantId, 1_000_000);
+  const checkoutWith = async (member: string, paymentMethod: string) =>
+    (await gqlOk(backend.app.fetch, CheckoutDocument, { input: { amountYen: 1_200, paymentMethod } }, asUser(tenantId, member))).checkout;
+  const reconcile = () => backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+  const violations = async () => checkoutViolations(await readCheckoutTables(backend.sql, tenantId), stub, tenantId, false);
+  return { stub, backend, checkoutWith, reconcile, violations, close: async () => (await backend.close(), await stub.close()) };
+}
+
+const NAIVE_WEBHOOK_SECRET = 'whsec_test_naive_0123456789abcdef';
+
+describe('a webhook settled from its unverified body', () => {
+  it('fails: a forged payment_intent.succeeded pays an order nobody paid', async ({ annotate }) => {
+    for (const [checkout, expectation] of [
+      [splitCheckout, 'holds'],
+      [unverifiedWebhook, 'fails'],
+    ] as const) {
+      const twin = await twinBackend(checkout, 'naive-webhook');
+      try {
+        const answer = await twin.checkoutWith('forger', 'pm_card_threeDSecure2Required');
+        await twin.stub.webhooks.settled();
+        const requiresAction = JSON.parse(twin.stub.webhooks.events.at(-1)!.payload);
+        const forged = JSON.stringify({
+          ...requiresAction,
+          id: 'evt_forged',
+          type: 'payment_intent.succeeded',
+          data: { object: { ...requiresAction.data.object, status: 'succeeded' } },
+        });
+        const response = await twin.stub.webhooks.send(forged, null);
+        const violations = await twin.violations();
+        await annotate(`${checkout.name}: forged event answered ${response.status}; ${JSON.stringify(violations)}`);
+        if (expectation === 'holds') expect(violations).toEqual([]);
+        else expect(violations.filter((found) => found.includes(`PAID order ${answer.order!.id} has charges []`))).toHaveLength(1);
+      } finally {
+        await twin.close();
+      }
+    }
+  });
+});
+
+describe('a timeout that cancels without reading the answer', () => {
+  it('fails: a customer who finished in the last second is charged, and the order CANCELED', async ({ annotate }) => {
+    const twin = await twinBackend(cancelWithoutReading, 'naive-abandon');
+    try {
+      const answer = await twin.checkoutWith('last-second', 'pm_card_threeDSecure2Required');
+      twin.stub.webhooks.sendTo(async () => new Response(null, { status: 503 }), NAIVE_WEBHOOK_SECRET);
+      twin.stub.authenticate(twin.stub.intentOf(answer.order!.id)!.id, 'succeed');
+      await twin.stub.webhooks.settled();
+      await twin.backend.sql.query(
+        "update payment_intents set action_since = now() - interval '1 day', next_attempt_at = now() where order_id = $1",
+        [answer.order!.id],
+      );
+      await twin.reconcile();
+      const violations = await twin.violations();
+      await annotate(`cancel without reading: ${JSON.stringify(violations)}`);
+      expect(violations.filter((found) => /CANCELED order .* was charged/.test(found))).toHaveLength(1);
+    } finally {
+      await twin.close();
+    }
+  });
+});
+
+describe('a reconciler that creates again after 24 hours', () => {
+  it('fails: after Stripe forgot the key, the same request is a second charge', async ({ annotate }) => {
+    const twin = await twinBackend(recreateAfterKeyLifetime, 'naive-recreate');
+    try {
+      // Its events lost too: nothing but the reconciler learns the outcome.
+      twin.stub.webhooks.sendTo(async () => new Response(null, { status: 503 }), NAIVE_WEBHOOK_SECRET);
+      const answer = await twin.checkoutWith('lost', 'pm_card_visa__lost502');
+      await twin.backend.sql.query(
+        "update payment_intents set created_at = now() - interval '2 days', next_attempt_at = now() where order_id = $1",
+        [answer.order!.id],
+      );
+      twin.stub.forgetKeys();
+      await twin.reconcile();
+      const charges = twin.stub.charges.filter((charge) => charge.orderId === answer.order!.id);
+      const violations = await twin.violations();
+      await annotate(`re-created after 24 hours: ${charges.length} charges; ${JSON.stringify(violations)}`);
+      expect(charges).toHaveLength(2);
+      expect(violations.length).toBeGreaterThan(0);
+    } finally {
+      await twin.close();
+    }
   });
 });

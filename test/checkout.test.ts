@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { recordOutcome } from '../src/features/checkout/record.js';
+import { recordDeclined, recordPaid } from '../src/features/checkout/record.js';
 import { mutate, type Transport } from '../src/client/mutate.js';
 import { runInTransaction } from '../src/db/transaction.js';
 import { DEMO_HEADERS, graphiqlOptions } from '../src/http/graphiql.js';
@@ -60,7 +60,7 @@ describe('checkout, one request at a time', () => {
     const answer = response.body.data!.checkout;
     expect(answer.status).toBe('PAID');
     const order = answer.order!;
-    expect(order).toMatchObject({ memberId: 'alice', status: 'PAID', amountYen: 1_800, discountYen: 500, chargedYen: 1_300 });
+    expect(order).toMatchObject({ memberId: 'alice', status: 'PAID', amountYen: 1_800, discountYen: 500, dueYen: 1_300, paidYen: 1_300 });
     expect(order.couponId).toBe(coupon);
     const charge = stub.charges.find((c) => c.orderId === order.id)!;
     expect(charge).toMatchObject({ amountYen: 1_300, currency: 'jpy', paymentMethod: 'pm_card_visa', tenantId: TENANT });
@@ -70,9 +70,10 @@ describe('checkout, one request at a time', () => {
       confirm: 'true',
       'automatic_payment_methods[enabled]': 'true',
       'automatic_payment_methods[allow_redirects]': 'never',
-      error_on_requires_action: 'true',
       'metadata[order_id]': order.id,
     });
+    // A card that asks for 3-D Secure answers requires_action, which the customer's browser finishes.
+    expect(stub.lastBody(charge.idempotencyKey)).not.toHaveProperty('error_on_requires_action');
     const tables = await readCheckoutTables(backend.sql, TENANT);
     expect(tables.events.get(order.id)).toEqual(
       new Map([
@@ -93,7 +94,7 @@ describe('checkout, one request at a time', () => {
     const answer = (await checkout({ amountYen: 900, couponId: coupon, paymentMethod: 'pm_card_chargeDeclined' }, 'bob')).body.data!
       .checkout;
     expect(answer.status).toBe('DECLINED');
-    expect(answer.order).toMatchObject({ status: 'CANCELED', chargedYen: 400 });
+    expect(answer.order).toMatchObject({ status: 'CANCELED', dueYen: 400, paidYen: 0, failureCode: 'generic_decline' });
     expect(stub.charges.length).toBe(before);
     const tables = await readCheckoutTables(backend.sql, TENANT);
     expect(tables.events.get(answer.order!.id)!.get('order.canceled')).toBe(1);
@@ -133,7 +134,8 @@ describe('checkout, one request at a time', () => {
       await checkout({ amountYen: 2_000, couponId: erin, paymentMethod: 'pm_card_visa' }, 'frank'),
       await checkout({ amountYen: 2_000, couponId: '00000000-0000-4000-8000-000000000000', paymentMethod: 'pm_card_visa' }, 'frank'),
     ];
-    for (const refusal of refusals) expect(refusal.body.data!.checkout).toEqual({ status: 'COUPON_UNAVAILABLE', order: null });
+    for (const refusal of refusals)
+      expect(refusal.body.data!.checkout).toEqual({ status: 'COUPON_UNAVAILABLE', order: null, clientSecret: null });
     expect({ rows: await countRows(), requests: stub.requests.length }).toEqual(before);
     // A held coupon is not redeemed either; the pending order then pays and redeems it.
     const redeem = await gqlOk(fetch, RedeemCouponDocument, { input: { couponId: carol } }, asUser(TENANT, 'carol'));
@@ -146,7 +148,10 @@ describe('checkout, one request at a time', () => {
     const coupon = await couponOf('grace');
     const requests = stub.requests.length;
     const answer = (await checkout({ amountYen: 300, couponId: coupon, paymentMethod: 'pm_card_visa' }, 'grace')).body.data!.checkout;
-    expect(answer).toMatchObject({ status: 'PAID', order: { amountYen: 300, discountYen: 500, chargedYen: 0, paymentIntentId: null } });
+    expect(answer).toMatchObject({
+      status: 'PAID',
+      order: { amountYen: 300, discountYen: 500, dueYen: 0, paidYen: 0, paymentIntentId: null },
+    });
     expect(stub.requests.length).toBe(requests);
     const tables = await readCheckoutTables(backend.sql, TENANT);
     expect(tables.events.get(answer.order!.id)!.get('order.paid')).toBe(1);
@@ -225,7 +230,7 @@ describe('checkout, one request at a time', () => {
     expect(new Set(mine.orders.map((o) => o.memberId))).toEqual(new Set(['ivan']));
     const times = mine.orders.map((o) => o.createdAt);
     expect([...times].sort().reverse()).toEqual(times);
-    const all = await gqlOk(fetch, OrdersDocument, { first: 500 }, asTenantAdmin(TENANT));
+    const all = await gqlOk(fetch, OrdersDocument, { first: 400 }, asTenantAdmin(TENANT));
     expect(new Set(all.orders.map((o) => o.memberId)).size).toBeGreaterThan(2);
     const someone = all.orders.find((o) => o.memberId === 'judy')!;
     expect((await gqlOk(fetch, OrderDocument, { id: someone.id }, asUser(TENANT, 'judy'))).order).toEqual(someone);
@@ -298,13 +303,13 @@ describe('checkout, one request at a time', () => {
     const input = { amountYen: 1_500, couponId: coupon, paymentMethod: 'pm_card_visa__lost502' };
     const answer = (await checkout(input, 'racer', {}, race)).body.data!.checkout;
     const orderId = answer.order!.id;
-    const record = (outcome: Parameters<typeof recordOutcome>[3]) =>
-      runInTransaction(backend.database.db, backend.services.transactions, { deadline: Date.now() + 5_000 }, (trx) =>
-        recordOutcome(trx, race, orderId, outcome, new Date()),
-      ).then((run) => run.value);
+    const inTransaction = <T>(work: Parameters<typeof runInTransaction<T>>[3]) =>
+      runInTransaction(backend.database.db, backend.services.transactions, { deadline: Date.now() + 5_000 }, work).then((run) => run.value);
     const [paid, declined] = await Promise.all([
-      record({ kind: 'succeeded', intentId: 'pi_first' }),
-      record({ kind: 'declined', intentId: 'pi_second', declineCode: 'generic_decline' }),
+      inTransaction((trx) => recordPaid(trx, { tenantId: race, orderId, intentId: 'pi_first', now: new Date() })),
+      inTransaction((trx) =>
+        recordDeclined(trx, { tenantId: race, orderId, intentId: 'pi_second', failureCode: 'generic_decline', now: new Date() }),
+      ),
     ]);
     // Whichever committed first, both answer its outcome.
     expect(paid).toEqual(declined);
@@ -324,8 +329,8 @@ describe('checkout, one request at a time', () => {
       { 'x-hasura-role': 'user', 'x-hasura-tenant-id': TENANT, 'x-hasura-user-id': 'oscar' },
     );
     expect(response.status).toBe(200);
-    const body = (await response.json()) as { status: string; order: { chargedYen: number } };
-    expect(body).toMatchObject({ status: 'PAID', order: { chargedYen: 700 } });
+    const body = (await response.json()) as { status: string; order: { dueYen: number } };
+    expect(body).toMatchObject({ status: 'PAID', order: { dueYen: 700 } });
   });
 
   it('a lost answer is PENDING, not an error; the reconciler resends the same request and settles it to the one charge', async () => {
@@ -395,6 +400,49 @@ describe('checkout without STRIPE_SECRET_KEY', () => {
       const paid = (await pay('pm_card_visa')).checkout;
       expect(paid).toMatchObject({ status: 'PAID', order: { status: 'PAID', paymentIntentId: expect.stringMatching(/^pi_sim_/) } });
       expect((await pay('pm_card_chargeDeclined')).checkout).toMatchObject({ status: 'DECLINED', order: { status: 'CANCELED' } });
+    } finally {
+      await backend.close();
+    }
+  });
+
+  it("in development: GraphiQL's 3-D Secure walkthrough runs as written, the authentication finished on the development page", async () => {
+    const backend = await createTestBackend();
+    try {
+      await createTenant(backend, 'acme', 1_000_000);
+      const fetch = (request: Request) => backend.app.fetch(request);
+      const page = graphiqlOptions(backend.config);
+      const run = async (operationName: string, variables: Record<string, unknown> = {}) => {
+        const response = await fetch(
+          new Request('http://test.local/graphql', {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', ...DEMO_HEADERS },
+            body: JSON.stringify({ query: page ? page.defaultQuery : '', operationName, variables }),
+          }),
+        );
+        return (await response.json()) as {
+          data: Record<string, { status: string; clientSecret?: string; order: { id: string; status: string } }>;
+        };
+      };
+      const pay = async (result: 'succeed' | 'fail') => {
+        const asked = (await run('CheckoutWith3DS')).data['checkout']!;
+        expect(asked).toMatchObject({ status: 'REQUIRES_ACTION', clientSecret: expect.stringMatching(/^pi_sim_\w+_secret_\w+$/) });
+        const challenge = await fetch(new Request(`http://test.local/dev/authenticate?client_secret=${asked.clientSecret}`));
+        expect(challenge.status).toBe(200);
+        expect(await challenge.text()).toContain('Complete authentication');
+        const form = new URLSearchParams({ client_secret: asked.clientSecret!, result });
+        const finished = await fetch(new Request('http://test.local/dev/authenticate', { method: 'POST', body: form }));
+        expect(finished.status).toBe(200);
+        return (await run('ConfirmCheckout', { orderId: asked.order.id })).data['confirmCheckout']!;
+      };
+      expect(await pay('succeed')).toMatchObject({ status: 'PAID', order: { status: 'PAID' } });
+      expect(await pay('fail')).toMatchObject({
+        status: 'DECLINED',
+        order: { status: 'CANCELED', failureCode: 'payment_intent_authentication_failure' },
+      });
+      const finishedTwice = await fetch(
+        new Request('http://test.local/dev/authenticate?client_secret=pi_sim_000000000000000000000000_secret_000000000000000000000000'),
+      );
+      expect(finishedTwice.status).toBe(404);
     } finally {
       await backend.close();
     }

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CheckoutDocument } from './generated/graphql.js';
 import { stubPayments, TEST_STRIPE_KEY } from './support/checkout-run.js';
-import { duringHeldCall, ONE_TURN } from './support/checkout-turns.js';
+import { CANCEL_STEP, CREATE_STEP, duringHeldCall, LOOKUP_STEP, ONE_TURN, REFUND_STEP } from './support/checkout-turns.js';
 import { asUser, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
 import { startStripeStub, type StripeStub } from './support/stripe-stub.js';
 
-// While the payment provider answers, a checkout holds no pool connection and no admission turn:
+// While the payment provider answers (the payment, confirmCheckout's look-up, the cancel of a
+// declined PaymentIntent, a refund), a request holds no pool connection and no admission turn:
 // with one of each, another member reads and checks out meanwhile. Waiting checkouts have a bound
 // of their own (PAYMENTS_MAX_WAITING), and what exceeds it is TRY_AGAIN before anything is written.
 // test/checkout.naive.test.ts shows the first test fail with the charge inside transaction 1.
@@ -22,10 +23,18 @@ describe('checkout while the payment provider answers', () => {
     await stub.close();
   });
 
-  it('holds no connection and no turn: with one of each, another member reads and checks out meanwhile', async () => {
-    const result = await duringHeldCall(backend, stub, 'turns');
-    expect(result).toEqual({ otherRead: [], otherCheckout: 'DECLINED', inTransaction: 0, heldAnswer: 'PAID' });
-  });
+  it.for([
+    ['create', 'the payment', CREATE_STEP, 'PAID'],
+    ['lookup', "confirmCheckout's look-up", LOOKUP_STEP, 'PAID'],
+    ['cancel', "a declined PaymentIntent's cancel", CANCEL_STEP, 'DECLINED'],
+    ['refund', "refundOrder's refund", REFUND_STEP, 'REFUNDED'],
+  ] as const)(
+    'holds no connection and no turn during %s (%s): with one of each, another member reads and checks out meanwhile',
+    async ([kind, , step, heldAnswer]) => {
+      const result = await duringHeldCall(backend, stub, `turns-${kind}`, step);
+      expect(result).toEqual({ otherRead: [], otherCheckout: 'DECLINED', inTransaction: 0, heldAnswer });
+    },
+  );
 
   it('refuses a checkout beyond PAYMENTS_MAX_WAITING with TRY_AGAIN, before anything is written', async () => {
     const tenantId = 'waiting-room';

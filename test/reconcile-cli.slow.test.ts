@@ -5,9 +5,10 @@ import { asUser, createTenant, createTestBackend, gql, gqlOk, type TestBackend }
 import { runScript } from './support/scripts.js';
 import { startStripeStub, type StripeStub } from './support/stripe-stub.js';
 
-// `npm run reconcile` as an operator runs it, on payments nobody resends any more: the report lists
+// `npm run reconcile` as an operator runs it, on payments set aside for an operator: the report lists
 // them and exits 1; `--settle` records what the operator found at the provider, through the same
-// statements as transaction 2 (the first writer wins), and gives a canceled order's coupon back.
+// statements as transaction 2 (the first writer wins), says what it changed, refuses a PaymentIntent
+// another order holds, and gives a canceled order's coupon back.
 
 const TENANT = 'operator';
 
@@ -26,7 +27,7 @@ describe('npm run reconcile: payments that wait for an operator', () => {
 
   const reconcile = (...args: string[]) =>
     runScript('src/entry/cli/reconcile.ts', { DATABASE_URL: backend.databaseUrl, LOG_LEVEL: 'warn' }, args);
-  /** A checkout whose outcome stays unknown, made older than PAYMENTS_RECONCILE_FOR: only an operator settles it now. */
+  /** A checkout whose outcome stays unknown, set aside as the reconciler sets aside what fails the same way for a day: only an operator settles it now. */
   const abandoned = async (member: string, paymentMethod: string) => {
     const [coupon] = await issueCoupons(backend, TENANT, `abandoned-${member}`, 300, [member]);
     const reply = await gql(
@@ -37,7 +38,9 @@ describe('npm run reconcile: payments that wait for an operator', () => {
     );
     const answer = reply.body.data!.checkout;
     expect(answer.status).toBe('PENDING');
-    await backend.sql.query("update payment_intents set created_at = now() - interval '2 days' where order_id = $1", [answer.order!.id]);
+    await backend.sql.query("update payment_intents set set_aside_at = now(), last_error = 'api_error HTTP 500' where order_id = $1", [
+      answer.order!.id,
+    ]);
     return { orderId: answer.order!.id, coupon: coupon! };
   };
   const couponStatus = async (member: string, coupon: string) =>
@@ -49,20 +52,21 @@ describe('npm run reconcile: payments that wait for an operator', () => {
     // The charge was made, its answer lost.
     const lost = await abandoned('answer-lost', 'pm_card_visa__lost502_9');
     const report = await reconcile('--tenant', TENANT);
-    expect(report.output).toContain(
-      'payments still unknown after PAYMENTS_RECONCILE_FOR (find each at the provider by metadata order_id): 2',
-    );
+    expect(report.output).toContain('payments set aside for an operator (find each at the provider by metadata order_id): 2');
     expect(report.output).toContain(never.orderId);
     expect(report.code).toBe(1);
 
     const canceled = await reconcile('--tenant', TENANT, '--settle', never.orderId, 'canceled');
-    expect(canceled.output).toContain(`order ${never.orderId}: CANCELED`);
+    expect(canceled.output).toContain(
+      `order ${never.orderId}: PENDING_PAYMENT -> CANCELED (operator_found_no_charge), coupon ${never.coupon} given back`,
+    );
     expect(canceled.code).toBe(0);
     expect(await couponStatus('never-charged', never.coupon)).toBe('AVAILABLE');
 
     const charge = stub.charges.find((c) => c.orderId === lost.orderId)!;
     const paid = await reconcile('--tenant', TENANT, '--settle', lost.orderId, 'paid', charge.intentId);
-    expect(paid.output).toContain(`order ${lost.orderId}: PAID`);
+    expect(paid.output).toContain(`order ${lost.orderId}: PENDING_PAYMENT -> PAID with ${charge.intentId}, coupon ${lost.coupon} redeemed`);
+    expect(paid.code).toBe(0);
     expect(await couponStatus('answer-lost', lost.coupon)).toBe('REDEEMED');
     const { rows } = await backend.sql.query(
       "select topic, count(*)::int as n from outbox_events where payload->>'orderId' = $1 group by topic",
@@ -74,7 +78,35 @@ describe('npm run reconcile: payments that wait for an operator', () => {
     const again = await reconcile('--tenant', TENANT, '--settle', lost.orderId, 'canceled');
     expect(again.output).toContain(`order ${lost.orderId}: PAID (it was settled before; nothing changed)`);
     expect(again.code).toBe(1);
+    // Paid again with its own PaymentIntent: nothing changes, and it says so.
+    const twice = await reconcile('--tenant', TENANT, '--settle', lost.orderId, 'paid', charge.intentId);
+    expect(twice.output).toContain(`order ${lost.orderId}: PAID (it was settled before; nothing changed)`);
+    expect(twice.code).toBe(1);
     expect((await reconcile('--tenant', TENANT)).code).toBe(0);
+  });
+
+  it('refuses a PaymentIntent another order holds, and an unknown tenant, changing nothing', async () => {
+    const pending = await abandoned('wants-another', 'pm_card_visa__error500_9');
+    const paid = await gqlOk(
+      backend.app.fetch,
+      CheckoutDocument,
+      { input: { amountYen: 900, paymentMethod: 'pm_card_visa' } },
+      asUser(TENANT, 'holder'),
+    );
+    const held = paid.checkout.order!.paymentIntentId!;
+    const refused = await reconcile('--tenant', TENANT, '--settle', pending.orderId, 'paid', held);
+    expect(refused.output).toContain(`refused: ${held} already settles order ${paid.checkout.order!.id}`);
+    expect(refused.code).toBe(2);
+    const { rows } = await backend.sql.query('select status from orders where id = $1', [pending.orderId]);
+    expect(rows[0].status).toBe('PENDING_PAYMENT');
+    const unknownTenant = await reconcile('--tenant', 'no-such-tenant');
+    expect(unknownTenant.output).toContain('no tenant no-such-tenant');
+    expect(unknownTenant.output).not.toContain('ledger OK');
+    expect(unknownTenant.code).toBe(2);
+    const unknownSettle = await reconcile('--tenant', 'no-such-tenant', '--settle', pending.orderId, 'canceled');
+    expect(unknownSettle.output).toContain('no tenant no-such-tenant');
+    expect(unknownSettle.code).toBe(2);
+    await reconcile('--tenant', TENANT, '--settle', pending.orderId, 'canceled');
   });
 
   it('refuses a settlement it cannot read, with its usage, before opening the database', async () => {

@@ -19,6 +19,7 @@ describe('retention', () => {
     await backend.sql.query('delete from outbox_events');
     await backend.sql.query('delete from huddle_participants');
     await backend.sql.query('delete from huddle_sessions');
+    await backend.sql.query('delete from provider_events');
   });
 
   /** Outbox events of every kind, and huddle sessions ended long ago, lately, and not at all (2 members each). */
@@ -41,6 +42,13 @@ describe('retention', () => {
        select s.tenant_id, s.id, 'member-' || m, now() - interval '3 hours' from s, generate_series(1, 2) m`,
       [TENANT],
     );
+    // Stripe's events: handled long ago, handled lately, and one never handled (kept for its next delivery).
+    await backend.sql.query(
+      `insert into provider_events (event_id, type, received_at, handled_at)
+       select 'evt_' || kind || g, 'payment_intent.succeeded', at, case when kind = 'unhandled' then null else at end
+         from (values ('old', now() - interval '40 days'), ('new', now() - interval '1 day'), ('unhandled', now() - interval '40 days')) k(kind, at),
+              generate_series(1, 3) g`,
+    );
   }
 
   const counts = async () => ({
@@ -57,9 +65,16 @@ describe('retention', () => {
       ).rows.map((r) => [r.kind, r.n]),
     ),
     participants: (await backend.sql.query<{ n: number }>('select count(*)::int as n from huddle_participants')).rows[0]!.n,
+    providerEvents: Object.fromEntries(
+      (
+        await backend.sql.query<{ kind: string; n: number }>(
+          "select regexp_replace(event_id, '^evt_|[0-9]+$', '', 'g') as kind, count(*)::int as n from provider_events group by 1",
+        )
+      ).rows.map((r) => [r.kind, r.n]),
+    ),
   });
 
-  it('deletes sent events and ended sessions (with their participants) past their age, a small batch per statement, and nothing else', async () => {
+  it('deletes sent events, ended sessions (with their participants) and handled Stripe events past their age, a small batch per statement, and nothing else', async () => {
     await plant();
     let passes = 0;
     while (await retentionPass(backend.services)) passes++;
@@ -69,6 +84,7 @@ describe('retention', () => {
       outbox: { 'new-sent': 5, 'old-pending': 5, 'old-dead': 5 },
       sessions: { new: 3, active: 3 },
       participants: 12,
+      providerEvents: { new: 3, unhandled: 3 },
     });
   });
 

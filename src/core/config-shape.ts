@@ -197,6 +197,10 @@ export interface HuddleConfig {
 
 export interface OutboxConfig {
   webhookUrl: string | null;
+  /** Signs every delivery (Standard Webhooks); required with a URL outside development. */
+  webhookSecret: string | null;
+  /** During a rotation, the secret being replaced: deliveries carry a signature by each. */
+  webhookPreviousSecret: string | null;
   webhookTimeoutMs: number;
   batchSize: number;
   pollIntervalMs: number;
@@ -215,6 +219,10 @@ export interface PaymentsConfig {
   secretKey: string | null;
   /** Where Stripe's API is (tests point it at a stub of their own). */
   apiUrl: string;
+  /** STRIPE_WEBHOOK_SECRET; null: POST /webhooks/stripe is not served. */
+  webhookSecret: string | null;
+  /** How long a customer has to finish an authentication before the payment is given up. */
+  actionTimeoutMs: number;
   /** One provider call's limit; below the request's deadline, so that the second transaction has time. */
   timeoutMs: number;
   /** A payment not known this long is resolved by the reconciler. */

@@ -95,6 +95,25 @@ function parseTimeZone(raw: string | null, _known: Known, name: string): string 
   return zone;
 }
 
+/** Stripe's webhook signing secret: `whsec_` and its key. */
+function parseStripeWebhookSecret(raw: string | null, _known: Known, name: string): string | null {
+  if (raw !== null && !/^whsec_[A-Za-z0-9+/=_-]{16,}$/.test(raw)) {
+    throw new ConfigError(name, "expected the endpoint's signing secret from Stripe's dashboard or `stripe listen` (whsec_…)");
+  }
+  return raw;
+}
+
+/** A Standard Webhooks secret: `whsec_` and the base64 of 24 to 64 random bytes. */
+function parseNotifySecret(raw: string | null, _known: Known, name: string): string | null {
+  if (raw === null) return null;
+  const key = /^whsec_([A-Za-z0-9+/]+={0,2})$/.exec(raw)?.[1];
+  const bytes = key === undefined ? 0 : Buffer.from(key, 'base64').length;
+  if (bytes < 24 || bytes > 64) {
+    throw new ConfigError(name, 'expected whsec_ and the base64 of 24 to 64 random bytes (openssl rand -base64 32)');
+  }
+  return raw;
+}
+
 function parseStripeSecretKey(raw: string | null, _known: Known, name: string): string | null {
   if (raw !== null && !/^(sk|rk)_(test|live)_[A-Za-z0-9_]{1,240}$/.test(raw)) {
     // The value itself never goes into a message: it is a secret.
@@ -453,6 +472,22 @@ export const CONFIG_TABLE = {
   }),
   outbox: group('The outbox relay', {
     webhookUrl: httpUrl({ name: 'NOTIFY_WEBHOOK_URL', shown: '(none: log)', doc: 'where the relay POSTs events' }),
+    webhookSecret: custom({
+      name: 'NOTIFY_WEBHOOK_SECRET',
+      shown: '(none)',
+      accepts: '`whsec_` + base64 of 24 to 64 bytes',
+      parse: parseNotifySecret,
+      doc:
+        'signs every delivery as Standard Webhooks says (`webhook-id`, `webhook-timestamp`, `webhook-signature`), so a receiver can tell ' +
+        "a forged event from this server's ([the outbox](#signed-deliveries)); required with `NOTIFY_WEBHOOK_URL` outside development",
+    }),
+    webhookPreviousSecret: custom({
+      name: 'NOTIFY_WEBHOOK_SECRET_PREVIOUS',
+      shown: '(none)',
+      accepts: '`whsec_` + base64 of 24 to 64 bytes',
+      parse: parseNotifySecret,
+      doc: 'during a rotation, the secret being replaced: every delivery carries a signature by each, so receivers with either accept it',
+    }),
     webhookTimeoutMs: wholeNumber({
       name: 'NOTIFY_WEBHOOK_TIMEOUT_MS',
       default: 5_000,
@@ -523,6 +558,24 @@ export const CONFIG_TABLE = {
       parse: parseStripeApiUrl,
       doc: "where Stripe's API is: tests point it at a stub of their own",
     }),
+    webhookSecret: custom({
+      name: 'STRIPE_WEBHOOK_SECRET',
+      shown: '(none: `/webhooks/stripe` answers 404)',
+      accepts: '`whsec_…`',
+      parse: parseStripeWebhookSecret,
+      doc:
+        "the signing secret of the webhook endpoint in Stripe's dashboard (or of `stripe listen`): `POST /webhooks/stripe` verifies every event " +
+        'with it and refuses the rest ([payments](#stripes-webhooks))',
+    }),
+    actionTimeoutMs: wholeNumber({
+      name: 'PAYMENTS_ACTION_TIMEOUT_MS',
+      default: 900_000,
+      min: 1_000,
+      max: 86_400_000,
+      doc:
+        'how long a customer has to finish an authentication (3-D Secure); then the reconciler cancels the payment at Stripe and records ' +
+        'what Stripe answers: the order `CANCELED` and its coupon given back, or `PAID` when the customer finished in time',
+    }),
     timeoutMs: wholeNumber({
       name: 'PAYMENTS_TIMEOUT_MS',
       default: fittingPaymentTimeout,
@@ -555,8 +608,9 @@ export const CONFIG_TABLE = {
       min: 1_000,
       max: RECONCILE_FOR_MAX_MS,
       doc:
-        'how long after its order a payment is resent; after that it is reported (log, `payments_unsettled`, `npm run reconcile`), never resent: ' +
-        'Stripe keeps an idempotency key for 24 hours, and a resend after it could charge again',
+        'how long after its order a payment that never named a PaymentIntent may be sent its create request again (the same key); after that ' +
+        'the reconciler searches Stripe by `metadata[order_id]` and never creates it: Stripe keeps an idempotency key for 24 hours, and a create ' +
+        'after it could charge again. A payment that named its PaymentIntent is looked up by its id at any age',
     }),
     maxWaiting: wholeNumber({
       name: 'PAYMENTS_MAX_WAITING',

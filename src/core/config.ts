@@ -82,6 +82,21 @@ function tracingOf(values: Values<typeof CONFIG_TABLE.tracing.fields>): TracingC
   };
 }
 
+/** Outside development, a relay that posts events must sign them: a receiver could not tell them from forgeries. */
+function readOutbox(env: Env, known: Known): AppConfig['outbox'] {
+  const outbox = readGroup(CONFIG_TABLE.outbox.fields, env, known);
+  if (outbox.webhookUrl !== null && outbox.webhookSecret === null && !known.development()) {
+    throw new ConfigError(
+      'NOTIFY_WEBHOOK_SECRET',
+      `NODE_ENV=${known.nodeEnv()} with NOTIFY_WEBHOOK_URL needs NOTIFY_WEBHOOK_SECRET: the relay refuses to post events a receiver cannot verify`,
+    );
+  }
+  if (outbox.webhookPreviousSecret !== null && outbox.webhookSecret === null) {
+    throw new ConfigError('NOTIFY_WEBHOOK_SECRET_PREVIOUS', 'is the secret being replaced: set NOTIFY_WEBHOOK_SECRET to the new one');
+  }
+  return outbox;
+}
+
 function readPayments(env: Env, known: Known, deadlineMs: number): PaymentsConfig {
   const payments = readGroup(CONFIG_TABLE.payments.fields, env, known);
   requirePaymentCallFitsDeadline(env, payments, deadlineMs);
@@ -108,7 +123,7 @@ export function loadConfig(env: Env = process.env, { servesHttp = true }: LoadOp
     identity,
     coupons: readGroup(t.coupons.fields, env, known),
     idempotency: readGroup(t.idempotency.fields, env, known),
-    outbox: readGroup(t.outbox.fields, env, known),
+    outbox: readOutbox(env, known),
     payments: readPayments(env, known, requests.deadlineMs),
     huddles: readGroup(t.huddles.fields, env, known),
     retention: readGroup(t.retention.fields, env, known),

@@ -117,7 +117,7 @@ export interface OutboxEventsTable {
   last_attempt_at: Date | null;
 }
 
-export type OrderStatus = 'PENDING_PAYMENT' | 'PAID' | 'CANCELED';
+export type OrderStatus = 'PENDING_PAYMENT' | 'PAID' | 'CANCELED' | 'REFUNDED';
 
 export interface OrdersTable {
   tenant_id: string;
@@ -131,6 +131,8 @@ export interface OrdersTable {
   payment_intent_id: string | null;
   created_at: Date;
   settled_at: Date | null;
+  refunded_yen: Defaulted<number>;
+  failure_code: string | null;
 }
 
 export type PaymentIntentStatus = 'pending' | 'succeeded' | 'declined';
@@ -145,6 +147,39 @@ export interface PaymentIntentsTable {
   status: Defaulted<PaymentIntentStatus>;
   provider_intent_id: string | null;
   decline_code: string | null;
+  resends: Defaulted<number>;
+  last_error: string | null;
+  created_at: Defaulted<Date>;
+  next_attempt_at: Date;
+  settled_at: Date | null;
+  provider_status: string | null;
+  action_since: Date | null;
+  same_failures: Defaulted<number>;
+  set_aside_at: Date | null;
+}
+
+export interface ProviderEventsTable {
+  event_id: string;
+  type: string;
+  tenant_id: string | null;
+  order_id: string | null;
+  received_at: Defaulted<Date>;
+  claimed_at: Defaulted<Date>;
+  handled_at: Date | null;
+  result: string | null;
+}
+
+export type RefundStatus = 'pending' | 'succeeded' | 'failed';
+
+export interface RefundsTable {
+  tenant_id: string;
+  id: string;
+  order_id: string;
+  idempotency_key: string;
+  amount_yen: number;
+  status: Defaulted<RefundStatus>;
+  provider_refund_id: string | null;
+  failure_code: string | null;
   resends: Defaulted<number>;
   last_error: string | null;
   created_at: Defaulted<Date>;
@@ -224,6 +259,8 @@ export interface DB {
   outbox_events: OutboxEventsTable;
   orders: OrdersTable;
   payment_intents: PaymentIntentsTable;
+  provider_events: ProviderEventsTable;
+  refunds: RefundsTable;
   huddle_sessions: HuddleSessionsTable;
   huddle_participants: HuddleParticipantsTable;
   idempotency_keys: IdempotencyKeysTable;
@@ -240,6 +277,7 @@ export type CampaignRow = Selectable<CampaignsTable>;
 export type CouponRow = Selectable<CouponsTable>;
 export type OrderRow = Selectable<OrdersTable>;
 export type PaymentIntentRow = Selectable<PaymentIntentsTable>;
+export type RefundRow = Selectable<RefundsTable>;
 export type HuddleSessionRow = Selectable<HuddleSessionsTable>;
 export type HuddleParticipantRow = Selectable<HuddleParticipantsTable>;
 export type AuditLogRow = Selectable<AuditLogTable>;

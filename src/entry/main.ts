@@ -46,7 +46,9 @@ function listeningNote(config: AppConfig): string {
 function paymentsLine(config: AppConfig): string {
   const { secretKey, apiUrl } = config.payments;
   if (secretKey !== null) return `Stripe at ${apiUrl}${secretKey.includes('_test_') ? ' (test mode key)' : ''}`;
-  if (config.process.development) return 'simulated (no STRIPE_SECRET_KEY): pm_card_visa pays, pm_card_chargeDeclined is declined';
+  if (config.process.development) {
+    return 'simulated (no STRIPE_SECRET_KEY): pm_card_visa pays, pm_card_chargeDeclined is declined, pm_card_threeDSecure2Required asks for 3-D Secure';
+  }
   return 'none: checkout answers PAYMENTS_UNAVAILABLE until STRIPE_SECRET_KEY is set';
 }
 

@@ -9,6 +9,7 @@ import './types/coupons.js';
 import './types/ledger.js';
 import './types/redeem-coupon.js';
 import './types/orders.js';
+import './types/refund-order.js';
 import './types/huddles.js';
 import './types/outbox.js';
 import './types/audit.js';

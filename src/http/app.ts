@@ -11,6 +11,8 @@ import { graphiqlRoutes } from './routes/graphiql.js';
 import { health, readiness } from './routes/health.js';
 import { metricsRoute } from './routes/metrics.js';
 import { getRoute } from './routes/route.js';
+import { simulatedAuthenticationRoutes } from './routes/simulated-authentication.js';
+import { stripeWebhookRoute } from './routes/stripe-webhook.js';
 import { createServeFetch } from './serve-fetch.js';
 import { createGraphQLServer, operationAdmission, type GraphQLServer } from './yoga.js';
 import { knownDocuments } from './document-cache.js';
@@ -46,6 +48,8 @@ export function createApp(services: AppServices): App {
       getRoute('/health', health),
       getRoute('/ready', readiness({ database: services.health, drain })),
       getRoute('/metrics', metricsRoute(services.metrics, config.edge.metricsToken)),
+      stripeWebhookRoute(services),
+      ...simulatedAuthenticationRoutes(services),
       ...graphiqlRoutes(config),
     ],
     yoga,

@@ -10,6 +10,9 @@ export const DEMO_HEADERS = {
 /** acme's first contract in db/seed/demo.sql: step 2 of the walkthrough runs with it. */
 export const DEMO_CONTRACT_ID = '11111111-1111-4111-8111-111111111111';
 
+/** Where the walkthrough's ConfirmCheckout takes the order id CheckoutWith3DS answered. */
+export const ORDER_ID_PLACEHOLDER = 'paste the order id from CheckoutWith3DS';
+
 const DEFAULT_QUERY = `# Headers (below) act as the demo member of tenant "acme".
 # 1. Run ListContracts: the tenant's contracts and their documents.
 # 2. Run CreateDocument: Variables (below) names the first contract; paste
@@ -19,11 +22,17 @@ const DEFAULT_QUERY = `# Headers (below) act as the demo member of tenant "acme"
 #    server's banner says which provider pays). Add couponId: "<the coupon's
 #    id from step 3>" to take it off the price, or try pm_card_chargeDeclined.
 #    MyOrders lists what you bought, newest first.
-# 5. Run IssueSilverWeek: ENDED (it ran 2026-09-19 to 09-23) and IssueWinter:
+# 5. 3-D Secure, as Japanese card payments ask for it: run CheckoutWith3DS.
+#    It answers REQUIRES_ACTION and a clientSecret. Open
+#    /dev/authenticate?client_secret=<the clientSecret> on this server (in a
+#    browser, Stripe.js's handleNextAction would show the card issuer's page)
+#    and complete or fail it. Then put the order's id in Variables (orderId)
+#    and run ConfirmCheckout: PAID, or DECLINED with a failureCode.
+# 6. Run IssueSilverWeek: ENDED (it ran 2026-09-19 to 09-23) and IssueWinter:
 #    NOT_STARTED (it opens a week after the demo data was loaded); the
 #    database's clock decides. MyCoupons shows each coupon's expiresAt and
 #    status (EXPIRED once its expiresAt has passed).
-# 6. With acme's admin in Headers ({"x-hasura-role": "admin",
+# 7. With acme's admin in Headers ({"x-hasura-role": "admin",
 #    "x-hasura-tenant-id": "acme"}), run ChangeBudget: CHANGED, or
 #    BELOW_ISSUED under what members already hold.
 
@@ -48,12 +57,27 @@ mutation IssueWelcome {
 mutation Checkout {
   checkout(input: { amountYen: 1800, paymentMethod: "pm_card_visa" }) {
     status
-    order { id status amountYen discountYen chargedYen couponId paymentIntentId createdAt }
+    order { id status amountYen discountYen dueYen paidYen couponId paymentIntentId createdAt }
   }
 }
 
 query MyOrders {
-  orders(first: 5) { id status amountYen discountYen chargedYen couponId createdAt }
+  orders(first: 5) { id status amountYen dueYen paidYen refundedYen failureCode createdAt }
+}
+
+mutation CheckoutWith3DS {
+  checkout(input: { amountYen: 2400, paymentMethod: "pm_card_threeDSecure2Required" }) {
+    status
+    clientSecret
+    order { id status dueYen paidYen }
+  }
+}
+
+mutation ConfirmCheckout($orderId: UUID!) {
+  confirmCheckout(input: { orderId: $orderId }) {
+    status
+    order { id status dueYen paidYen failureCode paymentIntentId }
+  }
 }
 
 mutation IssueSilverWeek {
@@ -82,8 +106,8 @@ export function graphiqlOptions(config: AppConfig) {
   return {
     title: 'Mutation backend',
     defaultQuery: DEFAULT_QUERY,
-    // The Variables pane of a first visit: CreateDocument runs as it stands.
-    variables: JSON.stringify({ contractId: DEMO_CONTRACT_ID }, null, 2),
+    // The Variables pane of a first visit: CreateDocument runs as it stands; ConfirmCheckout once orderId is pasted.
+    variables: JSON.stringify({ contractId: DEMO_CONTRACT_ID, orderId: ORDER_ID_PLACEHOLDER }, null, 2),
     // Only dev mode trusts these headers; with a secret or JWT configured the caller brings their own.
     headers: isDevMode(config) ? JSON.stringify(DEMO_HEADERS, null, 2) : undefined,
     shouldPersistHeaders: false,

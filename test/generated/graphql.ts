@@ -105,6 +105,8 @@ export type CheckoutInput = {
 
 export type CheckoutPayload = {
   __typename?: 'CheckoutPayload';
+  /** The PaymentIntent's client secret, only with REQUIRES_ACTION (and only to the order's member): Stripe.js needs it. */
+  clientSecret?: Maybe<Scalars['String']['output']>;
   /** Null for COUPON_UNAVAILABLE, which wrote nothing. */
   order?: Maybe<Order>;
   status: CheckoutStatus;
@@ -118,7 +120,9 @@ export type CheckoutStatus =
   /** Paid now (or before, for a resend with the same Idempotency-Key). */
   | 'PAID'
   /** The outcome is not known yet (the provider did not answer in time, or answered that it is still working): the order stays PENDING_PAYMENT with its coupon held, and the server settles it; read it with `order`, or resend with the same Idempotency-Key. */
-  | 'PENDING';
+  | 'PENDING'
+  /** The card asks for authentication (3-D Secure): finish it in the browser with Stripe.js, stripe.handleNextAction({ clientSecret }), then call confirmCheckout. The order stays PENDING_PAYMENT with its coupon held; an authentication not finished within PAYMENTS_ACTION_TIMEOUT_MS is given up (the order CANCELED, the coupon given back). */
+  | 'REQUIRES_ACTION';
 
 export type CleanupHuddlesPayload = {
   __typename?: 'CleanupHuddlesPayload';
@@ -126,6 +130,11 @@ export type CleanupHuddlesPayload = {
   participantsRemoved: Scalars['Int']['output'];
   /** Sessions ended because nobody was left. */
   sessionsEnded: Scalars['Int']['output'];
+};
+
+export type ConfirmCheckoutInput = {
+  /** The order checkout answered REQUIRES_ACTION (or PENDING) for. */
+  orderId: Scalars['UUID']['input'];
 };
 
 export type Contract = {
@@ -328,10 +337,12 @@ export type Mutation = {
   __typename?: 'Mutation';
   /** Sets a campaign's budget, raised or lowered, while its members issue: in force at once for every server process, with budget slots and leases alike; leased room not yet issued is taken back. Below what members hold it is BELOW_ISSUED and nothing changes. Tenant admin only. */
   changeCampaignBudget: ChangeCampaignBudgetPayload;
-  /** Buys for amountYen less one of your coupons, paid with paymentMethod at the payment provider: PAID, DECLINED, or PENDING while the outcome is not known (not an error). Honours Idempotency-Key: a resend is the same order and the same charge. COUPON_UNAVAILABLE writes nothing and charges nobody. */
+  /** Buys for amountYen less one of your coupons, paid with paymentMethod at the payment provider: PAID, DECLINED, REQUIRES_ACTION (finish the authentication with clientSecret, then confirmCheckout), or PENDING while the outcome is not known (not an error). Honours Idempotency-Key: a resend is the same order and the same charge. COUPON_UNAVAILABLE writes nothing and charges nobody. */
   checkout: CheckoutPayload;
   /** Runs one stale-huddle cleanup pass now (the worker runs one every HUDDLE_CLEANUP_INTERVAL_MS): the tenant's, or every tenant's for the platform operator. Admins only. */
   cleanupHuddles: CleanupHuddlesPayload;
+  /** After the customer's browser finished (or failed) an authentication: asks the payment provider how the order's payment stands and settles it: PAID, DECLINED, still REQUIRES_ACTION, or PENDING. Your own orders only (another is NOT_FOUND); a settled order is answered as it stands. Honours Idempotency-Key. */
+  confirmCheckout: CheckoutPayload;
   /** Creates a coupon campaign in the session's tenant. Tenant admin only. */
   createCampaign: CreateCampaignPayload;
   /** Creates a contract in the session's tenant. */
@@ -350,6 +361,8 @@ export type Mutation = {
   leaveHuddle: HuddlePayload;
   /** Redeems one of the session's member's coupons, once: REDEEMED the first time, ALREADY_REDEEMED after. A voided coupon is refused (VOIDED), and so are one a checkout holds (HELD) and one past its expiresAt (EXPIRED); another member's coupon is NOT_FOUND. */
   redeemCoupon: RedeemCouponPayload;
+  /** Refunds a PAID order of the tenant at the payment provider: amountYen of it, or all that is left. The order's refundedYen grows by what the provider refunded (REFUNDED once it is whole, which gives the coupon back), with one order.refunded event per refund. A refund beyond what is left is BAD_USER_INPUT and reaches nobody. Honours Idempotency-Key: a resend is the same refund, made once. */
+  refundOrder: RefundOrderPayload;
 };
 
 
@@ -360,6 +373,11 @@ export type MutationChangeCampaignBudgetArgs = {
 
 export type MutationCheckoutArgs = {
   input: CheckoutInput;
+};
+
+
+export type MutationConfirmCheckoutArgs = {
+  input: ConfirmCheckoutInput;
 };
 
 
@@ -407,31 +425,49 @@ export type MutationRedeemCouponArgs = {
   input: RedeemCouponInput;
 };
 
+
+export type MutationRefundOrderArgs = {
+  input: RefundOrderInput;
+};
+
 /** A purchase of a member, paid at the payment provider less one of their coupons. */
 export type Order = {
   __typename?: 'Order';
   /** The price, in yen. */
   amountYen: Scalars['Int']['output'];
-  /** amountYen - discountYen, never below 0: what the payment provider charges. */
+  /**
+   * amountYen - discountYen: what the provider is asked for, also on an order that was never charged.
+   * @deprecated Read dueYen (what is asked) or paidYen (what was paid): a canceled order was never charged.
+   */
   chargedYen: Scalars['Int']['output'];
   couponId?: Maybe<Scalars['UUID']['output']>;
   createdAt: Scalars['DateTime']['output'];
   /** The coupon's value (0 without one); it may exceed the price. */
   discountYen: Scalars['Int']['output'];
+  /** What the payment provider is asked for: amountYen - discountYen, never below 0. Asked, not paid: see paidYen. */
+  dueYen: Scalars['Int']['output'];
+  /** Why a CANCELED order's payment failed: Stripe's decline_code or code (card_declined, insufficient_funds, …). */
+  failureCode?: Maybe<Scalars['String']['output']>;
   id: Scalars['UUID']['output'];
   memberId: Scalars['ID']['output'];
-  /** The payment provider's PaymentIntent (pi_…), once it answered with one. */
+  /** What was paid: dueYen once the order is PAID (or REFUNDED; refunds are refundedYen), 0 while pending and when canceled. */
+  paidYen: Scalars['Int']['output'];
+  /** The payment provider's PaymentIntent (pi_…) of a settled order. */
   paymentIntentId?: Maybe<Scalars['String']['output']>;
+  /** What the payment provider refunded of the charge (refundOrder). */
+  refundedYen: Scalars['Int']['output'];
   status: OrderStatus;
 };
 
 export type OrderStatus =
-  /** The payment was declined: no charge, the coupon given back. */
+  /** The payment was declined, failed or given up: nothing was charged (paidYen 0), the coupon given back. */
   | 'CANCELED'
-  /** Paid: one charge of chargedYen, the coupon redeemed. */
+  /** Paid: one charge of dueYen, the coupon redeemed. A partial refund leaves it PAID (see refundedYen). */
   | 'PAID'
-  /** Waiting for the payment: its coupon is held, its outcome not known yet. */
-  | 'PENDING_PAYMENT';
+  /** Waiting for the payment (or for its customer to finish an authentication): its coupon is held, its outcome not known yet. */
+  | 'PENDING_PAYMENT'
+  /** Paid, then refunded whole (refundedYen equals paidYen): the coupon given back. */
+  | 'REFUNDED';
 
 export type OutboxStats = {
   __typename?: 'OutboxStats';
@@ -542,6 +578,19 @@ export type RedeemCouponStatus =
   | 'REDEEMED'
   /** The coupon was voided and cannot be redeemed. Nothing was written. */
   | 'VOIDED';
+
+export type RefundOrderInput = {
+  /** The yen to refund, at most what is left of the charge; omitted: all that is left. */
+  amountYen?: InputMaybe<Scalars['Int']['input']>;
+  /** A PAID order of your tenant. */
+  orderId: Scalars['UUID']['input'];
+};
+
+export type RefundOrderPayload = {
+  __typename?: 'RefundOrderPayload';
+  /** The order as it stands: refundedYen grown by the refund once the provider made it (REFUNDED once it is whole). */
+  order: Order;
+};
 
 export type Tenant = {
   __typename?: 'Tenant';
@@ -697,28 +746,45 @@ export type HuddleQueryVariables = Exact<{
 
 export type HuddleQuery = { __typename?: 'Query', huddle?: { __typename?: 'HuddleSession', id: string, objectiveId: string, startedAt: string, endedAt?: string | null, participants: Array<{ __typename?: 'HuddleParticipant', memberId: string, joinedAt: string, lastHeartbeatAt: string }> } | null };
 
+export type OrderFieldsFragment = { __typename?: 'Order', id: string, memberId: string, status: OrderStatus, amountYen: number, discountYen: number, dueYen: number, paidYen: number, refundedYen: number, failureCode?: string | null, couponId?: string | null, paymentIntentId?: string | null, createdAt: string };
+
 export type CheckoutMutationVariables = Exact<{
   input: CheckoutInput;
 }>;
 
 
-export type CheckoutMutation = { __typename?: 'Mutation', checkout: { __typename?: 'CheckoutPayload', status: CheckoutStatus, order?: { __typename?: 'Order', id: string, memberId: string, status: OrderStatus, amountYen: number, discountYen: number, chargedYen: number, couponId?: string | null, paymentIntentId?: string | null, createdAt: string } | null } };
+export type CheckoutMutation = { __typename?: 'Mutation', checkout: { __typename?: 'CheckoutPayload', status: CheckoutStatus, clientSecret?: string | null, order?: { __typename?: 'Order', id: string, memberId: string, status: OrderStatus, amountYen: number, discountYen: number, dueYen: number, paidYen: number, refundedYen: number, failureCode?: string | null, couponId?: string | null, paymentIntentId?: string | null, createdAt: string } | null } };
+
+export type ConfirmCheckoutMutationVariables = Exact<{
+  input: ConfirmCheckoutInput;
+}>;
+
+
+export type ConfirmCheckoutMutation = { __typename?: 'Mutation', confirmCheckout: { __typename?: 'CheckoutPayload', status: CheckoutStatus, clientSecret?: string | null, order?: { __typename?: 'Order', id: string, memberId: string, status: OrderStatus, amountYen: number, discountYen: number, dueYen: number, paidYen: number, refundedYen: number, failureCode?: string | null, couponId?: string | null, paymentIntentId?: string | null, createdAt: string } | null } };
+
+export type RefundOrderMutationVariables = Exact<{
+  input: RefundOrderInput;
+}>;
+
+
+export type RefundOrderMutation = { __typename?: 'Mutation', refundOrder: { __typename?: 'RefundOrderPayload', order: { __typename?: 'Order', id: string, memberId: string, status: OrderStatus, amountYen: number, discountYen: number, dueYen: number, paidYen: number, refundedYen: number, failureCode?: string | null, couponId?: string | null, paymentIntentId?: string | null, createdAt: string } } };
 
 export type OrderQueryVariables = Exact<{
   id: Scalars['UUID']['input'];
 }>;
 
 
-export type OrderQuery = { __typename?: 'Query', order?: { __typename?: 'Order', id: string, memberId: string, status: OrderStatus, amountYen: number, discountYen: number, chargedYen: number, couponId?: string | null, paymentIntentId?: string | null, createdAt: string } | null };
+export type OrderQuery = { __typename?: 'Query', order?: { __typename?: 'Order', id: string, memberId: string, status: OrderStatus, amountYen: number, discountYen: number, dueYen: number, paidYen: number, refundedYen: number, failureCode?: string | null, couponId?: string | null, paymentIntentId?: string | null, createdAt: string } | null };
 
 export type OrdersQueryVariables = Exact<{
   first?: InputMaybe<Scalars['Int']['input']>;
 }>;
 
 
-export type OrdersQuery = { __typename?: 'Query', orders: Array<{ __typename?: 'Order', id: string, memberId: string, status: OrderStatus, amountYen: number, discountYen: number, chargedYen: number, couponId?: string | null, paymentIntentId?: string | null, createdAt: string }> };
+export type OrdersQuery = { __typename?: 'Query', orders: Array<{ __typename?: 'Order', id: string, memberId: string, status: OrderStatus, amountYen: number, discountYen: number, dueYen: number, paidYen: number, refundedYen: number, failureCode?: string | null, couponId?: string | null, paymentIntentId?: string | null, createdAt: string }> };
 
 export const HuddleSessionFieldsFragmentDoc = {"kind":"Document","definitions":[{"kind":"FragmentDefinition","name":{"kind":"Name","value":"HuddleSessionFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleSession"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"objectiveId"}},{"kind":"Field","name":{"kind":"Name","value":"startedAt"}},{"kind":"Field","name":{"kind":"Name","value":"endedAt"}},{"kind":"Field","name":{"kind":"Name","value":"participants"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"joinedAt"}},{"kind":"Field","name":{"kind":"Name","value":"lastHeartbeatAt"}}]}}]}}]} as unknown as DocumentNode<HuddleSessionFieldsFragment, unknown>;
+export const OrderFieldsFragmentDoc = {"kind":"Document","definitions":[{"kind":"FragmentDefinition","name":{"kind":"Name","value":"OrderFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"Order"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"dueYen"}},{"kind":"Field","name":{"kind":"Name","value":"paidYen"}},{"kind":"Field","name":{"kind":"Name","value":"refundedYen"}},{"kind":"Field","name":{"kind":"Name","value":"failureCode"}},{"kind":"Field","name":{"kind":"Name","value":"couponId"}},{"kind":"Field","name":{"kind":"Name","value":"paymentIntentId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]} as unknown as DocumentNode<OrderFieldsFragment, unknown>;
 export const CreateTenantDocument = {"__meta__":{"hash":"a89ccf052e4d723d46cff4571044ac6ea710f6cfb88be7895f96c3b4861bce92"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateTenant"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateTenantInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createTenant"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"tenant"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"name"}},{"kind":"Field","name":{"kind":"Name","value":"monthlyCapYen"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]}}]} as unknown as DocumentNode<CreateTenantMutation, CreateTenantMutationVariables>;
 export const CreateContractDocument = {"__meta__":{"hash":"8e6d569713a282aeb133e1cbe9c84cc134413d214943db254b7bf7dbba7623e7"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateContract"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateContractInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createContract"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"contract"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"title"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]}}]} as unknown as DocumentNode<CreateContractMutation, CreateContractMutationVariables>;
 export const CreateContractDocumentDocument = {"__meta__":{"hash":"76713123f1103181b12ef8ad2e7db9f26a28b04a75efbba6dc6e3e4bb82ca0dc"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CreateContractDocument"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CreateContractDocumentInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"createContractDocument"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"document"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"contractId"}},{"kind":"Field","name":{"kind":"Name","value":"docNumber"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]}}]} as unknown as DocumentNode<CreateContractDocumentMutation, CreateContractDocumentMutationVariables>;
@@ -738,6 +804,8 @@ export const HeartbeatHuddleDocument = {"__meta__":{"hash":"f75498e40a0e2b122c69
 export const LeaveHuddleDocument = {"__meta__":{"hash":"3be037495515c0a2597748a89cebcf81fb78e6791679df1caba3acb9476861f5"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"LeaveHuddle"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"leaveHuddle"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"session"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"HuddleSessionFields"}}]}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"HuddleSessionFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleSession"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"objectiveId"}},{"kind":"Field","name":{"kind":"Name","value":"startedAt"}},{"kind":"Field","name":{"kind":"Name","value":"endedAt"}},{"kind":"Field","name":{"kind":"Name","value":"participants"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"joinedAt"}},{"kind":"Field","name":{"kind":"Name","value":"lastHeartbeatAt"}}]}}]}}]} as unknown as DocumentNode<LeaveHuddleMutation, LeaveHuddleMutationVariables>;
 export const CleanupHuddlesDocument = {"__meta__":{"hash":"c667e2e3e3fb00fc49243e652af3dcef152cd21790a652797a1cff2003ea2f39"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"CleanupHuddles"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"cleanupHuddles"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"participantsRemoved"}},{"kind":"Field","name":{"kind":"Name","value":"sessionsEnded"}}]}}]}}]} as unknown as DocumentNode<CleanupHuddlesMutation, CleanupHuddlesMutationVariables>;
 export const HuddleDocument = {"__meta__":{"hash":"0b2c30e289e4b177b32852b39e50f66d34d64d903ae19d82a7b10fdee89a8ae8"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Huddle"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"objectiveId"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"ID"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"huddle"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"objectiveId"},"value":{"kind":"Variable","name":{"kind":"Name","value":"objectiveId"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"HuddleSessionFields"}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"HuddleSessionFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"HuddleSession"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"objectiveId"}},{"kind":"Field","name":{"kind":"Name","value":"startedAt"}},{"kind":"Field","name":{"kind":"Name","value":"endedAt"}},{"kind":"Field","name":{"kind":"Name","value":"participants"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"joinedAt"}},{"kind":"Field","name":{"kind":"Name","value":"lastHeartbeatAt"}}]}}]}}]} as unknown as DocumentNode<HuddleQuery, HuddleQueryVariables>;
-export const CheckoutDocument = {"__meta__":{"hash":"d820db05abee08a1abe3493baf07dbfd5ba62d1fe43adb244a9361e894fa0f90"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"Checkout"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CheckoutInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"checkout"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"order"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"chargedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponId"}},{"kind":"Field","name":{"kind":"Name","value":"paymentIntentId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]}}]} as unknown as DocumentNode<CheckoutMutation, CheckoutMutationVariables>;
-export const OrderDocument = {"__meta__":{"hash":"45a0653709e33f9d5df9164189d7603c3cb6fd8fff25db4682762cbed88b5d6c"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Order"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"id"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"UUID"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"order"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"id"},"value":{"kind":"Variable","name":{"kind":"Name","value":"id"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"chargedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponId"}},{"kind":"Field","name":{"kind":"Name","value":"paymentIntentId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]} as unknown as DocumentNode<OrderQuery, OrderQueryVariables>;
-export const OrdersDocument = {"__meta__":{"hash":"1c43672bd18e2906162b3d228c88d94e7cc3cd5a74ed4628c7d29d2840bef114"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Orders"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"first"}},"type":{"kind":"NamedType","name":{"kind":"Name","value":"Int"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"orders"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"first"},"value":{"kind":"Variable","name":{"kind":"Name","value":"first"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"chargedYen"}},{"kind":"Field","name":{"kind":"Name","value":"couponId"}},{"kind":"Field","name":{"kind":"Name","value":"paymentIntentId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]}}]} as unknown as DocumentNode<OrdersQuery, OrdersQueryVariables>;
+export const CheckoutDocument = {"__meta__":{"hash":"3884e45203d3eef8e1b444b218b1ef13be17010371c0d7ac800c9d06e0b9aee9"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"Checkout"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"CheckoutInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"checkout"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"clientSecret"}},{"kind":"Field","name":{"kind":"Name","value":"order"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"OrderFields"}}]}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"OrderFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"Order"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"dueYen"}},{"kind":"Field","name":{"kind":"Name","value":"paidYen"}},{"kind":"Field","name":{"kind":"Name","value":"refundedYen"}},{"kind":"Field","name":{"kind":"Name","value":"failureCode"}},{"kind":"Field","name":{"kind":"Name","value":"couponId"}},{"kind":"Field","name":{"kind":"Name","value":"paymentIntentId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]} as unknown as DocumentNode<CheckoutMutation, CheckoutMutationVariables>;
+export const ConfirmCheckoutDocument = {"__meta__":{"hash":"728af4ffdac8acd1f410163ff1cc092418649a4bf4ba5ebc06f9d389a103595d"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"ConfirmCheckout"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"ConfirmCheckoutInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"confirmCheckout"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"clientSecret"}},{"kind":"Field","name":{"kind":"Name","value":"order"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"OrderFields"}}]}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"OrderFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"Order"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"dueYen"}},{"kind":"Field","name":{"kind":"Name","value":"paidYen"}},{"kind":"Field","name":{"kind":"Name","value":"refundedYen"}},{"kind":"Field","name":{"kind":"Name","value":"failureCode"}},{"kind":"Field","name":{"kind":"Name","value":"couponId"}},{"kind":"Field","name":{"kind":"Name","value":"paymentIntentId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]} as unknown as DocumentNode<ConfirmCheckoutMutation, ConfirmCheckoutMutationVariables>;
+export const RefundOrderDocument = {"__meta__":{"hash":"9667bf2e9c4d6ca81f021986860d29b73044c0d08435cf89619b3aae47775da4"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"mutation","name":{"kind":"Name","value":"RefundOrder"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"input"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"RefundOrderInput"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"refundOrder"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"input"},"value":{"kind":"Variable","name":{"kind":"Name","value":"input"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"order"},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"OrderFields"}}]}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"OrderFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"Order"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"dueYen"}},{"kind":"Field","name":{"kind":"Name","value":"paidYen"}},{"kind":"Field","name":{"kind":"Name","value":"refundedYen"}},{"kind":"Field","name":{"kind":"Name","value":"failureCode"}},{"kind":"Field","name":{"kind":"Name","value":"couponId"}},{"kind":"Field","name":{"kind":"Name","value":"paymentIntentId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]} as unknown as DocumentNode<RefundOrderMutation, RefundOrderMutationVariables>;
+export const OrderDocument = {"__meta__":{"hash":"d35436d106fdf67e1d034ded138fae6187ac6869a20146c556dde82df2c68e58"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Order"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"id"}},"type":{"kind":"NonNullType","type":{"kind":"NamedType","name":{"kind":"Name","value":"UUID"}}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"order"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"id"},"value":{"kind":"Variable","name":{"kind":"Name","value":"id"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"OrderFields"}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"OrderFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"Order"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"dueYen"}},{"kind":"Field","name":{"kind":"Name","value":"paidYen"}},{"kind":"Field","name":{"kind":"Name","value":"refundedYen"}},{"kind":"Field","name":{"kind":"Name","value":"failureCode"}},{"kind":"Field","name":{"kind":"Name","value":"couponId"}},{"kind":"Field","name":{"kind":"Name","value":"paymentIntentId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]} as unknown as DocumentNode<OrderQuery, OrderQueryVariables>;
+export const OrdersDocument = {"__meta__":{"hash":"16016b4090376cb2bb6586fefd060316e0cb79ddbd31ec04a3d7ea339df0f769"},"kind":"Document","definitions":[{"kind":"OperationDefinition","operation":"query","name":{"kind":"Name","value":"Orders"},"variableDefinitions":[{"kind":"VariableDefinition","variable":{"kind":"Variable","name":{"kind":"Name","value":"first"}},"type":{"kind":"NamedType","name":{"kind":"Name","value":"Int"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"orders"},"arguments":[{"kind":"Argument","name":{"kind":"Name","value":"first"},"value":{"kind":"Variable","name":{"kind":"Name","value":"first"}}}],"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"FragmentSpread","name":{"kind":"Name","value":"OrderFields"}}]}}]}},{"kind":"FragmentDefinition","name":{"kind":"Name","value":"OrderFields"},"typeCondition":{"kind":"NamedType","name":{"kind":"Name","value":"Order"}},"selectionSet":{"kind":"SelectionSet","selections":[{"kind":"Field","name":{"kind":"Name","value":"id"}},{"kind":"Field","name":{"kind":"Name","value":"memberId"}},{"kind":"Field","name":{"kind":"Name","value":"status"}},{"kind":"Field","name":{"kind":"Name","value":"amountYen"}},{"kind":"Field","name":{"kind":"Name","value":"discountYen"}},{"kind":"Field","name":{"kind":"Name","value":"dueYen"}},{"kind":"Field","name":{"kind":"Name","value":"paidYen"}},{"kind":"Field","name":{"kind":"Name","value":"refundedYen"}},{"kind":"Field","name":{"kind":"Name","value":"failureCode"}},{"kind":"Field","name":{"kind":"Name","value":"couponId"}},{"kind":"Field","name":{"kind":"Name","value":"paymentIntentId"}},{"kind":"Field","name":{"kind":"Name","value":"createdAt"}}]}}]} as unknown as DocumentNode<OrdersQuery, OrdersQueryVariables>;

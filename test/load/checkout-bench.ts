@@ -4,6 +4,7 @@ import { CheckoutDocument } from '../generated/graphql.js';
 import { TEST_STRIPE_KEY } from '../support/checkout-run.js';
 import { startStripeStub } from '../support/stripe-stub.js';
 import { LoadClient, runLanes } from './client.js';
+import { measureThreeDSecure } from './checkout-3ds-bench.js';
 import { countBy, summarize } from './stats.js';
 import { BENCH_ACTION_SECRET, currentCommit, machineDescription, startScratchDatabase, startServerProcess } from './target.js';
 
@@ -13,9 +14,10 @@ import { BENCH_ACTION_SECRET, currentCommit, machineDescription, startScratchDat
  * Stripe stub that answers after 400 ms or 50 ms. The split design (the call with no connection and
  * no turn held) against the charge inside transaction 1, beside the bound a held connection gives:
  * DB_POOL_MAX / the provider's latency. The server runs as its own process, as in production
- * (NODE_ENV=production, workers off).
+ * (NODE_ENV=production, workers off). Then the 3-D Secure row (checkout-3ds-bench.ts): every purchase
+ * waits `--authenticate` ms on its customer.
  *
- *   npm run bench:checkout [-- --seconds 15 --clients 48 --pool 4 --latency 400,50]
+ *   npm run bench:checkout [-- --seconds 15 --clients 48 --pool 4 --latency 400,50 --authenticate 2000]
  */
 
 interface Args {
@@ -23,24 +25,25 @@ interface Args {
   clients: number;
   pool: number;
   latencies: number[];
+  authenticateMs: number;
 }
 
+const USAGE = 'usage: npm run bench:checkout [-- --seconds 15 --clients 48 --pool 4 --latency 400,50 --authenticate 2000]';
+
 function parseArgs(argv: string[]): Args {
-  const args: Args = { seconds: 15, clients: 48, pool: 4, latencies: [400, 50] };
+  const args: Args = { seconds: 15, clients: 48, pool: 4, latencies: [400, 50], authenticateMs: 2_000 };
   for (let i = 0; i < argv.length; i++) {
     const value = argv[i + 1] ?? '';
     if (argv[i] === '--seconds') args.seconds = Number(value);
     else if (argv[i] === '--clients') args.clients = Number(value);
     else if (argv[i] === '--pool') args.pool = Number(value);
     else if (argv[i] === '--latency') args.latencies = value.split(',').map(Number);
-    else
-      throw new Error(
-        `unknown argument ${argv[i]}; usage: npm run bench:checkout [-- --seconds 15 --clients 48 --pool 4 --latency 400,50]`,
-      );
+    else if (argv[i] === '--authenticate') args.authenticateMs = Number(value);
+    else throw new Error(`unknown argument ${argv[i]}; ${USAGE}`);
     i++;
   }
-  if (![args.seconds, args.clients, args.pool, ...args.latencies].every((n) => Number.isInteger(n) && n > 0)) {
-    throw new Error('--seconds, --clients, --pool and --latency take whole numbers above 0');
+  if (![args.seconds, args.clients, args.pool, args.authenticateMs, ...args.latencies].every((n) => Number.isInteger(n) && n > 0)) {
+    throw new Error('--seconds, --clients, --pool, --latency and --authenticate take whole numbers above 0');
   }
   return args;
 }
@@ -142,6 +145,19 @@ try {
       `| ${row.label} | ${row.requestsPerSecond.toFixed(1)} | ${held.toFixed(1)} | ${clients.toFixed(1)} | ${row.p50.toFixed(0)} | ${row.p99.toFixed(0)} | ${JSON.stringify(row.answers)} |`,
     );
   }
+  const latencyMs = args.latencies.at(-1)!;
+  const tds = await measureThreeDSecure(scratch.databaseUrl, sql, { ...args, latencyMs });
+  console.error(`measured ${tds.label}`);
+  const customersBound = (args.clients * 1_000) / (args.authenticateMs + 2 * latencyMs);
+  console.log(`\n3-D Secure: each purchase waits ${args.authenticateMs} ms on its customer; /metrics sampled ${tds.samples} times\n`);
+  console.log(
+    '| row | paid/s | bound of the customers (clients / (authentication + 2 calls)) | p50 ms | p99 ms | waiting on customers at once (max) | pool connections in use (mean, max of ' +
+      `${args.pool}) | turns held (mean, max) | answers |`,
+  );
+  console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |');
+  console.log(
+    `| ${tds.label} | ${tds.purchasesPerSecond.toFixed(1)} | ${customersBound.toFixed(1)} | ${tds.p50.toFixed(0)} | ${tds.p99.toFixed(0)} | ${tds.awaitingMax} | ${tds.poolInUseMean.toFixed(2)}, ${tds.poolInUseMax} | ${tds.inFlightMean.toFixed(2)}, ${tds.inFlightMax} | ${JSON.stringify(tds.answers)} |`,
+  );
 } finally {
   await sql.end();
   await scratch.stop();

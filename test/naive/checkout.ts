@@ -1,7 +1,12 @@
+import type Stripe from 'stripe';
 import { resultOf, settleCheckout, splitCheckout, type CheckoutAlgorithm } from '../../src/features/checkout/flow.js';
-import { recordOutcome } from '../../src/features/checkout/record.js';
+import { cancelKeyOf } from '../../src/features/checkout/outcome.js';
+import { reconcileOnce, SPLIT_STEPS, type ReconcileSteps } from '../../src/features/checkout/reconciler.js';
+import { recordDeclined, recordPaid } from '../../src/features/checkout/record.js';
 import { reserveOrder } from '../../src/features/checkout/reserve.js';
+import { actOnEvent } from '../../src/features/checkout/webhook.js';
 import type { PaymentProvider } from '../../src/features/payments/provider.js';
+import { settleAnswer } from '../../src/features/checkout/outcome.js';
 
 /**
  * The checkouts a newcomer writes first, kept to prove the tests can fail (docs/design.md §10).
@@ -18,22 +23,32 @@ export const chargeInsideTransaction: CheckoutAlgorithm = {
   async reserve(trx, request, { provider, timeoutMs }) {
     const reservation = await reserveOrder(trx, request);
     if (reservation.status !== 'RESERVED') return reservation;
-    const outcome = await provider.charge(reservation.payment, timeoutMs);
-    if (outcome.kind === 'unknown') throw new Error(`the payment's outcome is not known (${outcome.reason})`);
-    return { status: 'PAID', order: await recordOutcome(trx, request.tenantId, request.orderId, outcome, request.now) };
+    const answer = await provider.charge(reservation.payment, timeoutMs);
+    const { tenantId, orderId, now } = request;
+    if (answer.kind === 'intent' && answer.intent.status === 'succeeded' && answer.intent.id !== null) {
+      return { status: 'PAID', order: await recordPaid(trx, { tenantId, orderId, intentId: answer.intent.id, now }) };
+    }
+    if (answer.kind === 'declined' || answer.kind === 'intent') {
+      const failureCode = answer.failureCode ?? 'declined';
+      return { status: 'PAID', order: await recordDeclined(trx, { tenantId, orderId, intentId: null, failureCode, now }) };
+    }
+    throw new Error(`the payment's outcome is not known (${answer.reason})`);
   },
   settle: async (reservation) =>
-    reservation.status === 'COUPON_UNAVAILABLE' ? { status: 'COUPON_UNAVAILABLE', order: null } : resultOf(reservation.order),
+    reservation.status === 'COUPON_UNAVAILABLE'
+      ? { status: 'COUPON_UNAVAILABLE', order: null, clientSecret: null }
+      : resultOf(reservation.order),
   reconcile: splitCheckout.reconcile,
+  webhook: splitCheckout.webhook,
 };
 
 /** A provider whose unknown outcomes are read as declines: what "no answer means no payment" looks like. */
 function unknownAsDeclined(provider: PaymentProvider): PaymentProvider {
   return {
-    name: provider.name,
+    ...provider,
     async charge(request, timeoutMs) {
-      const outcome = await provider.charge(request, timeoutMs);
-      return outcome.kind === 'unknown' ? { kind: 'declined', intentId: null, declineCode: `assumed: ${outcome.reason}` } : outcome;
+      const answer = await provider.charge(request, timeoutMs);
+      return answer.kind === 'unknown' ? { kind: 'declined', failureCode: 'assumed_declined' } : answer;
     },
   };
 }
@@ -47,6 +62,7 @@ export const lostAnswerIsDecline: CheckoutAlgorithm = {
   reserve: splitCheckout.reserve,
   settle: (reservation, replayed, deps) => settleCheckout(reservation, replayed, { ...deps, provider: unknownAsDeclined(deps.provider) }),
   reconcile: (deps) => splitCheckout.reconcile({ ...deps, provider: unknownAsDeclined(deps.provider) }),
+  webhook: splitCheckout.webhook,
 };
 
 /** The split design without its reconciler: what a lost answer or a crash leaves pending stays pending, its coupon held. */
@@ -54,11 +70,56 @@ export const noReconciler: CheckoutAlgorithm = {
   name: 'no reconciler',
   reserve: splitCheckout.reserve,
   settle: splitCheckout.settle,
-  reconcile: async () => ({ resent: 0, paid: 0, declined: 0, unknown: 0, unsettled: 0 }),
+  reconcile: async () => ({ resent: 0, paid: 0, declined: 0, unknown: 0, unsettled: 0, refunds: 0 }),
+  webhook: splitCheckout.webhook,
+};
+
+/**
+ * Settles from the webhook's body as it came: no signature is checked, so anyone who can reach
+ * the endpoint can pay an order with a forged `payment_intent.succeeded`.
+ */
+export const unverifiedWebhook: CheckoutAlgorithm = {
+  ...splitCheckout,
+  name: 'a webhook settled from its unverified body',
+  webhook: (deps, rawBody) => actOnEvent(deps, JSON.parse(rawBody.toString('utf8')) as Stripe.Event),
+};
+
+/**
+ * Gives up an abandoned authentication by canceling at Stripe without reading the answer: a
+ * customer who finished at the last second has paid, and the order is canceled all the same.
+ */
+export const cancelWithoutReading: CheckoutAlgorithm = {
+  ...splitCheckout,
+  name: 'a timeout that cancels without reading the answer',
+  reconcile: (deps) =>
+    reconcileOnce(deps, {
+      ...SPLIT_STEPS,
+      async abandon(outcome, payment) {
+        await outcome.provider.cancel(payment.intentId!, cancelKeyOf(payment.orderId), deps.options.timeoutMs);
+        return settleAnswer(outcome, payment, { kind: 'declined', failureCode: 'abandoned' });
+      },
+    } satisfies ReconcileSteps),
+};
+
+/**
+ * Resends the create request whatever the key's age: after Stripe forgot the key (24 hours) the
+ * same request is a new PaymentIntent, and a second charge.
+ */
+export const recreateAfterKeyLifetime: CheckoutAlgorithm = {
+  ...splitCheckout,
+  name: 'a reconciler that creates again after 24 hours',
+  reconcile: (deps) =>
+    reconcileOnce(deps, {
+      ...SPLIT_STEPS,
+      ask: (outcome, payment) => SPLIT_STEPS.ask(outcome, { ...payment, keyYoung: true }),
+    }),
 };
 
 export const NAIVE_CHECKOUTS: Record<string, CheckoutAlgorithm> = {
   'charge-inside': chargeInsideTransaction,
   'lost-is-decline': lostAnswerIsDecline,
   'no-reconciler': noReconciler,
+  'unverified-webhook': unverifiedWebhook,
+  'cancel-without-reading': cancelWithoutReading,
+  'recreate-after-24h': recreateAfterKeyLifetime,
 };

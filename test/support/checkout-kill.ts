@@ -20,9 +20,11 @@ import { waitFor } from './wait.js';
 export type KillPoint = 'before-call' | 'during-call' | 'before-record';
 
 export interface KillRunResult {
-  /** The order's status and the coupon's state just after the kill, then after the reconciler's pass. */
+  /** The order's status and the coupon's state just after the kill, then after the reconciler's pass (or the keyed resend). */
   afterKill: string;
   afterReconcile: string;
+  /** With `resend`: what the resend to a restarted server answered, and whether it named the first order. */
+  resent?: { status: string; sameOrder: boolean };
   charges: number;
   violations: string[];
 }
@@ -36,9 +38,10 @@ export interface KillRunResult {
 export async function killDuringCheckout(
   backend: TestBackend,
   stub: StripeStub,
-  options: { tenantId: string; point: KillPoint; algorithm: string },
+  options: { tenantId: string; point: KillPoint; algorithm: string; resend?: boolean },
 ): Promise<KillRunResult> {
   const { tenantId, point } = options;
+  const key: Record<string, string> = options.resend ? { 'idempotency-key': `${tenantId}-purchase` } : {};
   await createTenant(backend, tenantId, 1_000_000);
   const [coupon] = await issueCoupons(backend, tenantId, 'kill', 300, ['buyer']);
   const server = await startServerProcess(
@@ -48,14 +51,16 @@ export async function killDuringCheckout(
   const locker = new pg.Client({ connectionString: backend.databaseUrl });
   try {
     const held = stub.hold();
-    const sent = fetch(server.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...asUser(tenantId, 'buyer') },
-      body: JSON.stringify({
-        query: print(CheckoutDocument),
-        variables: { input: { amountYen: 1_000, couponId: coupon, paymentMethod: 'pm_card_visa' } },
-      }),
-    }).catch(() => null);
+    const send = (url: string) =>
+      fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...asUser(tenantId, 'buyer'), ...key },
+        body: JSON.stringify({
+          query: print(CheckoutDocument),
+          variables: { input: { amountYen: 1_000, couponId: coupon, paymentMethod: 'pm_card_visa' } },
+        }),
+      });
+    const sent = send(server.url).catch(() => null);
     await held.arrived;
     if (point === 'before-record') {
       const order = await waitFor(async () => (await orderOf(backend, tenantId))?.id, 'the committed order');
@@ -86,18 +91,44 @@ export async function killDuringCheckout(
     }, "the dead process's sessions to end");
     await waitFor(() => (stub.inFlight === 0 ? true : undefined), 'the stub to finish');
     const afterKill = await stateOf(backend, tenantId);
-    await backend.sql.query("update payment_intents set next_attempt_at = now() where tenant_id = $1 and status = 'pending'", [tenantId]);
-    await (NAIVE_CHECKOUTS[options.algorithm] ?? splitCheckout).reconcile(reconcileDeps(backend.services)!);
+    const resent = options.resend ? await resendToRestarted(backend, stub, options.algorithm, send, tenantId) : undefined;
+    if (!options.resend) {
+      await backend.sql.query("update payment_intents set next_attempt_at = now() where tenant_id = $1 and status = 'pending'", [tenantId]);
+      await (NAIVE_CHECKOUTS[options.algorithm] ?? splitCheckout).reconcile(reconcileDeps(backend.services)!);
+    }
     const tables = await readCheckoutTables(backend.sql, tenantId);
     return {
       afterKill,
       afterReconcile: await stateOf(backend, tenantId),
+      ...(resent ? { resent } : {}),
       charges: stub.charges.filter((charge) => charge.tenantId === tenantId).length,
       violations: checkoutViolations(tables, stub, tenantId, true),
     };
   } finally {
     await locker.end().catch(() => undefined);
     if (server.child.exitCode === null && server.child.signalCode === null) await server.stop();
+  }
+}
+
+/** The same request, with the same key, to a server process started afresh: what a client does after losing its answer. */
+async function resendToRestarted(
+  backend: TestBackend,
+  stub: StripeStub,
+  algorithm: string,
+  send: (url: string) => Promise<Response>,
+  tenantId: string,
+): Promise<{ status: string; sameOrder: boolean }> {
+  const first = await orderOf(backend, tenantId);
+  const restarted = await startServerProcess(
+    'test/support/checkout-server.ts',
+    stubPayments(stub, { DATABASE_URL: backend.databaseUrl, RUN_WORKERS: 'false', CHECKOUT_ALGORITHM: algorithm }),
+  );
+  try {
+    const answer = (await (await send(restarted.url)).json()) as { data?: { checkout: { status: string; order: { id: string } | null } } };
+    const checkout = answer.data?.checkout;
+    return { status: checkout?.status ?? 'error', sameOrder: first !== undefined && checkout?.order?.id === first.id };
+  } finally {
+    await restarted.stop();
   }
 }
 

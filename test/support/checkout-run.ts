@@ -39,11 +39,20 @@ export async function issueCoupons(
 }
 
 export interface CheckoutTables {
-  orders: { id: string; status: string; charged_yen: number; coupon_id: string | null; payment_intent_id: string | null }[];
+  orders: {
+    id: string;
+    status: string;
+    charged_yen: number;
+    refunded_yen: number;
+    coupon_id: string | null;
+    payment_intent_id: string | null;
+  }[];
   /** Events per order id and topic. */
   events: Map<string, Map<string, number>>;
   /** coupon.redeemed events per coupon id. */
   couponRedeemed: Map<string, number>;
+  /** coupon.redeemed events per order id (a coupon given back by a refund pays a later order too). */
+  couponRedeemedFor: Map<string, number>;
   heldCoupons: { id: string; held_by_order_id: string }[];
   redeemedCoupons: Set<string>;
 }
@@ -51,7 +60,7 @@ export interface CheckoutTables {
 /** The tenant's orders, events and coupons as committed, counted with SQL. */
 export async function readCheckoutTables(sql: pg.Pool, tenantId: string): Promise<CheckoutTables> {
   const orders = await sql.query<CheckoutTables['orders'][number]>(
-    'select id, status, charged_yen, coupon_id, payment_intent_id from orders where tenant_id = $1',
+    'select id, status, charged_yen, refunded_yen, coupon_id, payment_intent_id from orders where tenant_id = $1',
     [tenantId],
   );
   const events = await sql.query<{ order_id: string; topic: string; n: number }>(
@@ -65,10 +74,16 @@ export async function readCheckoutTables(sql: pg.Pool, tenantId: string): Promis
     topics.set(row.topic, row.n);
     byOrder.set(row.order_id, topics);
   }
-  const redeemedEvents = await sql.query<{ coupon_id: string; n: number }>(
-    "select payload->>'couponId' as coupon_id, count(*)::int as n from outbox_events where tenant_id = $1 and topic = 'coupon.redeemed' group by 1",
+  const redeemedEvents = await sql.query<{ coupon_id: string; order_id: string | null; n: number }>(
+    `select payload->>'couponId' as coupon_id, payload->>'orderId' as order_id, count(*)::int as n
+       from outbox_events where tenant_id = $1 and topic = 'coupon.redeemed' group by 1, 2`,
     [tenantId],
   );
+  const sum = (rows: { key: string | null; n: number }[]) => {
+    const sums = new Map<string, number>();
+    for (const row of rows) if (row.key !== null) sums.set(row.key, (sums.get(row.key) ?? 0) + row.n);
+    return sums;
+  };
   const coupons = await sql.query<{ id: string; held_by_order_id: string | null; redeemed_at: Date | null }>(
     'select id, held_by_order_id, redeemed_at from coupons where tenant_id = $1',
     [tenantId],
@@ -76,18 +91,20 @@ export async function readCheckoutTables(sql: pg.Pool, tenantId: string): Promis
   return {
     orders: orders.rows,
     events: byOrder,
-    couponRedeemed: new Map(redeemedEvents.rows.map((row) => [row.coupon_id, row.n])),
+    couponRedeemed: sum(redeemedEvents.rows.map((row) => ({ key: row.coupon_id, n: row.n }))),
+    couponRedeemedFor: sum(redeemedEvents.rows.map((row) => ({ key: row.order_id, n: row.n }))),
     heldCoupons: coupons.rows.filter((c) => c.held_by_order_id !== null) as CheckoutTables['heldCoupons'],
     redeemedCoupons: new Set(coupons.rows.filter((c) => c.redeemed_at !== null).map((c) => c.id)),
   };
 }
 
 /**
- * What must hold whatever failed, read from the tables and the stub's ledger: a PAID order has
- * exactly one succeeded charge of its chargedYen (none when it charged 0), a CANCELED order none, no
- * charge exists without its PAID order, a coupon pays at most one order and is redeemed exactly
- * when its order is PAID, one order.paid or order.canceled event per settled order. With
- * `settled`, also that nothing is left PENDING_PAYMENT and no coupon is HELD.
+ * What must hold whatever failed, read from the tables and the stub's ledger: a PAID (or REFUNDED)
+ * order has exactly one succeeded charge of its chargedYen (none when it charged 0) and a
+ * refundedYen equal to the refunds the stub made for it, a CANCELED order no charge, no charge
+ * exists without its PAID order, a coupon pays at most one PAID order and is redeemed exactly when
+ * its order is PAID, one order.paid or order.canceled event per settled order. With `settled`, also
+ * that nothing is left PENDING_PAYMENT and no coupon is HELD.
  */
 export function checkoutViolations(tables: CheckoutTables, stub: StripeStub, tenantId: string, settled: boolean): string[] {
   const violations: string[] = [];
@@ -98,13 +115,20 @@ export function checkoutViolations(tables: CheckoutTables, stub: StripeStub, ten
   for (const order of tables.orders) {
     const made = chargesOf.get(order.id) ?? [];
     const topics = tables.events.get(order.id) ?? new Map<string, number>();
-    if (order.status === 'PAID') {
+    const refunded = stub.refunds.filter((refund) => refund.orderId === order.id).reduce((sum, refund) => sum + refund.amountYen, 0);
+    if (refunded !== order.refunded_yen)
+      violations.push(`order ${order.id} says ${order.refunded_yen} yen refunded, the provider ${refunded}`);
+    if (order.status === 'PAID' || order.status === 'REFUNDED') {
       const expected = order.charged_yen > 0 ? [order.charged_yen] : [];
       if (JSON.stringify(made) !== JSON.stringify(expected))
         violations.push(`PAID order ${order.id} has charges [${made}], not [${expected}]`);
       if (topics.get('order.paid') !== 1 || topics.has('order.canceled'))
         violations.push(`PAID order ${order.id} has events ${JSON.stringify([...topics])}`);
-      if (order.coupon_id !== null && (!tables.redeemedCoupons.has(order.coupon_id) || tables.couponRedeemed.get(order.coupon_id) !== 1))
+      if (
+        order.status === 'PAID' &&
+        order.coupon_id !== null &&
+        (!tables.redeemedCoupons.has(order.coupon_id) || tables.couponRedeemedFor.get(order.id) !== 1)
+      )
         violations.push(`PAID order ${order.id}: its coupon is not redeemed once`);
     } else if (order.status === 'CANCELED') {
       if (made.length > 0) violations.push(`CANCELED order ${order.id} was charged [${made}]`);
@@ -116,13 +140,14 @@ export function checkoutViolations(tables: CheckoutTables, stub: StripeStub, ten
     }
   }
   for (const charge of charges) {
-    if (orders.get(charge.orderId)?.status !== 'PAID' && settled)
+    if (!['PAID', 'REFUNDED'].includes(orders.get(charge.orderId)?.status ?? '') && settled)
       violations.push(`charge ${charge.intentId} has no PAID order (${charge.orderId})`);
     if (!orders.has(charge.orderId)) violations.push(`charge ${charge.intentId} is for an order that does not exist (${charge.orderId})`);
   }
   const perCoupon = new Map<string, number>();
   for (const order of tables.orders) {
-    if (order.coupon_id !== null && order.status !== 'CANCELED') perCoupon.set(order.coupon_id, (perCoupon.get(order.coupon_id) ?? 0) + 1);
+    if (order.coupon_id !== null && (order.status === 'PAID' || order.status === 'PENDING_PAYMENT'))
+      perCoupon.set(order.coupon_id, (perCoupon.get(order.coupon_id) ?? 0) + 1);
   }
   for (const [coupon, count] of perCoupon) if (count > 1) violations.push(`coupon ${coupon} pays ${count} orders`);
   for (const held of tables.heldCoupons) {

@@ -1,4 +1,6 @@
-import { recordOperatorFinding, type OperatorFinding } from '../../features/checkout/record.js';
+import type { Transaction } from 'kysely';
+import { OPERATOR_CANCELED, recordOperatorFinding, type OperatorFinding } from '../../features/checkout/record.js';
+import type { DB } from '../../db/schema.js';
 import { unsettledPayments } from '../../features/checkout/stats.js';
 import { ledgerCheck } from '../../features/coupons/ledger.js';
 import type { Database } from '../../db/database.js';
@@ -9,12 +11,13 @@ import { bootstrap, run } from '../../process/bootstrap.js';
 
 const USAGE = [
   'usage: npm run reconcile [-- --tenant ID]',
-  '         compares counters with facts and lists the payments nobody resends any more;',
-  '         exit 1 when counters and facts disagree, or payments wait for an operator',
+  '         compares counters with facts and lists the payments set aside for an operator;',
+  '         exit 1 when counters and facts disagree, or payments wait for an operator; 2 for an unknown tenant',
   '       npm run reconcile -- --tenant ID --settle ORDER_ID paid pi_…',
   '       npm run reconcile -- --tenant ID --settle ORDER_ID canceled',
   "         settles a pending payment by what the provider's dashboard shows for metadata order_id:",
-  '         a succeeded PaymentIntent (paid, its id), or none (canceled: the coupon is given back)',
+  '         a succeeded PaymentIntent (paid, its id), or none (canceled: the coupon is given back);',
+  '         says what it changed; exit 1 when the order was settled before, 2 when refused',
 ].join('\n');
 
 interface SettleRequest {
@@ -41,26 +44,79 @@ function parseSettle(args: string[], tenantId: string | null): SettleRequest | n
   throw new UsageError('--settle ORDER_ID takes "paid pi_…" (the succeeded PaymentIntent) or "canceled" (no charge at the provider)');
 }
 
-async function settle(database: Database, transactions: TransactionSettings, request: SettleRequest): Promise<void> {
+/** A refusal of the operator's request: nothing was changed; exit 2. */
+class Refused extends Error {}
+
+/** The order locked for the settlement, or a refusal: an unknown tenant or order, or a PaymentIntent another order holds. */
+async function lockForSettlement(trx: Transaction<DB>, request: SettleRequest) {
   const { tenantId, orderId, finding } = request;
-  const { value: order } = await runInTransaction(database.db, transactions, { deadline: Date.now() + LONG_WORK_LIMIT_MS }, async (trx) => {
-    const pending = await trx
+  const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', tenantId).executeTakeFirst();
+  if (tenant === undefined) throw new Refused(`no tenant ${tenantId}`);
+  const order = await trx
+    .selectFrom('orders')
+    .select(['status', 'coupon_id'])
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', orderId)
+    .forUpdate()
+    .executeTakeFirst();
+  if (order === undefined) throw new Refused(`no order ${orderId} in tenant ${tenantId}`);
+  if (finding.kind === 'paid') {
+    // Any tenant's: one PaymentIntent is one payment.
+    const holder = await trx
       .selectFrom('orders')
-      .select('status')
-      .where('tenant_id', '=', tenantId)
-      .where('id', '=', orderId)
+      .select(['tenant_id', 'id'])
+      .where('payment_intent_id', '=', finding.intentId)
+      .where((eb) => eb.or([eb('tenant_id', '!=', tenantId), eb('id', '!=', orderId)]))
       .executeTakeFirst();
-    if (pending === undefined) throw new UsageError(`no order ${orderId} in tenant ${tenantId}`);
-    return recordOperatorFinding(trx, tenantId, orderId, finding, new Date());
-  });
-  const expected = finding.kind === 'paid' ? 'PAID' : 'CANCELED';
-  console.log(`order ${orderId}: ${order.status}${order.status === expected ? '' : ' (it was settled before; nothing changed)'}`);
-  process.exitCode = order.status === expected ? 0 : 1;
+    if (holder)
+      throw new Refused(`refused: ${finding.intentId} already settles order ${holder.id} of tenant ${holder.tenant_id}; nothing changed`);
+  }
+  return order;
 }
 
-async function report(database: Database, tenantId: string | null, reconcileForMs: number): Promise<void> {
+/** What the settlement changed, in words; null when it changed nothing (the order was settled before). */
+async function settle(database: Database, transactions: TransactionSettings, request: SettleRequest): Promise<string | null> {
+  const { tenantId, orderId, finding } = request;
+  const { value } = await runInTransaction(database.db, transactions, { deadline: Date.now() + LONG_WORK_LIMIT_MS }, async (trx) => {
+    const before = await lockForSettlement(trx, request);
+    if (before.status !== 'PENDING_PAYMENT') return { before: before.status, after: null };
+    const after = await recordOperatorFinding(trx, tenantId, orderId, finding, new Date());
+    return { before: before.status, after };
+  });
+  if (value.after === null) return null;
+  const { after } = value;
+  const coupon = after.couponId === null ? '' : `, coupon ${after.couponId} ${after.status === 'PAID' ? 'redeemed' : 'given back'}`;
+  const event = after.status === 'PAID' ? 'order.paid' : 'order.canceled';
+  const intent = finding.kind === 'paid' ? ` with ${finding.intentId}` : ` (${OPERATOR_CANCELED})`;
+  return `order ${orderId}: ${value.before} -> ${after.status}${intent}${coupon}, ${event} event written`;
+}
+
+async function settleAndSay(database: Database, transactions: TransactionSettings, request: SettleRequest): Promise<void> {
+  const changed = await settle(database, transactions, request);
+  if (changed !== null) {
+    console.log(changed);
+    process.exitCode = 0;
+    return;
+  }
+  const { status } = await database.db
+    .selectFrom('orders')
+    .select('status')
+    .where('tenant_id', '=', request.tenantId)
+    .where('id', '=', request.orderId)
+    .executeTakeFirstOrThrow();
+  console.log(`order ${request.orderId}: ${status} (it was settled before; nothing changed)`);
+  process.exitCode = 1;
+}
+
+async function report(database: Database, tenantId: string | null): Promise<void> {
+  if (tenantId !== null) {
+    const tenant = await withCallLimit(LONG_WORK_LIMIT_MS, () =>
+      database.db.selectFrom('tenants').select('id').where('id', '=', tenantId).executeTakeFirst(),
+    );
+    if (tenant === undefined) throw new Refused(`no tenant ${tenantId}`);
+  }
   const ledger = await withCallLimit(LONG_WORK_LIMIT_MS, () => ledgerCheck(database.db, tenantId));
-  const unsettled = await withCallLimit(LONG_WORK_LIMIT_MS, () => unsettledPayments(database.db, reconcileForMs, tenantId));
+  const unsettled = await withCallLimit(LONG_WORK_LIMIT_MS, () => unsettledPayments(database.db, tenantId));
   const print = (title: string, rows: object[]) => {
     console.log(`${title}: ${rows.length}`);
     if (rows.length > 0) console.table(rows);
@@ -71,7 +127,7 @@ async function report(database: Database, tenantId: string | null, reconcileForM
   print('campaigns over budget', ledger.campaignsOverBudget);
   print('legacy: campaigns adopted over budget (not drift)', ledger.legacyOverspend);
   print('legacy: members adopted over the cap (not drift)', ledger.legacyMembersOverCap);
-  print('payments still unknown after PAYMENTS_RECONCILE_FOR (find each at the provider by metadata order_id)', unsettled);
+  print('payments set aside for an operator (find each at the provider by metadata order_id)', unsettled);
   console.log(ledger.ok ? 'ledger OK' : 'ledger DRIFT');
   process.exitCode = ledger.ok && unsettled.length === 0 ? 0 : 1;
 }
@@ -94,10 +150,10 @@ run(async () => {
   const { config, log } = bootstrap({ servesHttp: false });
   const opened = await openDatabase({ config, log, schema: 'require-current' }, 'mutation-backend-reconcile');
   try {
-    if (settlement) await settle(opened.database, transactionSettingsOf(config), settlement);
-    else await report(opened.database, tenantId, config.payments.reconcileForMs);
+    if (settlement) await settleAndSay(opened.database, transactionSettingsOf(config), settlement);
+    else await report(opened.database, tenantId);
   } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
+    if (!(error instanceof UsageError) && !(error instanceof Refused)) throw error;
     console.error(error.message);
     process.exitCode = 2;
   } finally {

@@ -10,6 +10,7 @@ import { PASS_DEADLINE_MS, relayHealth, relayOnce, type RelayDeps } from '../../
 import { logSink, webhookSink, type OutboxSink } from '../../features/outbox/sinks.js';
 import { inSpan } from '../../core/tracing.js';
 import type { ReconcileDeps } from '../../features/checkout/reconciler.js';
+import { deleteOldProviderEvents } from '../../features/checkout/webhook.js';
 
 export interface Workers {
   /** Stops the loops; waits for the passes in progress up to `limitMs` (their database calls end when the pool closes). */
@@ -53,9 +54,14 @@ export function loop(name: string, intervalMs: number, log: Logger, pass: () => 
   };
 }
 
+/** The relay's sink: the webhook, signed with the current secret and, during a rotation, the previous one; else the log. */
 export function outboxSink(services: AppServices): OutboxSink {
-  const { webhookUrl, webhookTimeoutMs } = services.config.outbox;
-  return webhookUrl ? webhookSink(webhookUrl, webhookTimeoutMs) : logSink(services.log);
+  const { webhookUrl, webhookTimeoutMs, webhookSecret, webhookPreviousSecret } = services.config.outbox;
+  if (!webhookUrl) return logSink(services.log);
+  const secrets = [webhookSecret, webhookPreviousSecret].filter((secret): secret is string => secret !== null);
+  // Outside development the configuration refuses a URL without a secret (src/core/config.ts).
+  if (secrets.length === 0) services.log.warn('outbox: NOTIFY_WEBHOOK_SECRET is not set: deliveries are unsigned (development only)');
+  return webhookSink(webhookUrl, webhookTimeoutMs, secrets);
 }
 
 export function relayDeps(services: AppServices, sink: OutboxSink = outboxSink(services)): RelayDeps {
@@ -71,8 +77,8 @@ export function relayDeps(services: AppServices, sink: OutboxSink = outboxSink(s
 }
 
 /**
- * One retention pass: a batch of sent outbox events and a batch of ended huddle sessions (with
- * their participants) past their age, each batch a short transaction of its own under the
+ * One retention pass: a batch of sent outbox events, a batch of ended huddle sessions (with
+ * their participants) and a batch of Stripe's handled events past their age, each batch a short transaction of its own under the
  * transaction timeouts. True while a batch came back full: more is waiting.
  */
 export async function retentionPass(services: AppServices): Promise<boolean> {
@@ -84,10 +90,14 @@ export async function retentionPass(services: AppServices): Promise<boolean> {
     );
   const outboxEvents = await inPass((trx) => deleteSentEvents(trx, outboxSentHours, batchSize));
   const huddles = await inPass((trx) => deleteEndedSessions(trx, huddleEndedHours, batchSize));
-  if (outboxEvents + huddles.sessions > 0) {
-    log.info({ outboxEvents, huddleSessions: huddles.sessions, huddleParticipants: huddles.participants }, 'retention: old rows deleted');
+  const providerEvents = await inPass((trx) => deleteOldProviderEvents(trx, batchSize));
+  if (outboxEvents + huddles.sessions + providerEvents > 0) {
+    log.info(
+      { outboxEvents, huddleSessions: huddles.sessions, huddleParticipants: huddles.participants, providerEvents },
+      'retention: old rows deleted',
+    );
   }
-  return outboxEvents === batchSize || huddles.sessions === batchSize;
+  return outboxEvents === batchSize || huddles.sessions === batchSize || providerEvents === batchSize;
 }
 
 /** Dead events wait for someone: say so once when the relay starts. */
@@ -102,15 +112,16 @@ export const RECONCILE_BATCH = 50;
 /** The reconciler's dependencies, on the background loops' connections; null without a payment provider. */
 export function reconcileDeps(services: AppServices): ReconcileDeps | null {
   if (services.payments === null) return null;
-  const { timeoutMs, reconcileAfterMs, reconcileForMs } = services.config.payments;
+  const { timeoutMs, reconcileAfterMs, reconcileForMs, actionTimeoutMs } = services.config.payments;
   return {
     db: services.backgroundPool,
     transactions: services.transactions,
     provider: services.payments,
     log: services.log,
     clock: services.clock,
-    options: { timeoutMs, reconcileAfterMs, reconcileForMs, batchSize: RECONCILE_BATCH },
+    options: { timeoutMs, reconcileAfterMs, reconcileForMs, actionTimeoutMs, batchSize: RECONCILE_BATCH },
     reported: { at: 0, count: 0 },
+    refused: (source) => services.metrics.paymentAnswersRefused.inc({ source }),
   };
 }
 

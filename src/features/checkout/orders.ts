@@ -12,14 +12,31 @@ export interface Order {
   /** amountYen - discountYen, never below 0: what the provider is asked for. */
   chargedYen: number;
   couponId: string | null;
-  /** The provider's PaymentIntent, once it answered with one. */
+  /** The provider's PaymentIntent, once it settled the order. */
   paymentIntentId: string | null;
   createdAt: Date;
+  /** What the provider refunded of the charge. */
+  refundedYen: number;
+  /** The provider's decline_code (or code) when the payment was declined or failed. */
+  failureCode: string | null;
 }
+
+/** What was paid: the charge of a PAID or REFUNDED order (refunds are counted apart), nothing otherwise. */
+export const paidYenOf = (order: Order): number => (order.status === 'PAID' || order.status === 'REFUNDED' ? order.chargedYen : 0);
 
 export type OrderColumns = Pick<
   OrderRow,
-  'id' | 'member_id' | 'status' | 'amount_yen' | 'discount_yen' | 'charged_yen' | 'coupon_id' | 'payment_intent_id' | 'created_at'
+  | 'id'
+  | 'member_id'
+  | 'status'
+  | 'amount_yen'
+  | 'discount_yen'
+  | 'charged_yen'
+  | 'coupon_id'
+  | 'payment_intent_id'
+  | 'created_at'
+  | 'refunded_yen'
+  | 'failure_code'
 >;
 
 export const toOrder = (row: OrderColumns): Order => ({
@@ -32,6 +49,8 @@ export const toOrder = (row: OrderColumns): Order => ({
   couponId: row.coupon_id,
   paymentIntentId: row.payment_intent_id,
   createdAt: row.created_at,
+  refundedYen: row.refunded_yen,
+  failureCode: row.failure_code,
 });
 
 /** The order and what its events say of it: every order.* event carries this payload. */
@@ -45,6 +64,7 @@ export function orderPayload(alias: string, tenantId: string) {
 export const ORDER_CREATED_TOPIC = 'order.created';
 export const ORDER_PAID_TOPIC = 'order.paid';
 export const ORDER_CANCELED_TOPIC = 'order.canceled';
+export const ORDER_REFUNDED_TOPIC = 'order.refunded';
 
 /** Who is asking: a member sees its own orders, the tenant's admin (memberId null) every order of the tenant. */
 export interface OrderReader {

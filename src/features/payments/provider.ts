@@ -1,8 +1,9 @@
 /**
- * The payment provider as checkout sees it (docs/design.md §11): one call that confirms a payment
- * for an order, and the three things its answer can mean. Stripe's PaymentIntents speak it in
- * production (stripe.ts); a simulated provider speaks it in development without a key
- * (simulated.ts).
+ * The payment provider as checkout sees it (docs/design.md §11): the calls it makes about one
+ * order's payment and one order's refunds, and what their answers can mean. Stripe's PaymentIntents
+ * speak it in production (stripe.ts); a simulated provider speaks it in development without a key
+ * (simulated.ts). Nothing an answer says is trusted here: checkout matches every PaymentIntent with
+ * its order before it settles anything from it (src/features/checkout/verify.ts).
  */
 
 /** One payment, the same on every call about one order: a resend is this request again. */
@@ -18,23 +19,95 @@ export interface ChargeRequest {
 }
 
 /**
- * What a call came to. Only `succeeded` and `declined` are outcomes; `unknown` is everything else
- * (a timeout, a reset, a 5xx, a 409 while the first request is in flight, another status), after
- * which nothing may be assumed: the charge may or may not have been made.
+ * A PaymentIntent as an answer described it, field by field as received (null where the field was
+ * missing or of another type): the provider's word, checked against the order before use.
  */
-export type ChargeOutcome =
-  | { kind: 'succeeded'; intentId: string }
-  | { kind: 'declined'; intentId: string | null; declineCode: string }
-  | { kind: 'unknown'; reason: string };
+export interface ReportedIntent {
+  id: string | null;
+  status: string | null;
+  amount: number | null;
+  currency: string | null;
+  /** metadata.order_id and metadata.tenant_id, which every create sends. */
+  orderId: string | null;
+  tenantId: string | null;
+  /** client_secret: what Stripe.js needs to finish an authentication in the customer's browser. */
+  clientSecret: string | null;
+  /** last_payment_error's decline_code or code, else the cancellation reason. */
+  failureCode: string | null;
+}
 
+/**
+ * What a call about a payment came to:
+ * - `intent`: the provider described the PaymentIntent (a 200, or an error that carried it: a 402
+ *   decline, a 400 "unexpected state" to a cancel of one that succeeded);
+ * - `declined`: refused for good without a PaymentIntent (a payment method the provider does not
+ *   have): no charge was made, and every resend gets the same;
+ * - `unknown`: no outcome (a timeout, a reset, a 5xx, a 409 while the first request is in flight);
+ *   the charge may or may not have been made, and the call may be asked again;
+ * - `refused`: an answer this server will not read (over its size limit, not JSON): as unknown,
+ *   except that asking again is not expected to help.
+ */
+export type PaymentAnswer =
+  | { kind: 'intent'; intent: ReportedIntent; failureCode: string | null }
+  | { kind: 'declined'; failureCode: string }
+  | { kind: 'unknown'; reason: string }
+  | { kind: 'refused'; reason: string };
+
+/** The answer to a search of the provider's PaymentIntents by an order's id. */
+export type SearchAnswer =
+  { kind: 'found'; intents: ReportedIntent[] } | { kind: 'unknown'; reason: string } | { kind: 'refused'; reason: string };
+
+/** One refund, the same on every call about it. */
+export interface RefundRequest {
+  idempotencyKey: string;
+  tenantId: string;
+  orderId: string;
+  refundId: string;
+  paymentIntentId: string;
+  amountYen: number;
+}
+
+/** A refund as an answer described it (metadata.refund_id names this server's refund). */
+export interface ReportedRefund {
+  id: string | null;
+  status: string | null;
+  amount: number | null;
+  paymentIntentId: string | null;
+  refundId: string | null;
+  failureCode: string | null;
+}
+
+/** `rejected`: the provider refused the refund for good (no refund made); the rest as for a payment. */
+export type RefundAnswer =
+  | { kind: 'refund'; refund: ReportedRefund }
+  | { kind: 'rejected'; failureCode: string }
+  | { kind: 'unknown'; reason: string }
+  | { kind: 'refused'; reason: string };
+
+/** The refunds the provider holds for a PaymentIntent. */
+export type RefundListAnswer =
+  { kind: 'found'; refunds: ReportedRefund[] } | { kind: 'unknown'; reason: string } | { kind: 'refused'; reason: string };
+
+/**
+ * Every call waits at most `timeoutMs`, after which it is given up and its connection closed, and
+ * never throws for what the provider or the network did: a failure is `unknown` (or `refused`)
+ * with a reason that carries no secret and no stack.
+ */
 export interface PaymentProvider {
   /** How the start-up message and the metrics name it. */
   readonly name: string;
-  /**
-   * Confirms the payment, waiting at most `timeoutMs`. Never throws for what the provider or the
-   * network did: a failure is an `unknown` outcome whose reason carries no secret and no stack.
-   */
-  charge(request: ChargeRequest, timeoutMs: number): Promise<ChargeOutcome>;
+  /** Creates and confirms the payment (POST /v1/payment_intents), with the order's key. */
+  charge(request: ChargeRequest, timeoutMs: number): Promise<PaymentAnswer>;
+  /** The PaymentIntent as it stands (GET /v1/payment_intents/:id). */
+  lookUp(intentId: string, timeoutMs: number): Promise<PaymentAnswer>;
+  /** Cancels it (POST /v1/payment_intents/:id/cancel, with a key): the answer says whether it was canceled, or what it was instead. */
+  cancel(intentId: string, idempotencyKey: string, timeoutMs: number): Promise<PaymentAnswer>;
+  /** The PaymentIntents whose metadata names the order (Stripe's search): for a payment whose key the provider may have forgotten. */
+  findByOrder(orderId: string, timeoutMs: number): Promise<SearchAnswer>;
+  /** Refunds part of a charge (POST /v1/refunds), with the refund's key. */
+  refund(request: RefundRequest, timeoutMs: number): Promise<RefundAnswer>;
+  /** The refunds of a PaymentIntent (GET /v1/refunds?payment_intent=…). */
+  listRefunds(paymentIntentId: string, timeoutMs: number): Promise<RefundListAnswer>;
 }
 
 /**
@@ -42,6 +115,9 @@ export interface PaymentProvider {
  * 400 that no resend changes, so checkout refuses it before anything is written.
  */
 export const MINIMUM_CHARGE_YEN = 50;
+
+/** The most bytes of an answer this server reads: Stripe's answers are a few kilobytes. */
+export const MAX_ANSWER_BYTES = 1_048_576;
 
 /** A reason short enough for a log field and the intent's last_error. */
 export function shortReason(reason: string): string {

@@ -1,5 +1,15 @@
 import Stripe from 'stripe';
-import { shortReason, type ChargeOutcome, type ChargeRequest, type PaymentProvider } from './provider.js';
+import { ANSWER_TOO_LARGE, BoundedHttpClient } from './bounded-http.js';
+import {
+  MAX_ANSWER_BYTES,
+  shortReason,
+  type ChargeRequest,
+  type PaymentAnswer,
+  type PaymentProvider,
+  type RefundAnswer,
+  type ReportedIntent,
+  type ReportedRefund,
+} from './provider.js';
 
 export interface StripeOptions {
   secretKey: string;
@@ -9,9 +19,10 @@ export interface StripeOptions {
 
 /**
  * The PaymentIntent a checkout creates and confirms in one call: the charged yen in JPY (a
- * zero-decimal currency: the amount is yen), the frontend's payment method, the order's id in the
- * metadata (what an operator searches the dashboard by), and no payment method that would redirect
- * the customer: the answer must be an outcome, not a step for a browser to take.
+ * zero-decimal currency: the amount is yen), the frontend's payment method, the order's id and
+ * tenant in the metadata (what an answer is checked against, and what an operator or the reconciler
+ * searches by), and no payment method that would redirect the customer away. A card that asks for
+ * 3-D Secure answers `requires_action`: the customer's browser finishes it with the client secret.
  */
 export function paymentIntentParams(request: ChargeRequest): Stripe.PaymentIntentCreateParams {
   return {
@@ -20,22 +31,94 @@ export function paymentIntentParams(request: ChargeRequest): Stripe.PaymentInten
     confirm: true,
     payment_method: request.paymentMethod,
     automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
-    // A card that asks for 3-D Secure is then a 402 card_error (authentication_required), an
-    // outcome, instead of a 200 `requires_action` that only a browser could take further.
-    error_on_requires_action: true,
     metadata: { order_id: request.orderId, tenant_id: request.tenantId },
   };
 }
 
-/** The client's own timer may be late by this much past the limit before the call is given up as unknown. */
-const TIMER_MARGIN_MS = 50;
+const text = (value: unknown): string | null => (typeof value === 'string' ? value : null);
+const whole = (value: unknown): number | null => (typeof value === 'number' && Number.isFinite(value) ? value : null);
+const record = (value: unknown): Record<string, unknown> =>
+  value !== null && typeof value === 'object' ? (value as Record<string, unknown>) : {};
+
+/** A PaymentIntent as received, nothing assumed of its shape. */
+export function reportedIntent(raw: unknown): ReportedIntent {
+  const intent = record(raw);
+  const metadata = record(intent['metadata']);
+  const error = record(intent['last_payment_error']);
+  return {
+    id: text(intent['id']),
+    status: text(intent['status']),
+    amount: whole(intent['amount']),
+    currency: text(intent['currency']),
+    orderId: text(metadata['order_id']),
+    tenantId: text(metadata['tenant_id']),
+    clientSecret: text(intent['client_secret']),
+    failureCode: text(error['decline_code']) ?? text(error['code']) ?? text(intent['cancellation_reason']),
+  };
+}
+
+function reportedRefund(raw: unknown): ReportedRefund {
+  const refund = record(raw);
+  return {
+    id: text(refund['id']),
+    status: text(refund['status']),
+    amount: whole(refund['amount']),
+    paymentIntentId: text(refund['payment_intent']),
+    refundId: text(record(refund['metadata'])['refund_id']),
+    failureCode: text(refund['failure_reason']),
+  };
+}
+
+/** Why a call gave no outcome: the error's type, status and code, never its message or stack (which could echo the request). */
+function failureOf(error: unknown): { kind: 'unknown' | 'refused'; reason: string } {
+  if (error instanceof Stripe.errors.StripeConnectionError) {
+    const detail = record(error.detail);
+    if (detail['code'] === ANSWER_TOO_LARGE) return { kind: 'refused', reason: `answer over ${MAX_ANSWER_BYTES} bytes` };
+    return { kind: 'unknown', reason: /timeout/i.test(error.message) ? 'timed out' : 'connection lost before an answer' };
+  }
+  if (error instanceof Stripe.errors.StripeError) {
+    const parts = [error.rawType ?? error.type, error.statusCode === undefined ? null : `HTTP ${error.statusCode}`, error.code ?? null];
+    return { kind: 'unknown', reason: shortReason(parts.filter(Boolean).join(' ')) };
+  }
+  return { kind: 'unknown', reason: error instanceof Error ? shortReason(error.name) : 'unexpected failure' };
+}
 
 /**
- * Stripe's PaymentIntents through the official client. The client retries nothing
- * (maxNetworkRetries 0): whether and when a payment is asked again is the reconciler's decision.
- * One exception is the client's own: a connection closed before any answer is resent once, with
- * the same Idempotency-Key, which makes it harmless. Every call about one order carries the same
- * key, so Stripe makes one charge and answers its outcome to every resend.
+ * An error that carries the PaymentIntent (a 402 decline, a 400 to a cancel of one that succeeded
+ * or was canceled) describes it; a 402 or a 400 invalid_request_error without one (a payment method
+ * Stripe does not have, an amount it refuses) is refused for good: every resend gets it again and no
+ * charge was made. A 400 idempotency_error is not: the key's first request may have charged.
+ */
+function answerOfError(error: unknown): PaymentAnswer {
+  if (error instanceof Stripe.errors.StripeError && !(error instanceof Stripe.errors.StripeIdempotencyError)) {
+    const failureCode = error.decline_code ?? error.code ?? null;
+    if (error.payment_intent) return { kind: 'intent', intent: reportedIntent(error.payment_intent), failureCode };
+    const forGood =
+      error instanceof Stripe.errors.StripeCardError ||
+      (error instanceof Stripe.errors.StripeInvalidRequestError && error.statusCode === 400);
+    if (forGood) return { kind: 'declined', failureCode: failureCode ?? 'card_declined' };
+  }
+  return failureOf(error);
+}
+
+function answerOfRefundError(error: unknown): RefundAnswer {
+  if (error instanceof Stripe.errors.StripeInvalidRequestError && error.statusCode === 400) {
+    return { kind: 'rejected', failureCode: error.code ?? 'invalid_request' };
+  }
+  return failureOf(error);
+}
+
+const intentAnswer = (raw: unknown): PaymentAnswer => ({ kind: 'intent', intent: reportedIntent(raw), failureCode: null });
+
+/** Stripe's search syntax quotes with single quotes; an order id is a UUID, so nothing needs escaping. */
+const orderQuery = (orderId: string) => `metadata['order_id']:'${orderId}'`;
+
+/**
+ * Stripe's PaymentIntents and Refunds through the official client, over BoundedHttpClient: every
+ * answer bounded in bytes and every call in time. The client retries nothing (maxNetworkRetries 0):
+ * whether and when a payment is asked again is the reconciler's decision. One exception is the
+ * client's own: a connection closed before any answer is resent once, with the same
+ * Idempotency-Key, which makes it harmless. Every call about one payment carries the same key.
  */
 export function stripeProvider({ secretKey, apiUrl }: StripeOptions): PaymentProvider {
   const url = new URL(apiUrl);
@@ -47,57 +130,43 @@ export function stripeProvider({ secretKey, apiUrl }: StripeOptions): PaymentPro
     maxNetworkRetries: 0,
     telemetry: false,
     appInfo: { name: 'mutation-backend' },
+    httpClient: new BoundedHttpClient(MAX_ANSWER_BYTES),
   });
   return {
     name: url.origin === 'https://api.stripe.com' ? 'stripe' : `stripe at ${url.origin}`,
-    async charge(request, timeoutMs) {
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<ChargeOutcome>((resolve) => {
-        timer = setTimeout(() => resolve({ kind: 'unknown', reason: `no answer within ${timeoutMs} ms` }), timeoutMs + TIMER_MARGIN_MS);
-      });
-      const call = client.paymentIntents
-        .create(paymentIntentParams(request), { idempotencyKey: request.idempotencyKey, timeout: timeoutMs })
-        .then(outcomeOfIntent, outcomeOfError);
-      try {
-        return await Promise.race([call, late]);
-      } finally {
-        clearTimeout(timer);
-      }
-    },
+    charge: (request, timeout) =>
+      client.paymentIntents
+        .create(paymentIntentParams(request), { idempotencyKey: request.idempotencyKey, timeout })
+        .then(intentAnswer, answerOfError),
+    lookUp: (intentId, timeout) => client.paymentIntents.retrieve(intentId, {}, { timeout }).then(intentAnswer, answerOfError),
+    cancel: (intentId, idempotencyKey, timeout) =>
+      client.paymentIntents
+        .cancel(intentId, { cancellation_reason: 'abandoned' }, { idempotencyKey, timeout })
+        .then(intentAnswer, answerOfError),
+    findByOrder: (orderId, timeout) =>
+      client.paymentIntents
+        .search({ query: orderQuery(orderId), limit: 10 }, { timeout })
+        .then(
+          (found) => ({ kind: 'found' as const, intents: (Array.isArray(found.data) ? found.data : []).map(reportedIntent) }),
+          failureOf,
+        ),
+    refund: (request, timeout) =>
+      client.refunds
+        .create(
+          {
+            payment_intent: request.paymentIntentId,
+            amount: request.amountYen,
+            metadata: { order_id: request.orderId, tenant_id: request.tenantId, refund_id: request.refundId },
+          },
+          { idempotencyKey: request.idempotencyKey, timeout },
+        )
+        .then((refund) => ({ kind: 'refund' as const, refund: reportedRefund(refund) }), answerOfRefundError),
+    listRefunds: (paymentIntentId, timeout) =>
+      client.refunds
+        .list({ payment_intent: paymentIntentId, limit: 100 }, { timeout })
+        .then(
+          (found) => ({ kind: 'found' as const, refunds: (Array.isArray(found.data) ? found.data : []).map(reportedRefund) }),
+          failureOf,
+        ),
   };
-}
-
-/** A 200: paid only when the intent says `succeeded`; any other status settles nothing yet. */
-function outcomeOfIntent(intent: Stripe.PaymentIntent): ChargeOutcome {
-  if (intent.status === 'succeeded') return { kind: 'succeeded', intentId: intent.id };
-  return { kind: 'unknown', reason: `payment intent ${intent.id} is ${intent.status}` };
-}
-
-/**
- * A 402 card_error is the decline. A 400 invalid_request_error (a payment method that does not
- * exist, an amount Stripe refuses) is refused for good: Stripe answers it again to every resend and
- * made no charge, so it settles the order as a decline with the error's code. A 400
- * idempotency_error is not: the key's first request may have charged. Everything else is not known.
- * The reason names the error's type, status and code, never its message or stack, which could carry
- * what the provider echoed back of the request.
- */
-function outcomeOfError(error: unknown): ChargeOutcome {
-  if (error instanceof Stripe.errors.StripeCardError) {
-    return {
-      kind: 'declined',
-      intentId: error.payment_intent?.id ?? null,
-      declineCode: error.decline_code ?? error.code ?? 'card_declined',
-    };
-  }
-  if (error instanceof Stripe.errors.StripeInvalidRequestError && error.statusCode === 400) {
-    return { kind: 'declined', intentId: error.payment_intent?.id ?? null, declineCode: error.code ?? 'invalid_request' };
-  }
-  if (error instanceof Stripe.errors.StripeConnectionError) {
-    return { kind: 'unknown', reason: /timeout/i.test(error.message) ? 'timed out' : 'connection lost before an answer' };
-  }
-  if (error instanceof Stripe.errors.StripeError) {
-    const parts = [error.type, error.statusCode === undefined ? null : `HTTP ${error.statusCode}`, error.code ?? null];
-    return { kind: 'unknown', reason: shortReason(parts.filter(Boolean).join(' ')) };
-  }
-  return { kind: 'unknown', reason: error instanceof Error ? shortReason(error.name) : 'unexpected failure' };
 }

@@ -4,8 +4,9 @@ import type { Context } from '../context.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requirePageSize, requireYen } from '../validate.js';
-import { reserveCheckout, type CheckoutResult, type SettleDeps } from '../../features/checkout/flow.js';
-import { findOrder, listOrders, type Order, type OrderReader } from '../../features/checkout/orders.js';
+import { continuePayment, reserveCheckout, type CheckoutResult, type SettleDeps } from '../../features/checkout/flow.js';
+import { findOrder, listOrders, paidYenOf, type Order, type OrderReader } from '../../features/checkout/orders.js';
+import { findOwnPayment, loadPayment, paymentEntities } from '../../features/checkout/pending.js';
 import { reservationEntities } from '../../features/checkout/reserve.js';
 import { badInput, paymentsUnavailable } from '../../core/errors.js';
 import type { PaymentProvider } from '../../features/payments/provider.js';
@@ -19,9 +20,13 @@ const PAYMENT_METHOD = /^[A-Za-z0-9_]{1,255}$/;
 
 const OrderStatus = builder.enumType('OrderStatus', {
   values: {
-    PENDING_PAYMENT: { description: 'Waiting for the payment: its coupon is held, its outcome not known yet.' },
-    PAID: { description: 'Paid: one charge of chargedYen, the coupon redeemed.' },
-    CANCELED: { description: 'The payment was declined: no charge, the coupon given back.' },
+    PENDING_PAYMENT: {
+      description:
+        'Waiting for the payment (or for its customer to finish an authentication): its coupon is held, its outcome not known yet.',
+    },
+    PAID: { description: 'Paid: one charge of dueYen, the coupon redeemed. A partial refund leaves it PAID (see refundedYen).' },
+    CANCELED: { description: 'The payment was declined, failed or given up: nothing was charged (paidYen 0), the coupon given back.' },
+    REFUNDED: { description: 'Paid, then refunded whole (refundedYen equals paidYen): the coupon given back.' },
   } as const,
 });
 
@@ -33,11 +38,27 @@ export const OrderType = builder.objectRef<Order>('Order').implement({
     status: t.field({ type: OrderStatus, resolve: (o) => o.status }),
     amountYen: t.exposeInt('amountYen', { description: 'The price, in yen.' }),
     discountYen: t.exposeInt('discountYen', { description: "The coupon's value (0 without one); it may exceed the price." }),
-    chargedYen: t.exposeInt('chargedYen', { description: 'amountYen - discountYen, never below 0: what the payment provider charges.' }),
+    dueYen: t.exposeInt('chargedYen', {
+      description: 'What the payment provider is asked for: amountYen - discountYen, never below 0. Asked, not paid: see paidYen.',
+    }),
+    paidYen: t.int({
+      description:
+        'What was paid: dueYen once the order is PAID (or REFUNDED; refunds are refundedYen), 0 while pending and when canceled.',
+      resolve: paidYenOf,
+    }),
+    chargedYen: t.exposeInt('chargedYen', {
+      description: 'amountYen - discountYen: what the provider is asked for, also on an order that was never charged.',
+      deprecationReason: 'Read dueYen (what is asked) or paidYen (what was paid): a canceled order was never charged.',
+    }),
+    refundedYen: t.exposeInt('refundedYen', { description: 'What the payment provider refunded of the charge (refundOrder).' }),
+    failureCode: t.exposeString('failureCode', {
+      nullable: true,
+      description: "Why a CANCELED order's payment failed: Stripe's decline_code or code (card_declined, insufficient_funds, …).",
+    }),
     couponId: t.expose('couponId', { type: 'UUID', nullable: true }),
     paymentIntentId: t.exposeString('paymentIntentId', {
       nullable: true,
-      description: "The payment provider's PaymentIntent (pi_…), once it answered with one.",
+      description: "The payment provider's PaymentIntent (pi_…) of a settled order.",
     }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
   }),
@@ -52,6 +73,12 @@ const CheckoutStatus = builder.enumType('CheckoutStatus', {
         'The outcome is not known yet (the provider did not answer in time, or answered that it is still working): the order stays ' +
         'PENDING_PAYMENT with its coupon held, and the server settles it; read it with `order`, or resend with the same Idempotency-Key.',
     },
+    REQUIRES_ACTION: {
+      description:
+        'The card asks for authentication (3-D Secure): finish it in the browser with Stripe.js, stripe.handleNextAction({ clientSecret }), ' +
+        'then call confirmCheckout. The order stays PENDING_PAYMENT with its coupon held; an authentication not finished within ' +
+        'PAYMENTS_ACTION_TIMEOUT_MS is given up (the order CANCELED, the coupon given back).',
+    },
     COUPON_UNAVAILABLE: {
       description: 'The coupon is held by another order, redeemed, voided or not yours. Nothing was written and nobody was charged.',
     },
@@ -62,6 +89,10 @@ const CheckoutPayload = builder.objectRef<CheckoutResult>('CheckoutPayload').imp
   fields: (t) => ({
     status: t.field({ type: CheckoutStatus, resolve: (r) => r.status }),
     order: t.expose('order', { type: OrderType, nullable: true, description: 'Null for COUPON_UNAVAILABLE, which wrote nothing.' }),
+    clientSecret: t.exposeString('clientSecret', {
+      nullable: true,
+      description: "The PaymentIntent's client secret, only with REQUIRES_ACTION (and only to the order's member): Stripe.js needs it.",
+    }),
   }),
 });
 
@@ -87,6 +118,8 @@ function settleDeps(ctx: Context, provider: PaymentProvider): SettleDeps {
     provider,
     timeoutMs: services.config.payments.timeoutMs,
     reconcileForMs: services.config.payments.reconcileForMs,
+    actionTimeoutMs: services.config.payments.actionTimeoutMs,
+    refused: (source) => services.metrics.paymentAnswersRefused.inc({ source }),
     deadline: ctx.deadline,
     inTransaction: async (work) => (await ctx.database.inTransaction({ deadline: ctx.deadline }, work)).value,
     stepOut: (wait) => ctx.turn.stepOut(wait),
@@ -98,9 +131,9 @@ function settleDeps(ctx: Context, provider: PaymentProvider): SettleDeps {
 defineMutation('checkout', {
   access: { member: true },
   description:
-    'Buys for amountYen less one of your coupons, paid with paymentMethod at the payment provider: PAID, DECLINED, or PENDING while ' +
-    'the outcome is not known (not an error). Honours Idempotency-Key: a resend is the same order and the same charge. ' +
-    'COUPON_UNAVAILABLE writes nothing and charges nobody.',
+    'Buys for amountYen less one of your coupons, paid with paymentMethod at the payment provider: PAID, DECLINED, REQUIRES_ACTION ' +
+    '(finish the authentication with clientSecret, then confirmCheckout), or PENDING while the outcome is not known (not an error). ' +
+    'Honours Idempotency-Key: a resend is the same order and the same charge. COUPON_UNAVAILABLE writes nothing and charges nobody.',
   input: CheckoutInput,
   type: CheckoutPayload,
   prepare: (input, { services }): PreparedCheckout => {
@@ -142,6 +175,45 @@ defineMutation('checkout', {
     try {
       const run = await commit();
       return await ctx.services.algorithms.checkout.settle(run.value, run.replayed, settleDeps(ctx, prepared.provider));
+    } finally {
+      leave();
+    }
+  },
+  answered: (answer, { services }) => services.metrics.checkoutOutcomes.inc({ status: answer.status }),
+});
+
+const ConfirmCheckoutInput = builder.inputType('ConfirmCheckoutInput', {
+  fields: (t) => ({
+    orderId: t.field({ type: 'UUID', description: 'The order checkout answered REQUIRES_ACTION (or PENDING) for.' }),
+  }),
+});
+
+defineMutation('confirmCheckout', {
+  access: { member: true },
+  description:
+    "After the customer's browser finished (or failed) an authentication: asks the payment provider how the order's payment stands " +
+    'and settles it: PAID, DECLINED, still REQUIRES_ACTION, or PENDING. Your own orders only (another is NOT_FOUND); a settled order ' +
+    'is answered as it stands. Honours Idempotency-Key.',
+  input: ConfirmCheckoutInput,
+  type: CheckoutPayload,
+  prepare: ({ orderId }, { services }) => {
+    if (services.payments === null) throw paymentsUnavailable();
+    return { orderId, provider: services.payments };
+  },
+  unit: ({ orderId }, { session, services }) => ({
+    work: findOwnPayment,
+    input: { tenantId: session.tenantId, memberId: session.userId, orderId, reconcileForMs: services.config.payments.reconcileForMs },
+    entities: paymentEntities,
+  }),
+  // The payment is read in the unit's transaction; the provider is asked after it, with nothing held.
+  flow: async (commit, prepared, ctx) => {
+    const leave = ctx.services.paymentsWaiting.enter();
+    try {
+      const run = await commit();
+      const deps = settleDeps(ctx, prepared.provider);
+      const where = { tenantId: ctx.session.tenantId, orderId: prepared.orderId, memberId: ctx.session.userId };
+      const state = run.replayed ? await deps.inTransaction((trx) => loadPayment(trx, where, deps.reconcileForMs)) : run.value;
+      return await continuePayment(state!, deps);
     } finally {
       leave();
     }

@@ -20,6 +20,10 @@ export interface Metrics {
   requests: Histogram<'operation' | 'outcome'>;
   couponOutcomes: Counter<'status'>;
   checkoutOutcomes: Counter<'status'>;
+  /** Payments set aside and PaymentIntents that did not match their order, by where the answer came from. */
+  paymentAnswersRefused: Counter<'source'>;
+  /** Deliveries to POST /webhooks/stripe by what became of them. */
+  stripeWebhookEvents: Counter<'result'>;
   transactionRetries: Counter<'sqlstate'>;
   knownDocumentOperations: Counter;
 }
@@ -108,9 +112,16 @@ function registerPaymentGauges(registry: Registry, db: Kysely<DB>, payments: Pay
   databaseGauge(
     registry,
     'payments_unsettled',
-    'Payments still not known after PAYMENTS_RECONCILE_FOR: no longer resent, waiting for an operator (npm run reconcile lists them).',
+    'Payments set aside for an operator: the provider answered what does not match the order, or failed the same way for a day (npm run reconcile lists them).',
     stats,
     (s) => s.unsettled,
+  );
+  databaseGauge(
+    registry,
+    'payments_awaiting_customer',
+    'Payments waiting on their customer to finish an authentication (3-D Secure), at most PAYMENTS_ACTION_TIMEOUT_MS each.',
+    stats,
+    (s) => s.awaitingCustomer,
   );
 }
 
@@ -212,6 +223,18 @@ function createRecorded(registry: Registry) {
       name: 'checkout_outcomes_total',
       help: 'checkout answers by status (PAID, DECLINED, PENDING, COUPON_UNAVAILABLE).',
       labelNames: ['status'] as const,
+      registers: [registry],
+    }),
+    paymentAnswersRefused: new Counter({
+      name: 'payment_answers_refused_total',
+      help: 'Answers of the payment provider that settled nothing because they did not match their order or could not be read (source: answer, webhook).',
+      labelNames: ['source'] as const,
+      registers: [registry],
+    }),
+    stripeWebhookEvents: new Counter({
+      name: 'stripe_webhook_events_total',
+      help: 'Deliveries to POST /webhooks/stripe: acted, repeat, ignored (names no pending order), refused (signature), busy, off.',
+      labelNames: ['result'] as const,
       registers: [registry],
     }),
     knownDocumentOperations: new Counter({
