@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { violationsOf } from './load/scenario.js';
-import { cardFor, checkCheckoutInvariants, DEFAULT_CARDS } from './load/scenarios/checkout.js';
+import { cardFor, checkCheckoutInvariants, DEFAULT_CARDS, THREE_D_SECURE_CARD } from './load/scenarios/checkout.js';
 import { QUICK_RECONCILER, runCheckoutLoad } from './support/checkout-load.js';
 import { stubPayments, TEST_STRIPE_KEY } from './support/checkout-run.js';
 import { serveTestBackend, type ServedBackend } from './support/harness.js';
@@ -34,6 +34,16 @@ describe('npm run load --scenario checkout, through the simulated provider', () 
     );
     expect(rows[0]!.with_coupon).toBeGreaterThan(0);
     expect(rows[0]!.without).toBeGreaterThan(0);
+    // The 3-D Secure customers authenticated on the simulated provider's page: most paid, every fifth failed it.
+    const authentication = await backend.sql.query<{ failed: number; paid: number }>(
+      `select count(*) filter (where o.failure_code = 'payment_intent_authentication_failure')::int as failed,
+              count(*) filter (where o.status = 'PAID')::int as paid
+         from orders o join payment_intents p on p.tenant_id = o.tenant_id and p.order_id = o.id
+        where o.tenant_id = 'checkout-sim' and p.payment_method = $1`,
+      [THREE_D_SECURE_CARD],
+    );
+    expect(authentication.rows[0]!.failed).toBeGreaterThan(0);
+    expect(authentication.rows[0]!.paid).toBeGreaterThan(authentication.rows[0]!.failed);
 
     // The same check on tables a broken checkout would leave: a PAID order without its charge, a CANCELED one charged.
     await backend.sql
@@ -46,10 +56,11 @@ describe('npm run load --scenario checkout, through the simulated provider', () 
     expect(violations).toContain('1 succeeded charges of orders that are not PAID');
   });
 
-  it('lays the card mix out over every hundred checkouts: 80 pay, 20 are declined, none asks for 3-D Secure yet', () => {
+  it('lays the card mix out over every hundred checkouts: 70 pay, 20 are declined, 10 ask for 3-D Secure', () => {
     const methods = Array.from({ length: 100 }, (_, i) => cardFor(DEFAULT_CARDS, i));
-    expect(methods.filter((m) => m === 'pm_card_visa')).toHaveLength(80);
+    expect(methods.filter((m) => m === 'pm_card_visa')).toHaveLength(70);
     expect(methods.filter((m) => m === 'pm_card_chargeDeclined')).toHaveLength(20);
+    expect(methods.filter((m) => m === THREE_D_SECURE_CARD)).toHaveLength(10);
     // Spread out: no long run of declines.
     expect(methods.slice(0, 10)).toContain('pm_card_visa');
   });
@@ -69,7 +80,10 @@ describe('npm run load --scenario checkout, through STRIPE_API_URL with lost ans
 
   it('holds once the reconciler ran: what answered PENDING is settled, each PAID order charged once at the provider too', async () => {
     const cards = { ...DEFAULT_CARDS, others: { pm_card_visa__lost502: 0.3 } };
-    const result = await runCheckoutLoad(backend, 'stub', { cards, reconcileWaitMs: 30_000 });
+    // The 3-D Secure customers finish in the stub, as Stripe.js's page would at Stripe.
+    const authenticate = async (clientSecret: string, result: 'succeed' | 'fail') =>
+      stub.authenticate(clientSecret.split('_secret_')[0]!, result);
+    const result = await runCheckoutLoad(backend, 'stub', { cards, reconcileWaitMs: 30_000, authenticate });
     expect(result.outcomes['PENDING'] ?? 0).toBeGreaterThan(0);
     expect(result.violations, JSON.stringify(result.checks)).toEqual([]);
     const { rows } = await backend.sql.query<{ id: string }>("select id from orders where tenant_id = 'checkout-stub' and status = 'PAID'");

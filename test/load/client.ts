@@ -38,7 +38,8 @@ const MUTATION = /^\s*mutation\b/;
  */
 export class LoadClient {
   private readonly agent: http.Agent;
-  private readonly url: URL;
+  /** The GraphQL endpoint; other paths of the same server (`/dev/authenticate`) are resolved against it. */
+  readonly url: URL;
 
   constructor(
     graphqlUrl: string,

@@ -1,12 +1,19 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { print } from 'graphql';
 import type pg from 'pg';
-import { CheckoutDocument, CreateCampaignDocument, CreateTenantDocument, IssueCouponDocument } from '../../generated/graphql.js';
+import {
+  CheckoutDocument,
+  ConfirmCheckoutDocument,
+  CreateCampaignDocument,
+  CreateTenantDocument,
+  IssueCouponDocument,
+} from '../../generated/graphql.js';
 import { runReleasedTogether, type LoadClient } from '../client.js';
 import { replyOutcome, undecided, type InvariantCheck, type LoadScenario } from '../scenario.js';
 import type { Session } from './coupons.js';
 
 const CHECKOUT = print(CheckoutDocument);
+const CONFIRM_CHECKOUT = print(ConfirmCheckoutDocument);
 
 /**
  * The cards members pay with, as shares of the checkouts; the payment methods are Stripe's test
@@ -18,22 +25,38 @@ export interface CardMix {
   /** `pm_card_chargeDeclined`: declined; the order is CANCELED and its coupon given back. */
   declined: number;
   /**
-   * 3-D Secure cards (`THREE_D_SECURE_CARD`): the customer confirms in the browser
-   * (`requires_action`). Until checkout keeps `requires_action` as a state of its own, such a card
-   * is declined, so this stays 0. Once checkout has the step, give it a share, have the
-   * scenario's `request` finish the step the way a browser would (or leave it for the timeout to
-   * cancel), and count its outcome among the answers the last invariant below compares: the
-   * invariants themselves stay the same.
+   * 3-D Secure cards (`THREE_D_SECURE_CARD`): checkout answers REQUIRES_ACTION and a client
+   * secret; the customer authenticates in the browser (the first and every fifth after fail it), and confirmCheckout
+   * settles the order: its answer is the one counted.
    */
   threeDSecure: number;
   /** Any other payment method by its share: a provider stub's faults (`pm_card_visa__lost502`). */
   others?: Record<string, number>;
 }
 
-/** Most checkouts pay, one in five is declined (the coupon then comes back); no 3-D Secure yet. */
-export const DEFAULT_CARDS: CardMix = { paying: 0.8, declined: 0.2, threeDSecure: 0 };
+/** Most checkouts pay, one in ten asks for 3-D Secure, and one in five is declined (the coupon then comes back). */
+export const DEFAULT_CARDS: CardMix = { paying: 0.7, declined: 0.2, threeDSecure: 0.1 };
 
 export const THREE_D_SECURE_CARD = 'pm_card_authenticationRequired';
+
+/** How a customer's browser finishes a 3-D Secure step, given the PaymentIntent's client secret. */
+export type Authenticate = (clientSecret: string, result: 'succeed' | 'fail') => Promise<void>;
+
+/**
+ * The simulated provider's page of a development server (`/dev/authenticate`, what the GraphiQL
+ * walkthrough opens), answered as the customer's click would.
+ */
+export function simulatedAuthentication(client: LoadClient): Authenticate {
+  return async (clientSecret, result) => {
+    const response = await fetch(new URL('/dev/authenticate', client.url), {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ client_secret: clientSecret, result }),
+    });
+    await response.body?.cancel();
+    if (!response.ok) throw new Error(`/dev/authenticate answered ${response.status}: the server's payments are not simulated`);
+  };
+}
 
 export interface CheckoutScenarioOptions {
   /** Members of the tenant, each with one coupon when `withCoupons` says so. */
@@ -41,6 +64,8 @@ export interface CheckoutScenarioOptions {
   cards?: CardMix;
   /** How long the invariant check waits for the reconciler to settle what is pending. */
   reconcileWaitMs?: number;
+  /** How the 3-D Secure cards' customers authenticate; by default the simulated provider's page. */
+  authenticate?: Authenticate;
 }
 
 const COUPON_YEN = 300;
@@ -82,6 +107,7 @@ export function checkoutScenario(runId: string, total: number | null, options: C
   const members = Array.from({ length: options.members ?? DEFAULT_MEMBERS }, (_, i) => `buyer-${i + 1}`);
   const cards = options.cards ?? DEFAULT_CARDS;
   const coupons = new Map<string, string>();
+  let authentications = 0;
   const firstRound: string[] = members.flatMap((member, i) => (i % 2 === 0 ? [member, member] : [member]));
   const requestAt = (index: number): CheckoutRequest => {
     if (index < firstRound.length) {
@@ -97,7 +123,15 @@ export function checkoutScenario(runId: string, total: number | null, options: C
       if (total !== null && index >= total) return null;
       const { member, couponId } = requestAt(index);
       const input = { amountYen: 1_000 + (index % 500), paymentMethod: cardFor(cards, index), ...(couponId ? { couponId } : {}) };
-      return () => client.graphql(CHECKOUT, { input }, sessions.member(tenantId, member));
+      const session = sessions.member(tenantId, member);
+      const authenticate = options.authenticate ?? simulatedAuthentication(client);
+      return async () => {
+        const reply = await client.graphql(CHECKOUT, { input }, session);
+        if (replyOutcome(reply) !== 'REQUIRES_ACTION') return reply;
+        const { clientSecret, order } = reply.body.data!['checkout'] as { clientSecret: string; order: { id: string } };
+        await authenticate(clientSecret, authentications++ % 5 === 0 ? 'fail' : 'succeed');
+        return client.graphql(CONFIRM_CHECKOUT, { input: { orderId: order.id } }, session);
+      };
     },
     outcomeOf: replyOutcome,
     check: (sql, outcomes) => checkCheckoutInvariants(sql, tenantId, outcomes, options.reconcileWaitMs ?? DEFAULT_RECONCILE_WAIT_MS),
