@@ -15,7 +15,7 @@ import {
 } from './report.js';
 import { runLoad, type LoadResult, type PartSummary } from './run.js';
 import type { LoadScenario } from './scenario.js';
-import { checkoutScenario } from './scenarios/checkout.js';
+import { checkoutScenario, DEFAULT_CARDS } from './scenarios/checkout.js';
 import { couponsScenario, headerSessions } from './scenarios/coupons.js';
 import { documentsScenario } from './scenarios/documents.js';
 import { huddlesScenario } from './scenarios/huddles.js';
@@ -52,7 +52,9 @@ export function buildScenario(args: LoadArgs, runId: string, operation: Operatio
       // than 25 a second: under MEMBER_WRITE_RATE.
       return huddlesScenario(runId, 20, Math.max(4, Math.ceil(args.concurrency / 10)), total);
     case 'checkout':
-      return checkoutScenario(runId, total);
+      // Only the simulated provider has a page the tool can answer as a customer: against Stripe
+      // (STRIPE_API_URL), no card asks for 3-D Secure.
+      return checkoutScenario(runId, total, process.env['STRIPE_API_URL'] ? { cards: { ...DEFAULT_CARDS, threeDSecure: 0 } } : {});
     case 'operation':
       return operationScenario(runId, total, operation!);
   }
