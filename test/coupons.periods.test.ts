@@ -198,7 +198,7 @@ describe('campaign periods and coupon expiry, one request at a time', () => {
       { input: { amountYen: 1_000, couponId: coupons['late-checkout']!, paymentMethod: 'pm_card_visa' } },
       asUser(TENANT, 'late-checkout'),
     );
-    expect(checkout.body.data!.checkout).toEqual({ status: 'COUPON_UNAVAILABLE', order: null });
+    expect(checkout.body.data!.checkout).toEqual({ status: 'COUPON_UNAVAILABLE', clientSecret: null, order: null });
     // No sweep and no refusal wrote anything: every coupon row is the version it was before the expiry.
     expect(await rowVersions()).toEqual(versions);
     const refusals = await backend.sql.query(
