@@ -134,8 +134,10 @@ function from(min: number, max: number) {
 /** `min` may name a variable read before it in the same group: a maximum never below its base. */
 export function wholeNumber<D extends number | null = null>(spec: Spec<D> & { min: number | string; max: number }) {
   const floor = typeof spec.min === 'string' ? { variable: spec.min, max: spec.max } : undefined;
-  const present = floor ? digits : digits.pipe(from(spec.min as number, spec.max));
-  const accepts = `whole number, ${floor ? code(floor.variable) : spec.min} to ${spec.max}`;
+  const range = from(floor ? 0 : (spec.min as number), spec.max);
+  const present = floor ? digits : digits.pipe(range);
+  // The docs' range is the check's own.
+  const accepts = `whole number, ${floor ? code(floor.variable) : range.minValue} to ${range.maxValue}`;
   const schema = variable(spec, present, accepts, String);
   return floor ? schema.meta({ ...schema.meta(), floor }) : schema;
 }
