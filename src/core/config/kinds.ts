@@ -95,7 +95,10 @@ function checked<T>(name: string, schema: z.ZodType<T>, input: unknown): T {
   return result.data;
 }
 
-/** What every variable states: its name and its default, if any; `shown` words the default column where its value would not. */
+/**
+ * What every variable states: its name and its default, if any (its sentence is the schema's
+ * `.describe(…)`); `shown` words the docs' default column where the value would not.
+ */
 interface Spec<D> {
   name: string;
   default?: D;
@@ -131,15 +134,15 @@ function from(min: number, max: number) {
   return z.number().min(min, { error }).max(max, { error });
 }
 
-/** `min` may name a variable read before it in the same group: a maximum never below its base. */
+/** `min` may name a variable read before it in the same group (readGroup checks it): a maximum never below its base. */
 export function wholeNumber<D extends number | null = null>(spec: Spec<D> & { min: number | string; max: number }) {
-  const floor = typeof spec.min === 'string' ? { variable: spec.min, max: spec.max } : undefined;
-  const range = from(floor ? 0 : (spec.min as number), spec.max);
-  const present = floor ? digits : digits.pipe(range);
+  if (typeof spec.min === 'string') {
+    const schema = variable(spec, digits, `whole number, ${code(spec.min)} to ${spec.max}`, String);
+    return schema.meta({ ...schema.meta(), floor: { variable: spec.min, max: spec.max } satisfies Floor });
+  }
+  const range = from(spec.min, spec.max);
   // The docs' range is the check's own.
-  const accepts = `whole number, ${floor ? code(floor.variable) : range.minValue} to ${range.maxValue}`;
-  const schema = variable(spec, present, accepts, String);
-  return floor ? schema.meta({ ...schema.meta(), floor }) : schema;
+  return variable(spec, digits.pipe(range), `whole number, ${range.minValue} to ${range.maxValue}`, String);
 }
 
 /** A port of one's own choosing from 1024 up, or 0: an unused one, chosen at each start. */
@@ -150,6 +153,7 @@ export function portOrAny(spec: Spec<number> & { default: number }) {
   return variable(spec, present, '0 (any unused port), or 1024 to 65535', String);
 }
 
+/** A flag; the docs show its default as `true` or `false`. */
 export function flag<D extends boolean | null = null>(spec: Spec<D>) {
   const present = z.stringbool({
     truthy: ['true', '1', 'yes', 'on'],
@@ -177,15 +181,14 @@ function formatDuration(ms: number): string {
 
 /** A duration with its unit: a bare number would leave the unit to guess. */
 export function duration(spec: Spec<number> & { default: number; min: number; max: number }) {
-  const range = `from ${spec.min / 1000} s to ${spec.max / 3_600_000} h`;
+  const span = `${spec.min / 1000} s to ${spec.max / 3_600_000} h`;
   const present = z.string().transform((raw, ctx) => {
     const ms = parseDuration(raw);
     if (ms === null) return refuse(ctx, `expected a duration such as 72h, 30m or 90s, got "${raw}"`);
-    return ms < spec.min || ms > spec.max ? refuse(ctx, `expected ${range}, got ${raw}`) : ms;
+    return ms < spec.min || ms > spec.max ? refuse(ctx, `expected from ${span}, got ${raw}`) : ms;
   });
-  return variable(spec, present, `duration with its unit (\`90s\`, \`30m\`, \`72h\`, \`3d\`), ${range.slice(5)}`, (ms) =>
-    code(formatDuration(ms)),
-  );
+  const accepts = `duration with its unit (\`90s\`, \`30m\`, \`72h\`, \`3d\`), ${span}`;
+  return variable(spec, present, accepts, (ms) => code(formatDuration(ms)));
 }
 
 const httpUrlText = z.string().refine(isHttpUrl, { error: (issue) => `expected an http:// or https:// URL, got "${String(issue.input)}"` });
