@@ -14,7 +14,6 @@ function isTimeZone(zone: string): boolean {
 export const couponVariables = group('Coupons', {
   businessTimeZone: custom({
     name: 'BUSINESS_TIME_ZONE',
-    shown: '`Asia/Tokyo`',
     accepts: 'an IANA time zone',
     default: 'Asia/Tokyo',
     schema: z.string().refine(isTimeZone, { error: (issue) => `unknown IANA time zone "${String(issue.input)}"` }),

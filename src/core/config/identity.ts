@@ -9,7 +9,6 @@ export const identityVariables = group('Who may call', {
   ),
   jwt: custom({
     name: 'JWT_SECRET',
-    shown: '(none)',
     accepts: "JSON, Hasura's form",
     schema: z.string().transform((raw) => parseJwtSecret(raw)),
   }).describe(

@@ -239,7 +239,7 @@ export function folder(spec: Spec<null>) {
   return variable(spec, present, 'path of a folder (created when missing)', String);
 }
 
-/** A value of a form of its own, read by `schema`; `shown` and `accepts` word it in the docs. */
-export function custom<T, D extends T | null = null>(spec: Spec<D> & { shown: string; accepts: string; schema: z.ZodType<T, string> }) {
-  return variable(spec, spec.schema, spec.accepts, String);
+/** A value of a form of its own, read by `schema` (it refuses with `refuse`); `accepts` words its form in the docs. */
+export function custom<T, D extends T | null = null>(spec: Spec<D> & { accepts: string; schema: z.ZodType<T, string> }) {
+  return variable(spec, spec.schema, spec.accepts, (value) => code(String(value)));
 }

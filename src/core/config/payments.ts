@@ -35,7 +35,6 @@ const stripeApiUrl = z.string().transform((raw, ctx) => {
 export const paymentVariables = group('Payments', {
   secretKey: custom({
     name: 'STRIPE_SECRET_KEY',
-    shown: '(none)',
     accepts: '`sk_live_…`, `sk_test_…`, `rk_live_…`, `rk_test_…`',
     schema: stripeSecretKey,
   }).describe(
@@ -45,7 +44,6 @@ export const paymentVariables = group('Payments', {
   ),
   apiUrl: custom({
     name: 'STRIPE_API_URL',
-    shown: `\`${STRIPE_API_URL}\``,
     accepts: '`scheme://host[:port]`, no path',
     default: STRIPE_API_URL,
     schema: stripeApiUrl,

@@ -77,7 +77,6 @@ export const tracingVariables = group('Traces (OpenTelemetry)', {
   ),
   excludedPaths: custom({
     name: 'TRACES_EXCLUDED_PATHS',
-    shown: `\`${DEFAULT_UNTRACED_PATHS.join(',')}\``,
     accepts: 'paths separated by commas, or `none`',
     default: DEFAULT_UNTRACED_PATHS,
     schema: untracedPaths,
