@@ -21,7 +21,9 @@ export const outboxVariables = group('The outbox relay', {
     name: 'NOTIFY_WEBHOOK_SECRET_PREVIOUS',
     accepts: '`whsec_` + base64 of 24 to 64 bytes',
     schema: notifySecret,
-  }).describe('during a rotation, the secret being replaced: every delivery carries a signature by each, so receivers with either accept it'),
+  }).describe(
+    'during a rotation, the secret being replaced: every delivery carries a signature by each, so receivers with either accept it',
+  ),
   webhookTimeoutMs: wholeNumber({ name: 'NOTIFY_WEBHOOK_TIMEOUT_MS', default: 5_000, min: 100, max: 120_000 }).describe(
     "one delivery's time limit",
   ),
