@@ -198,8 +198,8 @@ export function benchServerEnv(databaseUrl: string, strategy: string): Record<st
   };
 }
 
-/** What a server process prints once it listens: the project's servers, and the bench's bare one. */
-export const SERVER_READY = /GraphQL and GraphiQL:|bare node:http server:/;
+/** What a server process prints once it listens: the project's servers (the production build's banner names no GraphiQL), and the bench's bare one. */
+export const SERVER_READY = /GraphQL and GraphiQL:|GraphQL: +http|bare node:http server:/;
 
 export interface ServerProcessOptions {
   /** Another checkout to run it from (the bench's baseline). */
