@@ -32,7 +32,8 @@ one's share of the busy time, then the same by package; then what the server all
 request while that load ran (V8's sampling heap profiler, collected objects included), by the
 function that allocated it and by package.
 
---keep FILE   also keep the profile of the measured load (open it in Chrome DevTools or speedscope)
+--keep FILE   also keep the profile of the measured load (open it in Chrome DevTools or speedscope), and
+              its allocations beside it as FILE.heapprofile (DevTools' Memory tab loads it)
 --project DIR profile the endpoint of another checkout (its own npm ci done), as the bench's --baseline
 --compiled    the production build: compiles the project (npm run build) and runs dist/entry/main.js on
               plain node, as npm run start:prod does, instead of the bench's server from source under tsx
@@ -305,7 +306,9 @@ async function main() {
     const profile = JSON.parse(await readFile(path.join(profiles, file), 'utf8')) as CpuProfile;
     if (keep) await writeFile(keep, JSON.stringify(measuredWindow(profile, fromUs, toUs)));
     const times = selfTimes(profile, fromUs, toUs, project);
-    const allocated = allocations((JSON.parse(await readFile(allocationFile, 'utf8')) as { head: AllocationNode }).head, project);
+    const allocationProfile = await readFile(allocationFile, 'utf8');
+    if (keep) await writeFile(`${keep}.heapprofile`, allocationProfile);
+    const allocated = allocations((JSON.parse(allocationProfile) as { head: AllocationNode }).head, project);
     const outcomes = Object.entries(result.outcomes)
       .map(([outcome, n]) => `${n} ${outcome}`)
       .join(', ');
@@ -328,7 +331,7 @@ async function main() {
     console.log(allocationTable(allocated.functions.slice(0, top), allocated.bytes, result.requests, 'function (allocated)'));
     console.log('');
     console.log(allocationTable(allocated.packages.slice(0, top), allocated.bytes, result.requests, 'package'));
-    if (keep) console.log(`\nprofile kept in ${keep}`);
+    if (keep) console.log(`\nprofile kept in ${keep}, its allocations in ${keep}.heapprofile`);
   } finally {
     await stopServer();
     await opened.close();
