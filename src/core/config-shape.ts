@@ -97,7 +97,7 @@ export interface CouponConfig {
   businessTimeZone: string;
   /** How long a budget lease lives unless its process renews it. */
   budgetLeaseTtlMs: number;
-  /** The most issues on one campaign a process runs as one statement (coalescer.ts); 1 (the default): each issue is a statement of its own. */
+  /** The most issues of one tenant a process runs as one statement (coalescer.ts); 1: each issue is a statement of its own. */
   issueBatchMax: number;
 }
 

@@ -22,7 +22,7 @@ export const MIN_BATCH = 4;
  * flight waits, and then for the first of them to end, not for one statement to finish before the
  * next may start (docs/benchmarks.md, batched issues in the model).
  */
-export const SIDE_BY_SIDE = 4;
+export const SIDE_BY_SIDE = 2;
 
 /** How a waiting member's turn came: it leads the next batch, its row was decided in a batch, it runs alone, or the batch's answer was lost. */
 type Turn = { kind: 'lead'; batch: Waiting[] } | { kind: 'decided'; row: IssueRow } | { kind: 'alone' } | { kind: 'lost'; error: unknown };
