@@ -11,6 +11,7 @@ import { databaseRunners } from '../../src/graphql/context.js';
 import { createDatabaseQueue } from '../../src/graphql/read.js';
 import { createLogger } from '../../src/core/logger.js';
 import { buildServices } from '../../src/services/services.js';
+import { openDatabase } from '../../src/process/open-database.js';
 import { LoadClient, runReleasedTogether } from './client.js';
 import { runLoad } from './run.js';
 import {
@@ -672,6 +673,12 @@ async function roundTripMs(databaseUrl: string): Promise<number> {
   }
 }
 
+async function migrate(databaseUrl: string): Promise<void> {
+  const config = loadConfig({ DATABASE_URL: databaseUrl, NODE_ENV: 'production', ACTION_SECRET: BENCH_ACTION_SECRET });
+  const opened = await openDatabase({ config, log: createLogger('silent'), schema: 'migrate' }, 'bench-migrate');
+  await opened.close();
+}
+
 /** How one of a side's servers runs: its strategy, through the delay proxy or not, what else it is given. */
 interface ServerSpec {
   strategy: string;
@@ -703,6 +710,9 @@ const OWN_SERVERS: Record<string, ServerSpec> = {
  */
 async function startSide(project: string | null, withPeers: boolean, newRunId: () => string) {
   const database = await startScratchDatabase();
+  // This checkout's schema before any row: the raw row and the bare server (which never migrates) may come first.
+  // A baseline's database is migrated by its own first server.
+  if (project === null) await migrate(database.databaseUrl);
   const sql = new pg.Pool({ connectionString: database.databaseUrl, max: 2 });
   // An idle connection the server drops must not take the whole run down with it.
   sql.on('error', (error) => console.error(`database connection lost: ${error.message}`));
