@@ -22,11 +22,11 @@ export const couponVariables = group('Coupons', {
     'how long a budget lease of a campaign with `budgetLeaseCoupons` lives unless its process renews it (every third of it); ' +
       "after that any process's refill and the background loops (a pass every third of it) give it back to the budget row",
   ),
-  issueBatchMax: wholeNumber({ name: 'COUPON_ISSUE_BATCH_MAX', default: 1, min: 1, max: 1000 }).describe(
-    'the most issueCoupon requests of one tenant that a server process runs as one statement and one commit; 1 (the default) is no batching. ' +
-      'Above 1, requests that arrive while a statement of their tenant is in flight wait for it and then run together, four or more at a time ' +
-      '(docs/design.md §4, batched issues); a request never waits while nothing is in flight. Set 32 for the processes that serve a sale ' +
-      '(several hundred issues a second for one tenant per process): half the PostgreSQL CPU per coupon. At everyday rates it adds 1 to 3 ms ' +
-      'to an issue and saves nothing (docs/benchmarks.md, batched issues in the model)',
+  issueBatchMax: wholeNumber({ name: 'COUPON_ISSUE_BATCH_MAX', default: 32, min: 1, max: 1000 }).describe(
+    'the most issueCoupon requests of one tenant that a server process runs as one statement and one commit; 1 is no batching. ' +
+      'A request that finds fewer than two statements of its tenant in flight in its process runs at once, alone; one that finds two waits for ' +
+      'the first to end and then runs with the others that waited, four or more at a time (docs/design.md §4, batched issues). ' +
+      'Under a sale (hundreds of issues a second for one tenant per process) that halves the PostgreSQL CPU per coupon; ' +
+      'while a tenant has fewer than two issues at a time in a process nothing waits (docs/benchmarks.md, batched issues)',
   ),
 });
