@@ -5,6 +5,8 @@ import type { ReportedIntent } from '../payments/provider.js';
  * tables' columns: an id the table would refuse (empty, 300 characters, a NUL) never reaches it.
  */
 export const INTENT_ID = /^pi_[A-Za-z0-9_]{1,250}$/;
+/** A refund id as Stripe makes them, short enough for the tables' columns. */
+export const REFUND_ID = /^(re|pyr)_[A-Za-z0-9_]{1,250}$/;
 /** Its client secret: the intent's id, `_secret_`, and letters and digits. */
 const CLIENT_SECRET = /^pi_[A-Za-z0-9_]{1,250}_secret_[A-Za-z0-9]{1,100}$/;
 
