@@ -70,7 +70,7 @@ export const noReconciler: CheckoutAlgorithm = {
   name: 'no reconciler',
   reserve: splitCheckout.reserve,
   settle: splitCheckout.settle,
-  reconcile: async () => ({ resent: 0, paid: 0, declined: 0, unknown: 0, unsettled: 0, refunds: 0 }),
+  reconcile: async () => ({ resent: 0, paid: 0, declined: 0, unknown: 0, unsettled: 0, refunds: 0, foundRefunds: 0 }),
   webhook: splitCheckout.webhook,
 };
 

@@ -47,3 +47,19 @@ export function clientSecretOf(intent: ReportedIntent): string | null {
 export function failureCodeOf(code: string | null): string | null {
   return code !== null && /^[A-Za-z0-9_.-]{1,100}$/.test(code) ? code : null;
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const TENANT_ID = /^[\s\S]{1,128}$/;
+
+/** Whether a text has the shape of an id this server makes (a refund's, an order's). */
+export const isUuid = (text: string | null): text is string => text !== null && UUID.test(text);
+
+/**
+ * The order a PaymentIntent's metadata names, when it has the shape of one of this server's (an
+ * order id, a tenant id short enough for the tables): where an event or a list is looked up. Naming
+ * it proves nothing: the PaymentIntent is still matched against the order before anything is settled.
+ */
+export function orderNamedBy(intent: ReportedIntent): { tenantId: string; orderId: string } | null {
+  if (!isUuid(intent.orderId) || intent.tenantId === null || !TENANT_ID.test(intent.tenantId)) return null;
+  return { tenantId: intent.tenantId, orderId: intent.orderId };
+}
