@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reconcileDeps } from '../src/entry/worker/index.js';
+import { SWEEP_PAGES } from '../src/features/checkout/refund-sweep.js';
 import { CheckoutDocument, MyCouponsDocument, OrderDocument, RefundOrderDocument } from './generated/graphql.js';
 import { checkoutViolations, issueCoupons, readCheckoutTables, stubPayments } from './support/checkout-run.js';
 import { asTenantAdmin, asUser, createTenant, createTestBackend, gql, gqlOk, type TestBackend } from './support/harness.js';
@@ -169,5 +170,33 @@ describe('refunds made outside this server', () => {
     expect(await answered.json()).toMatchObject({ received: true, result: 'no refunds listed' });
     expect((await readCheckoutTables(backend.sql, TENANT)).refunds.length).toBe(before);
     expect(await orderRow(order.id)).toEqual({ status: 'PAID', refunded_yen: 0 });
+  });
+
+  it('a sweep that meets more refunds than it reads at once goes on after the last it read, in the next pass', async () => {
+    // A backend and a stub of its own, without webhooks: the other tests' sweeps need not read these pages.
+    const own = await startStripeStub({ secretKey: 'sk_test_checkout_0123456789' });
+    const quiet = await createTestBackend({ env: stubPayments(own) });
+    try {
+      await createTenant(quiet, TENANT, 1_000_000);
+      const input = { amountYen: 2_000, paymentMethod: 'pm_card_visa' };
+      const order = (await gqlOk(quiet.app.fetch, CheckoutDocument, { input }, asUser(TENANT, 'many'))).checkout.order!;
+      for (let i = 0; i < SWEEP_PAGES * 100 + 50; i++) own.refundInDashboard(own.intentOf(order.id)!.id, 1);
+      const sweep = () => quiet.services.algorithms.checkout.reconcile(reconcileDeps(quiet.services)!);
+      const resumeAfter = async () => (await quiet.sql.query('select resume_after from refund_sweeps')).rows[0].resume_after;
+      // The sweep is due from the start (the migration made it so).
+      expect((await sweep()).foundRefunds).toBe(SWEEP_PAGES * 100);
+      expect(await resumeAfter()).toMatch(/^re_/);
+      // Due again at once: the next pass goes on where this one stopped.
+      expect((await sweep()).foundRefunds).toBe(50);
+      expect(await resumeAfter()).toBeNull();
+      const { rows } = await quiet.sql.query('select status, refunded_yen from orders where id = $1', [order.id]);
+      expect(rows[0]).toEqual({ status: 'PAID', refunded_yen: SWEEP_PAGES * 100 + 50 });
+      await quiet.sql.query('update refund_sweeps set next_sweep_at = now()');
+      expect((await sweep()).foundRefunds).toBe(0);
+      expect(checkoutViolations(await readCheckoutTables(quiet.sql, TENANT), own, TENANT, false)).toEqual([]);
+    } finally {
+      await quiet.close();
+      await own.close();
+    }
   });
 });

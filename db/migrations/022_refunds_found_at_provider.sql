@@ -21,14 +21,14 @@ ALTER TABLE refunds VALIDATE CONSTRAINT refunds_found_when_made;
 -- The reconciler's sweep over the refunds of the Stripe account (GET /v1/refunds by creation time):
 -- every refund created at or before through_created (Stripe's clock, epoch seconds) is known here.
 -- One row: the account is one, whatever the tenant (as provider_events). A sweep that stops at its
--- page limit goes on below upper_created next time, and moves through_created to newest_created
--- once it reaches the bottom. sweep_no: the claim of the sweep under way, so that a slow sweep never
--- writes over a later one's cursor. It starts with the first order ever made: a refund of any of
--- this server's charges is found, whatever its age.
+-- page limit goes on after resume_after (the last refund it read; Stripe's list cursor) next time,
+-- and moves through_created to newest_created once it reaches the bottom. sweep_no: the claim of
+-- the sweep under way, so that a slow sweep never writes over a later one's place. It starts with
+-- the first order ever made: a refund of any of this server's charges is found, whatever its age.
 CREATE TABLE refund_sweeps (
   name            text PRIMARY KEY CHECK (name = 'refunds'),
   through_created bigint NOT NULL,
-  upper_created   bigint,
+  resume_after    text CHECK (char_length(resume_after) BETWEEN 1 AND 255),
   newest_created  bigint,
   sweep_no        bigint NOT NULL DEFAULT 0,
   next_sweep_at   timestamptz NOT NULL DEFAULT now()

@@ -172,7 +172,7 @@ export interface ProviderEventsTable {
 export interface RefundSweepsTable {
   name: string;
   through_created: ColumnType<string, string | number, string | number>;
-  upper_created: ColumnType<string | null, string | number | null, string | number | null>;
+  resume_after: string | null;
   newest_created: ColumnType<string | null, string | number | null, string | number | null>;
   sweep_no: ColumnType<string, string | number | undefined, string | number>;
   next_sweep_at: Defaulted<Date>;

@@ -23,14 +23,14 @@ import { orderNamedBy } from './verify.js';
  * refunds recorded or known, and holds at one that could not be recorded now.
  */
 
-/** Pages of 100 refunds one sweep reads at most; a sweep that stops there goes on below them next time. */
+/** Pages of 100 refunds one sweep reads at most; a sweep that stops there goes on after the last it read, in the next pass. */
 export const SWEEP_PAGES = 10;
 /**
- * A sweep reads again the refunds made this long before where the last one left off: Stripe's
- * clock is not this database's, and a refund made in the same second as the last one read may be
- * listed after it. What is read again and known costs one indexed look-up.
+ * A sweep reads again the refunds made this long before the newest it had seen: one made in the
+ * same second, or committed at Stripe a moment after it was stamped, may be listed after the sweep
+ * read. What is read again and known costs one indexed look-up per PaymentIntent.
  */
-export const SWEEP_OVERLAP_SECONDS = 600;
+export const SWEEP_OVERLAP_SECONDS = 120;
 
 export interface SweepDeps {
   /** The background loops' connections. */
@@ -41,10 +41,13 @@ export interface SweepDeps {
   options: { reconcileAfterMs: number; reconcileForMs: number };
 }
 
-/** Where the sweeps are: every refund created up to `through` is known; `upper` and `newest` while a sweep goes on below its first pages. */
+/**
+ * Where the sweeps are: every refund created up to `through` is known. While a sweep goes on below
+ * its first pages, `resumeAfter` is the last refund it read and `newest` the newest it saw.
+ */
 interface SweepPlace {
   through: number;
-  upper: number | null;
+  resumeAfter: string | null;
   newest: number | null;
 }
 
@@ -57,7 +60,7 @@ async function claimSweep(deps: SweepDeps): Promise<(SweepPlace & { sweepNo: str
     const { rows } = await sql<SweepPlace & { sweepNo: string }>`
       update refund_sweeps set sweep_no = sweep_no + 1, next_sweep_at = now() + make_interval(secs => ${deps.options.reconcileAfterMs / 1000})
        where name = 'refunds' and next_sweep_at <= now()
-      returning through_created::float8 as through, upper_created::float8 as upper, newest_created::float8 as newest, sweep_no::text as "sweepNo"`.execute(
+      returning through_created::float8 as through, resume_after as "resumeAfter", newest_created::float8 as newest, sweep_no::text as "sweepNo"`.execute(
       trx,
     );
     return rows[0] ?? null;
@@ -65,20 +68,24 @@ async function claimSweep(deps: SweepDeps): Promise<(SweepPlace & { sweepNo: str
   return value;
 }
 
-/** Moves the place, unless a later sweep was claimed meanwhile (its place is then the newer word). */
+/**
+ * Moves the place, unless a later sweep was claimed meanwhile (its place is then the newer word). A
+ * sweep that stopped at its page limit goes on in the next pass.
+ */
 async function saveSweep(deps: SweepDeps, sweepNo: string, place: SweepPlace): Promise<void> {
   await inPass(deps, (trx) =>
-    sql`update refund_sweeps set through_created = ${place.through}, upper_created = ${place.upper}, newest_created = ${place.newest}
+    sql`update refund_sweeps set through_created = ${place.through}, resume_after = ${place.resumeAfter}, newest_created = ${place.newest},
+                                next_sweep_at = case when ${place.resumeAfter}::text is null then next_sweep_at else now() end
          where name = 'refunds' and sweep_no = ${sweepNo}`.execute(trx),
   );
 }
 
-/** The refunds of the window below `upper` from `through` less the overlap, page after page; null when a page could not be had. */
+/** The refunds made since `through` less the overlap, after `resumeAfter`, page after page; null when a page could not be had. */
 async function readWindow(outcome: OutcomeDeps, place: SweepPlace): Promise<{ refunds: ReportedRefund[]; capped: boolean } | null> {
   const refunds: ReportedRefund[] = [];
-  const window = { from: place.through - SWEEP_OVERLAP_SECONDS, to: place.upper };
+  const window = { from: place.through - SWEEP_OVERLAP_SECONDS, to: null };
   for (let page = 0; page < SWEEP_PAGES; page++) {
-    const startingAfter = refunds.at(-1)?.id ?? null;
+    const startingAfter = refunds.at(-1)?.id ?? place.resumeAfter;
     const read = await outcome.ask((timeoutMs) => outcome.provider.listAccountRefunds({ ...window, startingAfter }, timeoutMs));
     if (read === null || read.kind !== 'found') {
       outcome.log.warn(
@@ -123,11 +130,13 @@ async function allKnown(deps: SweepDeps, intent: ReportedIntent, refunds: Report
 function nextPlace(place: SweepPlace, read: { refunds: ReportedRefund[]; capped: boolean }, failedAt: number[]): SweepPlace {
   const created = read.refunds.map((refund) => refund.created).filter((time): time is number => time !== null);
   const newest = created.length === 0 ? place.newest : Math.max(place.newest ?? -Infinity, ...created);
-  // Below a refund not recorded nothing may be passed; a sweep that did not reach the bottom starts again from its place.
-  if (failedAt.length > 0)
-    return { through: read.capped || place.upper !== null ? place.through : Math.min(...failedAt), upper: null, newest: null };
-  if (read.capped) return { through: place.through, upper: created.length === 0 ? place.upper : Math.min(...created), newest };
-  return { through: Math.max(place.through, newest ?? place.through), upper: null, newest: null };
+  // Nothing is passed below a refund not recorded; a sweep that did not reach the bottom starts again from its place.
+  if (failedAt.length > 0) {
+    const through = read.capped || place.resumeAfter !== null ? place.through : Math.min(...failedAt);
+    return { through, resumeAfter: null, newest: null };
+  }
+  if (read.capped) return { through: place.through, resumeAfter: read.refunds.at(-1)?.id ?? place.resumeAfter, newest };
+  return { through: Math.max(place.through, newest ?? place.through), resumeAfter: null, newest: null };
 }
 
 /**
