@@ -1,8 +1,8 @@
-import { variablesOf } from '../src/core/config-kinds.js';
-import { CONFIG_TABLE } from '../src/core/config-table.js';
+import { variablesOf } from '../src/core/config/kinds.js';
+import { CONFIG_TABLE } from '../src/core/config/table.js';
 
 /** Where the generated table stands in docs/operations.md; everything between the two lines is replaced. */
-export const TABLE_START = '<!-- The configuration table: `npm run docs:config` writes it from src/core/config-table.ts. -->';
+export const TABLE_START = '<!-- The configuration table: `npm run docs:config` writes it from the variables of src/core/config/. -->';
 export const TABLE_END = '<!-- End of the configuration table. -->';
 
 function cell(value: string, variable: string): string {
@@ -17,7 +17,7 @@ export function configTableMarkdown(): string {
     .map(({ title, fields }) => {
       const rows = variablesOf(fields).map(
         (variable) =>
-          `| \`${variable.name}\` | ${[variable.shownDefault, variable.accepts, variable.doc].map((text) => cell(text, variable.name)).join(' | ')} |`,
+          `| \`${variable.name}\` | ${[variable.shown, variable.accepts, variable.doc].map((text) => cell(text, variable.name)).join(' | ')} |`,
       );
       return [`**${title}**`, '', '| variable | default | accepts | meaning |', '| --- | --- | --- | --- |', ...rows].join('\n');
     })

@@ -2,8 +2,8 @@ import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { withConfigTable } from '../scripts/config-doc.js';
-import { variablesOf } from '../src/core/config-kinds.js';
-import { CONFIG_TABLE } from '../src/core/config-table.js';
+import { variablesOf } from '../src/core/config/kinds.js';
+import { CONFIG_TABLE } from '../src/core/config/table.js';
 import { ConfigError, LOG_LEVELS, loadConfig } from '../src/core/config.js';
 
 /** Where the configuration is documented: the table under its "## Configuration" heading. */
@@ -131,7 +131,7 @@ function configErrorOf(env: Record<string, string>): ConfigError | null {
 }
 
 describe('the configuration table of docs/operations.md', () => {
-  it('is the table src/core/config-table.ts prints (npm run docs:config writes it)', async () => {
+  it('is the table the variables of src/core/config/ print (npm run docs:config writes it)', async () => {
     const doc = await readFile(OPERATIONS_DOC, 'utf8');
     expect(doc, 'docs/operations.md is out of date: run npm run docs:config').toBe(withConfigTable(doc));
     const tabled = Object.values(CONFIG_TABLE).flatMap(({ fields }) => variablesOf(fields).map((variable) => variable.name));

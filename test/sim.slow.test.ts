@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Cores, Simulation } from './load/sim/engine.js';
 import { simulate, type Costs } from './load/sim/hot-path.js';
 import { statementShareOf } from './load/sim/main.js';
+import { MIN_BATCH, SIDE_BY_SIDE } from '../src/features/coupons/coalescer.js';
 import type { CalibratedRow } from './load/sim/calibration.js';
 
 // The simulation behind npm run sim against what queueing theory says of its simplest cases, so
@@ -110,13 +111,30 @@ describe('the coalescer in the model (COUPON_ISSUE_BATCH_MAX)', () => {
     expect(run(32).batching).toBeNull();
   });
 
+  it('up to SIDE_BY_SIDE clients never wait batched: their latency is exactly the unbatched one; one statement at a time made them wait', () => {
+    // No server CPU: the process's one thread would order the clients' work differently batched and not.
+    const costs = { ...free, dbCpuMs: 0.2, holdMs: 0.3, statementShare: { db: 0.7, app: 0 } };
+    const run = (batchMax: number, sideBySide?: number) =>
+      simulate(
+        { kind: 'not hot', issuedShare: 1 },
+        costs,
+        { ...roomy, clients: SIDE_BY_SIDE, rttMs: 1, batchMax, ...(sideBySide ? { sideBySide } : {}) },
+        { requests: 2_000, budgetCoupons: 2_000 },
+      );
+    expect(run(32).meanLatencyMs).toBeCloseTo(run(1).meanLatencyMs, 9);
+    expect(run(32).batching).toBeNull();
+    // One statement of the line at a time: the others waited for it, each to run alone after it.
+    expect(run(32, 1).meanLatencyMs).toBeGreaterThan(1.5 * run(1).meanLatencyMs);
+  });
+
   it('a batch holds the row once: with all of the hold the statement’s, one row serves a batch per hold', () => {
     const costs = { ...free, holdMs: 1, statementShare: { db: 1, app: 0 } };
+    // One statement in flight at a time, so that each batch is all that waited.
     const run = (batchMax: number) =>
       simulate(
         { kind: 'slots', rows: 1 },
         costs,
-        { ...roomy, clients: 64, rttMs: 0, batchMax },
+        { ...roomy, clients: 64, rttMs: 0, batchMax, sideBySide: 1 },
         { requests: 32_000, budgetCoupons: 32_000 },
       );
     const unbatched = run(1);
@@ -136,10 +154,10 @@ describe('the coalescer in the model (COUPON_ISSUE_BATCH_MAX)', () => {
     const three = simulate(
       { kind: 'slots', rows: 1 },
       costs,
-      { ...roomy, clients: 4, rttMs: 1, batchMax: 32 },
+      { ...roomy, clients: SIDE_BY_SIDE + MIN_BATCH - 1, rttMs: 1, batchMax: 32 },
       { requests: 2_000, budgetCoupons: 2_000 },
     );
-    // Four clients: at most three wait behind the one in flight, too few for a batch.
+    // At most MIN_BATCH - 1 wait behind the SIDE_BY_SIDE in flight: too few for a batch.
     expect(three.batching).toBeNull();
     const many = simulate(
       { kind: 'slots', rows: 1 },

@@ -68,8 +68,12 @@ export function createRequestLog(log: Logger, metrics: Metrics): RequestLog {
         // counted as `invalid`: the label set stays the schema's root fields and a few fixed words.
         const operation = scope.operation ?? (isGraphQL && method !== 'GET' && method !== 'OPTIONS' ? INVALID_OPERATION : undefined);
         if (operation) metrics.requests.observe({ operation, outcome: outcome ?? 'OK' }, seconds);
+        if (server) endServerSpan(server.span, status, scope, report);
+        const level = isGraphQL ? 'info' : 'debug';
+        // The line is built only when its level is logged (LOG_LEVEL=warn logs no request line).
+        if (!log.isLevelEnabled(level)) return;
         const ids = server?.span.spanContext();
-        log[isGraphQL ? 'info' : 'debug'](
+        log[level](
           {
             requestId,
             ...(ids ? { trace_id: ids.traceId, span_id: ids.spanId } : {}),
@@ -85,7 +89,6 @@ export function createRequestLog(log: Logger, metrics: Metrics): RequestLog {
           },
           'request completed',
         );
-        if (server) endServerSpan(server.span, status, scope, report);
       };
       const run = () => runInRequestScope(scope, () => serve(finish, server ? traceparentOf(server.context) : null, report));
       // A probe or a scrape makes no trace, and neither do its queries (/ready's select 1).

@@ -71,6 +71,9 @@ export function operationAdmission(services: AppServices): AdmissionGate {
   });
 }
 
+/** Whether operations make spans: tracing is configured (startTracing starts it from the same settings). */
+const tracesOperations = (tracing: AppServices['config']['tracing']) => tracing.tracesEndpoint !== null || tracing.console;
+
 /** What the server is built around besides the services: the documents known to it and the admission gate, which the HTTP layer shares. */
 export interface GraphQLServerParts {
   known: KnownDocuments;
@@ -108,6 +111,8 @@ export function createGraphQLServer(services: AppServices, { known, gate }: Grap
     // Every body reaches Yoga limited already (MAX_BODY_BYTES, see node-dispatch.ts and router.ts): its own check would
     // pipe each body through one more stream for nothing.
     maxRequestBodySize: false,
+    // Only JSON bodies reach Yoga (the router answers any other POST 415): a multipart parser would be asked about every request for nothing.
+    multipart: false,
     // Bounded by bytes: 3,000 distinct 95 KB documents must not each stay in memory for an hour.
     // Validation results are kept by useValidationCache instead.
     parserAndValidationCache: known.caches === null ? false : { ...known.caches, validationCache: false },
@@ -122,7 +127,8 @@ export function createGraphQLServer(services: AppServices, { known, gate }: Grap
       ...(edge.trustedDocumentsPath ? [useTrustedDocuments(config, schema)] : []),
       useVaryOnOrigin(),
       useRequestOutcome(),
-      useOperationSpans(),
+      // Tracing off costs nothing: no hook runs for it on any request.
+      ...(tracesOperations(config.tracing) ? [useOperationSpans()] : []),
       useDocumentLimits({
         maxDepth: edge.maxQueryDepth,
         maxAliases: edge.maxAliases,

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
-import { ConfigError } from '../core/config-error.js';
+import { ConfigError } from '../core/config/error.js';
 
 /** The file read when ENV_FILE names none: `.env` in the current folder (npm runs scripts from the project's root). */
 export const DEFAULT_ENV_FILE = '.env';

@@ -11,6 +11,7 @@ import { databaseRunners } from '../../src/graphql/context.js';
 import { createDatabaseQueue } from '../../src/graphql/read.js';
 import { createLogger } from '../../src/core/logger.js';
 import { buildServices } from '../../src/services/services.js';
+import { openDatabase } from '../../src/process/open-database.js';
 import { LoadClient, runReleasedTogether } from './client.js';
 import { runLoad } from './run.js';
 import {
@@ -44,6 +45,7 @@ import {
 } from './target.js';
 import { UNGATED_TURN } from '../../src/services/admission.js';
 import { SALE, saleOpens, saleTable, type SaleFigures } from './sale-opens.js';
+import { ProcessGroups } from './process-groups.js';
 
 /** What one run of one row measured. */
 interface Figures {
@@ -64,6 +66,8 @@ interface Figures {
   machineBusyCores: number;
   /** Batched rows: the share of the requests that batches carried, and the mean issues a batch (the server's counters); null where nothing was batched. */
   batching: Batching | null;
+  /** The machine's 1-minute load average as the run ended: what else ran beside it. */
+  loadAverage: number;
 }
 
 interface Batching {
@@ -130,12 +134,24 @@ const HOT_LEASE_COUPONS = 50;
 /** Half the round trip to a database in a neighbouring zone of the same region. */
 const ONE_WAY_DELAY_MS = 0.5;
 const FEATURE_CLIENTS = 32;
+/**
+ * Clients at which batching must cost nothing: too few requests in flight for batches to pay, so
+ * the batched row must read as the unbatched one (p99 within QUIET_P99_MS, req/s at least QUIET_RATE).
+ */
+const QUIET_CLIENTS = [1, 8];
+const QUIET_P99_MS = 2;
+const QUIET_RATE = 0.95;
+/** From this many clients on, batches form: the batched rows must halve PostgreSQL's CPU per request. */
+const BATCHING_CLIENTS = FEATURE_CLIENTS;
 
-/** Each batched row and the unbatched row it is measured beside. */
+/** Every server and proxy of the run: only the group of the row being measured runs (process-groups.ts). */
+const groups = new ProcessGroups();
+
+/** Each batched row and the unbatched row it is measured beside (at the same clients). */
 const BATCHED_PAIRS = [
-  [LABEL.oursBatched, LABEL.ours, FEATURE_CLIENTS],
-  [LABEL.hotOneSlotBatched, LABEL.hotOneSlot, HOT_CLIENTS],
-  [LABEL.notHotBatched, LABEL.notHot, HOT_CLIENTS],
+  [LABEL.oursBatched, LABEL.ours],
+  [LABEL.hotOneSlotBatched, LABEL.hotOneSlot],
+  [LABEL.notHotBatched, LABEL.notHot],
 ] as const;
 
 /** The most issues a batched row's server runs as one statement (COUPON_ISSUE_BATCH_MAX). */
@@ -143,15 +159,18 @@ const BATCH_MAX = '32';
 /** The servers run as in production (benchServerEnv), so the load sends Hasura's shared secret with the x-hasura-* headers. */
 const SESSIONS = headerSessions({ 'x-action-secret': BENCH_ACTION_SECRET });
 
-const USAGE = `usage: npm run bench [-- --concurrency 8,32,128] [--repeat 3] [--members 600] [--json FILE] [--baseline DIR] [--calibration FILE] [--only TEXT ...]
+const USAGE = `usage: npm run bench [-- --concurrency 1,8,32,128] [--repeat 3] [--members 600] [--json FILE] [--baseline DIR] [--calibration FILE] [--only TEXT ...]
 
 Runs the coupon reference scenario (scaled to --members: 6 requests each) against each strategy
 through the real HTTP endpoint, keyed and through /actions, the same unit of work behind a bare
 node:http server and straight through pg; then one hot campaign (4,000 members, 128 clients) with 1 and with 16 budget slots,
 with budget leases and at SERIALIZABLE, and the reference campaigns under the same load, behind a
 TCP proxy that adds ${ONE_WAY_DELAY_MS} ms each way. Rows marked batched run a server with issue batching on
-(COUPON_ISSUE_BATCH_MAX=${BATCH_MAX}); every other row issues one statement per request. Every row runs --repeat times, all rows
-interleaved, and the table shows the medians. Prints one table and checks the targets.
+(COUPON_ISSUE_BATCH_MAX=${BATCH_MAX}); every other row issues one statement per request. At 1 client only
+ours, batched and not, run: nothing contends there, and batching must cost nothing. Every row runs
+--repeat times, all rows interleaved, and the table shows the medians and each row's load average.
+Only the servers of the row being measured run: every other is stopped (SIGSTOP) meanwhile.
+Prints one table and checks the targets.
 
 --baseline DIR   also runs the servers of another checkout (its own npm ci done) on a database of
                  their own, as rows marked "${BEFORE.trim()}", interleaved with the rest
@@ -161,7 +180,7 @@ interleaved, and the table shows the medians. Prints one table and checks the ta
                  --concurrency 32 --repeat 3 --members 150 --only "(ours)" --only bare`;
 
 function parseArgs(argv: string[]) {
-  let concurrency = [8, 32, 128];
+  let concurrency = [1, 8, 32, 128];
   let repeats = DEFAULT_REPEATS;
   let members = DEFAULT_MEMBERS;
   let json: string | null = null;
@@ -219,6 +238,7 @@ async function throughEndpoint(
   hot = false,
 ): Promise<Figures> {
   const { server, sql } = target;
+  groups.runOnly(target.proxyPid ? [server.child.pid!, target.proxyPid] : [server.child.pid!]);
   const client = new LoadClient(server.url, clients);
   const total = scenario.members.length * scenario.campaigns.length * scenario.sends;
   const retriesBefore = await scrapeCounter(server.metricsUrl, 'transaction_retries_total');
@@ -263,6 +283,7 @@ async function throughEndpoint(
       cpuMsPerRequest: Object.fromEntries(Object.entries(used.parts).map(([part, seconds]) => [part, (seconds * 1000) / result.requests])),
       machineBusyCores: used.machineBusy / used.wall,
       batching: batchingOf(batchesBefore, await batchCounts(server.metricsUrl), result.requests),
+      loadAverage: os.loadavg()[0]!,
     };
   } finally {
     client.close();
@@ -330,6 +351,8 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
   const setUp = (scenario: CouponScenario) => insertCouponScenario(database.db, services.transactions, scenario);
 
   async function run(scenario: CouponScenario, clients: number): Promise<Figures> {
+    // No server of the bench's runs beside the raw row, which has none.
+    groups.runOnly([]);
     await setUp(scenario);
     const retriesBefore = await retryCount();
     const started = performance.now();
@@ -365,6 +388,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
       cpuMsPerRequest: {},
       machineBusyCores: 0,
       batching: null,
+      loadAverage: os.loadavg()[0]!,
     };
   }
   return { run, setUp, close: () => database.close() };
@@ -422,6 +446,13 @@ const COLUMNS: Column[] = [
       return mean === '-' ? '-' : `${mean} (${medianOf(row, (r) => (r.batching ? r.batching.share * 100 : null), 0)} %)`;
     },
   },
+  {
+    header: 'load average',
+    cell: (row) => {
+      const loads = row.runs.map((r) => r.loadAverage);
+      return `${medianOf(row, (r) => r.loadAverage, 1)} (${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)})`;
+    },
+  },
 ];
 
 function table(rows: Row[]): string {
@@ -436,6 +467,44 @@ function table(rows: Row[]): string {
 /** The median over repetitions of one row's figure (req/s unless told) divided by another's in the same repetition. */
 function pairedRatio(row: Row, base: Row, figure: (f: Figures) => number | null = (f) => f.requestsPerSecond): number {
   return median(row.runs.map((run, i) => (figure(run) ?? NaN) / (figure(base.runs[i]!) ?? NaN)));
+}
+
+/** A batched row against its unbatched row at the same clients: free when it is quiet, half PostgreSQL's CPU once batches form. */
+function batchedVerdicts(batched: Row, unbatched: Row, verdict: (ok: boolean, text: string) => string): string[] {
+  const lines: string[] = [];
+  const { label, clients } = batched;
+  const rate = pairedRatio(batched, unbatched);
+  const [p99, unbatchedP99] = [batched, unbatched].map((r) => median(r.runs.map((run) => run.p99))) as [number, number];
+  lines.push(`INFO ${label} at ${clients}: ${rate.toFixed(2)}x the req/s, p99 ${unbatchedP99.toFixed(1)} -> ${p99.toFixed(1)} ms`);
+  if (QUIET_CLIENTS.includes(clients)) {
+    lines.push(
+      verdict(
+        p99 <= unbatchedP99 + QUIET_P99_MS && rate >= QUIET_RATE,
+        `${label} at ${clients} clients reads as unbatched: p99 ${p99.toFixed(1)} against ${unbatchedP99.toFixed(1)} ms (target at most ${QUIET_P99_MS} ms above), ${rate.toFixed(2)}x the req/s (target at least ${QUIET_RATE}x, median of the interleaved pairs)`,
+      ),
+    );
+  }
+  if (clients >= BATCHING_CLIENTS) {
+    const cpu = pairedRatio(batched, unbatched, postgresCpuMs);
+    lines.push(
+      verdict(
+        cpu <= 0.5,
+        `${label} at ${clients}: PostgreSQL CPU per request ${cpu.toFixed(2)}x the unbatched row's (${medianOf(batched, postgresCpuMs, 2)} vs ${medianOf(unbatched, postgresCpuMs, 2)} ms; target at most 0.5x, median of the interleaved pairs)`,
+      ),
+    );
+  }
+  if (label === LABEL.hotOneSlotBatched) {
+    lines.push(verdict(rate >= 1.25, `hot campaign, one budget row, batched: ${rate.toFixed(2)}x the unbatched req/s (target 1.25x)`));
+  }
+  if (label === LABEL.oursBatched && clients === FEATURE_CLIENTS) {
+    lines.push(
+      verdict(
+        p99 <= unbatchedP99 + 5,
+        `batched p99 at ${clients} clients ${p99.toFixed(1)} ms against ${unbatchedP99.toFixed(1)} unbatched (target at most 5 ms above)`,
+      ),
+    );
+  }
+  return lines;
 }
 
 function targets(rows: Row[]): string[] {
@@ -540,29 +609,10 @@ function targets(rows: Row[]): string[] {
       verdict(ratio >= 0.9, `hot campaign, one budget row against the not-hot campaigns: ${ratio.toFixed(2)} of the req/s (target 0.9)`),
     );
   }
-  for (const [batchedLabel, unbatchedLabel, clients] of BATCHED_PAIRS) {
-    const [batched, unbatched] = [find(batchedLabel, clients), find(unbatchedLabel, clients)];
-    if (!batched || !unbatched) continue;
-    const cpu = pairedRatio(batched, unbatched, postgresCpuMs);
-    lines.push(
-      verdict(
-        cpu <= 0.5,
-        `${batchedLabel}: PostgreSQL CPU per request ${cpu.toFixed(2)}x the unbatched row's (${medianOf(batched, postgresCpuMs, 2)} vs ${medianOf(unbatched, postgresCpuMs, 2)} ms; target at most 0.5x, median of the interleaved pairs)`,
-      ),
-    );
-    const rate = pairedRatio(batched, unbatched);
-    const p99 = [batched, unbatched].map((r) => median(r.runs.map((run) => run.p99)));
-    lines.push(`INFO ${batchedLabel}: ${rate.toFixed(2)}x the req/s, p99 ${p99[1]!.toFixed(1)} -> ${p99[0]!.toFixed(1)} ms`);
-    if (batchedLabel === LABEL.hotOneSlotBatched) {
-      lines.push(verdict(rate >= 1.25, `hot campaign, one budget row, batched: ${rate.toFixed(2)}x the unbatched req/s (target 1.25x)`));
-    }
-    if (batchedLabel === LABEL.oursBatched) {
-      lines.push(
-        verdict(
-          p99[0]! <= p99[1]! + 5,
-          `batched p99 at 32 clients ${p99[0]!.toFixed(1)} ms against ${p99[1]!.toFixed(1)} unbatched (target at most 5 ms above)`,
-        ),
-      );
+  for (const [batchedLabel, unbatchedLabel] of BATCHED_PAIRS) {
+    for (const batched of rows.filter((r) => r.label === batchedLabel)) {
+      const unbatched = find(unbatchedLabel, batched.clients);
+      if (unbatched) lines.push(...batchedVerdicts(batched, unbatched, verdict));
     }
   }
   const strands = (r: Row) => r.runs.some((run) => (run.strandedAtFirstRefusalYen ?? 0) + (run.strandedAtEndYen ?? 0) > 0);
@@ -626,43 +676,99 @@ async function roundTripMs(databaseUrl: string): Promise<number> {
   }
 }
 
-/** One database with its delay proxy, and the servers of one checkout on it (the baseline's, or this one's). */
-async function startSide(project: string | null, members: number, withPeers: boolean) {
+async function migrate(databaseUrl: string): Promise<void> {
+  const config = loadConfig({ DATABASE_URL: databaseUrl, NODE_ENV: 'production', ACTION_SECRET: BENCH_ACTION_SECRET });
+  const opened = await openDatabase({ config, log: createLogger('silent'), schema: 'migrate' }, 'bench-migrate');
+  await opened.close();
+}
+
+/** How one of a side's servers runs: its strategy, through the delay proxy or not, what else it is given. */
+interface ServerSpec {
+  strategy: string;
+  distant?: boolean;
+  env?: Record<string, string>;
+  entry?: string;
+  setUp?: Target['setUp'];
+}
+
+/** The servers every side has: ours, near and through the delay proxy, and SERIALIZABLE through it. */
+const SIDE_SERVERS: Record<string, ServerSpec> = {
+  conditional: { strategy: 'conditional' },
+  distant: { strategy: 'conditional', distant: true },
+  'distant serializable': { strategy: 'serializable', distant: true },
+};
+
+/** This checkout's servers besides: the peers, the slots' naive twin, and batching on (a baseline's servers know none of them). */
+const OWN_SERVERS: Record<string, ServerSpec> = {
+  ...Object.fromEntries(PEERS.map((peer) => [peer.server, { strategy: peer.server }])),
+  // The slots' naive twin (test/naive/budget-split.ts): its hot row strands a remainder in every slot.
+  'distant naive split': { strategy: 'naive-split', distant: true },
+  batched: { strategy: 'conditional', env: { COUPON_ISSUE_BATCH_MAX: BATCH_MAX } },
+  'distant batched': { strategy: 'conditional', distant: true, env: { COUPON_ISSUE_BATCH_MAX: BATCH_MAX } },
+};
+
+/**
+ * One database with its delay proxy, and the servers of one checkout on it (the baseline's, or
+ * this one's). A server starts when a row first needs it, and is warmed up then.
+ */
+async function startSide(project: string | null, withPeers: boolean, newRunId: () => string) {
   const database = await startScratchDatabase();
+  // This checkout's schema before any row: the raw row and the bare server (which never migrates) may come first.
+  // A baseline's database is migrated by its own first server.
+  if (project === null) await migrate(database.databaseUrl);
   const sql = new pg.Pool({ connectionString: database.databaseUrl, max: 2 });
   // An idle connection the server drops must not take the whole run down with it.
   sql.on('error', (error) => console.error(`database connection lost: ${error.message}`));
   const proxy = await startDelayProxyProcess(database.databaseUrl, ONE_WAY_DELAY_MS);
-  const start = (databaseUrl: string, strategy: string, extra: Record<string, string> = {}, entry = 'test/load/bench-server.ts') =>
-    startServerProcess(entry, { ...benchServerEnv(databaseUrl, strategy), ...extra }, project ? { project } : {});
-  const targets = new Map<string, Target>();
-  const near = (server: ServerProcess): Target => ({ server, sql, databaseUrl: database.databaseUrl, dataDir: database.dataDir });
-  const far = (server: ServerProcess): Target => ({ ...near(server), proxyPid: proxy.pid });
-  for (const strategy of ['conditional', ...(withPeers ? PEERS.map((p) => p.server) : [])])
-    targets.set(strategy, near(await start(database.databaseUrl, strategy)));
-  targets.set('distant', far(await start(proxy.databaseUrl, 'conditional')));
-  targets.set('distant serializable', far(await start(proxy.databaseUrl, 'serializable')));
-  // The slots' naive twin (test/naive/budget-split.ts): its hot row strands a remainder in every slot.
-  if (withPeers) targets.set('distant naive split', far(await start(proxy.databaseUrl, 'naive-split')));
-  // Batching on: this checkout's rows marked batched (a baseline's servers know no batching).
-  if (withPeers) {
-    targets.set('batched', near(await start(database.databaseUrl, 'conditional', { COUPON_ISSUE_BATCH_MAX: BATCH_MAX })));
-    targets.set('distant batched', far(await start(proxy.databaseUrl, 'conditional', { COUPON_ISSUE_BATCH_MAX: BATCH_MAX })));
-  }
+  groups.add(proxy.pid);
+  const specs = new Map(Object.entries({ ...SIDE_SERVERS, ...(withPeers ? OWN_SERVERS : {}) }));
+  const started = new Map<string, Promise<Target>>();
+  const launch = async (key: string): Promise<Target> => {
+    const spec = specs.get(key);
+    if (!spec) throw new Error(`no server "${key}" on this side`);
+    // A server that reaches PostgreSQL through the proxy connects to it as it starts.
+    groups.runOnly(spec.distant ? [proxy.pid] : []);
+    const server = await startServerProcess(
+      spec.entry ?? 'test/load/bench-server.ts',
+      { ...benchServerEnv(spec.distant ? proxy.databaseUrl : database.databaseUrl, spec.strategy), ...spec.env },
+      project ? { project } : {},
+    );
+    groups.add(server.child.pid!);
+    const target: Target = {
+      server,
+      sql,
+      databaseUrl: database.databaseUrl,
+      dataDir: database.dataDir,
+      ...(spec.distant ? { proxyPid: proxy.pid } : {}),
+      ...(spec.setUp ? { setUp: spec.setUp } : {}),
+    };
+    // A fresh process compiles and optimizes its code on its first requests: keep that out of the figures.
+    await throughEndpoint(target, referenceScenario(newRunId(), WARM_UP_MEMBERS), 32);
+    if (key === 'conditional') {
+      await throughEndpoint(target, referenceScenario(newRunId(), WARM_UP_MEMBERS), 32, { idempotencyKeys: true, viaActions: true });
+    }
+    return target;
+  };
   return {
     database,
     sql,
     proxy,
-    targets,
-    start,
-    near,
+    /** Adds a server this side may start. */
+    define(key: string, spec: ServerSpec) {
+      specs.set(key, spec);
+    },
+    /** The server `key`, started and warmed up the first time it is asked for. */
+    target(key: string): Promise<Target> {
+      let target = started.get(key);
+      if (!target) started.set(key, (target = launch(key)));
+      return target;
+    },
     async stop() {
-      for (const target of targets.values()) await target.server.stop();
+      for (const target of started.values()) await (await target.catch(() => null))?.server.stop();
       await proxy.stop();
       await sql.end();
       await database.stop();
     },
-    members,
   };
 }
 
@@ -687,35 +793,18 @@ async function main() {
     return scenario;
   };
   try {
-    const here = await startSide(null, members, true);
+    const here = await startSide(null, true, runId);
     sides.push(here);
-    const before = baseline ? await startSide(baseline, members, false) : null;
+    const before = baseline ? await startSide(baseline, false, runId) : null;
     if (before) sides.push(before);
     // Tracing costs nothing when it is off (every other row); this row shows what it costs when on.
-    here.targets.set(
-      'traced',
-      here.near(
-        await here.start(here.database.databaseUrl, 'conditional', {
-          OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: collector.url,
-          OTEL_TRACES_SAMPLER: 'always_on',
-        }),
-      ),
-    );
-    raw = rawTarget(here.database.databaseUrl, here.sql);
-    here.targets.set('bare', {
-      ...here.near(await here.start(here.database.databaseUrl, 'conditional', {}, 'test/load/bare-server.ts')),
-      setUp: raw.setUp,
+    here.define('traced', {
+      strategy: 'conditional',
+      env: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: collector.url, OTEL_TRACES_SAMPLER: 'always_on' },
     });
-
-    // A fresh process compiles and optimizes its code on its first requests: keep that out of the figures.
-    for (const side of sides) {
-      for (const target of side.targets.values()) await throughEndpoint(target, referenceScenario(runId(), WARM_UP_MEMBERS), 32);
-      await throughEndpoint(side.targets.get('conditional')!, referenceScenario(runId(), WARM_UP_MEMBERS), 32, {
-        idempotencyKeys: true,
-        viaActions: true,
-      });
-    }
-    await raw.run(referenceScenario(runId(), WARM_UP_MEMBERS), 32);
+    const rawUnit = rawTarget(here.database.databaseUrl, here.sql);
+    raw = rawUnit;
+    here.define('bare', { strategy: 'conditional', entry: 'test/load/bare-server.ts', setUp: rawUnit.setUp });
 
     const rows: Row[] = [];
     const wanted = (label: string) => only.length === 0 || only.some((text) => label.includes(text));
@@ -730,40 +819,44 @@ async function main() {
     const hotMembers = Math.round(HOT_MEMBERS / 6);
     for (const clients of concurrency) {
       // Each comparison's rows sit next to each other, so every pair is measured under the same load of the machine.
-      paired(LABEL.ours, clients, (side, id) => throughEndpoint(side.targets.get('conditional')!, reference(id), clients));
-      if (clients === FEATURE_CLIENTS)
-        row(LABEL.oursBatched, clients, (id) => throughEndpoint(here.targets.get('batched')!, reference(id), clients));
-      row(LABEL.bare, clients, (id) => throughEndpoint(here.targets.get('bare')!, reference(id), clients));
+      paired(LABEL.ours, clients, async (side, id) => throughEndpoint(await side.target('conditional'), reference(id), clients));
+      row(LABEL.oursBatched, clients, async (id) => throughEndpoint(await here.target('batched'), reference(id), clients));
+      // One client contends with nobody: there only what batching costs when it is quiet is measured.
+      if (clients === 1) continue;
+      row(LABEL.bare, clients, async (id) => throughEndpoint(await here.target('bare'), reference(id), clients));
       if (clients === FEATURE_CLIENTS) {
-        paired(LABEL.keyed, clients, (side, id) =>
-          throughEndpoint(side.targets.get('conditional')!, reference(id), clients, { idempotencyKeys: true }),
+        paired(LABEL.keyed, clients, async (side, id) =>
+          throughEndpoint(await side.target('conditional'), reference(id), clients, { idempotencyKeys: true }),
         );
-        paired(LABEL.actions, clients, (side, id) =>
-          throughEndpoint(side.targets.get('conditional')!, reference(id), clients, { viaActions: true }),
+        paired(LABEL.actions, clients, async (side, id) =>
+          throughEndpoint(await side.target('conditional'), reference(id), clients, { viaActions: true }),
         );
-        row(LABEL.traced, clients, (id) => throughEndpoint(here.targets.get('traced')!, reference(id), clients));
+        row(LABEL.traced, clients, async (id) => throughEndpoint(await here.target('traced'), reference(id), clients));
       }
       row(LABEL.raw, clients, (id) => raw!.run(reference(id), clients));
-      for (const peer of PEERS) row(peer.label, clients, (id) => throughEndpoint(here.targets.get(peer.server)!, reference(id), clients));
-      paired(LABEL.oursSlotted, clients, (side, id) =>
-        throughEndpoint(side.targets.get('conditional')!, reference(id, HOT_SLOTS), clients),
+      for (const peer of PEERS)
+        row(peer.label, clients, async (id) => throughEndpoint(await here.target(peer.server), reference(id), clients));
+      paired(LABEL.oursSlotted, clients, async (side, id) =>
+        throughEndpoint(await side.target('conditional'), reference(id, HOT_SLOTS), clients),
       );
     }
-    const hot = (side: (typeof sides)[number], key: string, scenario: CouponScenario) =>
-      throughEndpoint(side.targets.get(key)!, scenario, HOT_CLIENTS, {}, true);
+    const hot = async (side: (typeof sides)[number], key: string, scenario: CouponScenario) =>
+      throughEndpoint(await side.target(key), scenario, HOT_CLIENTS, {}, true);
     paired(LABEL.hotOneSlot, HOT_CLIENTS, (side, id) => hot(side, 'distant', hotCampaignScenario(id, HOT_MEMBERS, 1)));
     row(LABEL.hotOneSlotBatched, HOT_CLIENTS, (id) => hot(here, 'distant batched', hotCampaignScenario(id, HOT_MEMBERS, 1)));
     paired(LABEL.hotSixteenSlots, HOT_CLIENTS, (side, id) => hot(side, 'distant', hotCampaignScenario(id, HOT_MEMBERS, HOT_SLOTS)));
     row(LABEL.hotSixteenSlotsNaive, HOT_CLIENTS, (id) => hot(here, 'distant naive split', hotCampaignScenario(id, HOT_MEMBERS, HOT_SLOTS)));
     paired(LABEL.hotLeases, HOT_CLIENTS, (side, id) => hot(side, 'distant', leased(id)));
     paired(LABEL.hotSerializable, HOT_CLIENTS, (side, id) => hot(side, 'distant serializable', hotCampaignScenario(id, HOT_MEMBERS, 1)));
-    paired(LABEL.notHot, HOT_CLIENTS, (side, id) =>
-      throughEndpoint(side.targets.get('distant')!, reference(id, 1, hotMembers), HOT_CLIENTS),
+    paired(LABEL.notHot, HOT_CLIENTS, async (side, id) =>
+      throughEndpoint(await side.target('distant'), reference(id, 1, hotMembers), HOT_CLIENTS),
     );
-    row(LABEL.notHotBatched, HOT_CLIENTS, (id) =>
-      throughEndpoint(here.targets.get('distant batched')!, reference(id, 1, hotMembers), HOT_CLIENTS),
+    row(LABEL.notHotBatched, HOT_CLIENTS, async (id) =>
+      throughEndpoint(await here.target('distant batched'), reference(id, 1, hotMembers), HOT_CLIENTS),
     );
 
+    // The raw row runs in this process: its code, too, is compiled before it is measured.
+    if (rows.some((r) => r.label === LABEL.raw)) await rawUnit.run(referenceScenario(runId(), WARM_UP_MEMBERS), 32);
     for (let repeat = 1; repeat <= repeats; repeat++) {
       // Every other pass runs backwards, so that a drift of the machine's load favours no row.
       for (const measured of repeat % 2 === 1 ? rows : [...rows].reverse()) {
@@ -772,7 +865,8 @@ async function main() {
         console.log(
           `  [${repeat}/${repeats}] ${measured.label} at ${measured.clients}: ${figures.requestsPerSecond.toFixed(0)} req/s, ` +
             `p99 ${figures.p99.toFixed(1)} ms, ${figures.violations} violations` +
-            (figures.lockHoldMs !== null ? `, lock hold ${figures.lockHoldMs.toFixed(2)} ms` : ''),
+            (figures.lockHoldMs !== null ? `, lock hold ${figures.lockHoldMs.toFixed(2)} ms` : '') +
+            `, load average ${figures.loadAverage.toFixed(1)}`,
         );
       }
     }
@@ -785,7 +879,9 @@ async function main() {
       .map((sale) => ({ ...sale, runs: [] as SaleFigures[] }));
     for (let repeat = 1; repeat <= repeats; repeat++) {
       for (const sale of repeat % 2 === 1 ? sales : [...sales].reverse()) {
-        const figures = await saleOpens(here.targets.get(sale.target)!.server.url, here.sql, SESSIONS, runId());
+        const target = await here.target(sale.target);
+        groups.runOnly([target.server.child.pid!, ...(target.proxyPid ? [target.proxyPid] : [])]);
+        const figures = await saleOpens(target.server.url, here.sql, SESSIONS, runId());
         sale.runs.push(figures);
         console.log(
           `  [${repeat}/${repeats}] ${sale.label}: p50 ${figures.p50Ms.toFixed(1)} ms, p99 ${figures.p99Ms.toFixed(1)} ms, ` +
@@ -795,7 +891,8 @@ async function main() {
     }
     // The hold with the machine as quiet as it gets: one client, one budget row, through the proxy.
     const quiet =
-      only.length === 0 ? await throughEndpoint(here.targets.get('distant')!, hotCampaignScenario(runId(), 400, 1), 1, {}, true) : null;
+      only.length === 0 ? await throughEndpoint(await here.target('distant'), hotCampaignScenario(runId(), 400, 1), 1, {}, true) : null;
+    groups.runOnly([here.proxy.pid]);
     const rttMs = await roundTripMs(here.proxy.databaseUrl);
     const directRttMs = await roundTripMs(here.database.databaseUrl);
     const requestsPerRun = members * 6;
@@ -841,6 +938,7 @@ async function main() {
         `${JSON.stringify({ machine, commit, repeats, requestsPerRun, rows: rows.map(({ run: _run, ...r }) => r) }, null, 2)}\n`,
       );
   } finally {
+    groups.continueAll();
     for (const side of sides) await side.stop();
     await raw?.close();
     await collector.close();

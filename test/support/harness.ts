@@ -94,7 +94,7 @@ function statementWatcher(onStatement: (kind: string) => void): KyselyPlugin {
 export async function createTestBackend(options: TestBackendOptions = {}): Promise<TestBackend> {
   const url = options.databaseUrl ?? (await createTestDatabaseUrl());
   // DB_PREPARED_STATEMENTS=false reaches every backend of the run (CI's pass through PgBouncer sets it),
-  // and COUPON_ISSUE_BATCH_MAX (the suite with issue batching on: 32).
+  // and COUPON_ISSUE_BATCH_MAX (the coupon suites' pass with issue batching off: 1).
   const inherited = Object.fromEntries(
     ['DB_PREPARED_STATEMENTS', 'COUPON_ISSUE_BATCH_MAX'].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])),
   );

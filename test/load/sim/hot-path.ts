@@ -1,4 +1,4 @@
-import { MIN_BATCH } from '../../../src/features/coupons/coalescer.js';
+import { MIN_BATCH, SIDE_BY_SIDE } from '../../../src/features/coupons/coalescer.js';
 import { Cores, random, Resource, Signal, Simulation, type Process } from './engine.js';
 
 /**
@@ -21,9 +21,9 @@ import { Cores, random, Resource, Signal, Simulation, type Process } from './eng
  *
  * With `batchMax` above 1 (COUPON_ISSUE_BATCH_MAX), slots and not hot issue as the coalescer does
  * (src/features/coupons/coalescer.ts): per server process one line (the bench's and the model's
- * campaigns are one tenant's), an issue that finds no statement of its line in flight runs alone at
- * once, one that finds one waits for it; when it ends, up to `batchMax` of those waiting go as one
- * statement (fewer than MIN_BATCH each run alone, side by side). A batch takes one budget row for
+ * campaigns are one tenant's), an issue that finds fewer than `sideBySide` statements of its line in
+ * flight runs alone at once, one that finds that many waits; when the first of them ends, up to
+ * `batchMax` of those waiting go as one statement (fewer than MIN_BATCH each run alone, side by side). A batch takes one budget row for
  * all of its members that issue, as many as the row with most room pays for; the rest run alone;
  * a row that went short while the batch waited for it fails the batch whole, and its members run
  * alone. A batch pays its statement's share of the work once (`Costs.statementShare`) and each
@@ -72,6 +72,8 @@ export interface Deployment {
   rttMs: number;
   /** COUPON_ISSUE_BATCH_MAX: the most issues a process runs as one statement; 1 or absent, no batching. */
   batchMax?: number;
+  /** Statements of a line in flight before an issue waits for a batch (the coalescer's SIDE_BY_SIDE unless given). */
+  sideBySide?: number;
 }
 
 export interface Workload {
@@ -349,13 +351,18 @@ export function simulate(
   const requestAppMs = ((1 - share.app) * costs.appCpuMs) / 2;
   const statementAppMs = (share.app * costs.appCpuMs) / 2;
 
-  /** One issue's statement on a connection of `process`'s pool. */
-  function* alone(process: number): Process {
-    yield* onApp(process, statementAppMs);
+  /** One issue's statement on a connection of `process`'s pool, sent and answered. */
+  function* onConnection(process: number): Process {
     yield { acquire: pools[process]! };
     yield* oneStatement(process);
     pools[process]!.release();
-    yield* onApp(process, statementAppMs);
+  }
+
+  /** One issue's statement, its server work around it; `ownMs`, the request's own work each side, in the same turns of the thread. */
+  function* alone(process: number, ownMs = 0): Process {
+    yield* onApp(process, ownMs + statementAppMs);
+    yield* onConnection(process);
+    yield* onApp(process, statementAppMs + ownMs);
   }
 
   type Turn = 'lead' | 'decided' | 'alone';
@@ -364,16 +371,16 @@ export function simulate(
     turn: Turn;
     batch: Member[];
   }
-  const lines = Array.from({ length: deployment.processes }, () => ({ busy: false, waiting: [] as Member[] }));
+  const sideBySide = deployment.sideBySide ?? SIDE_BY_SIDE;
+  const lines = Array.from({ length: deployment.processes }, () => ({ inFlight: 0, waiting: [] as Member[] }));
   const batches = { count: 0, members: 0 };
 
-  /** A statement of `process`'s line ended: those that waited become the next batch, or run alone when too few. */
+  /** A statement of `process`'s line ended: those that waited become the next batch in its place, or run alone when too few. */
   function next(process: number) {
     const line = lines[process]!;
-    if (line.waiting.length === 0) {
-      line.busy = false;
-      return;
-    }
+    line.inFlight--;
+    if (line.waiting.length === 0) return;
+    line.inFlight++;
     const batch = line.waiting.splice(0, batchMax);
     const [leader, ...rest] = batch as [Member, ...Member[]];
     leader.turn = batch.length < MIN_BATCH ? 'alone' : 'lead';
@@ -446,24 +453,51 @@ export function simulate(
     batch.slice(1).forEach((member, i) => release(member, i + 1 < decided ? 'decided' : 'alone'));
   }
 
-  /** An issue through `process`'s coalescer. */
+  /**
+   * An issue through `process`'s coalescer, with its own server work: the first half, then, in the
+   * same turn of the thread, the line's decision, so that an issue that runs at once is served
+   * exactly as without batching.
+   */
   function* coalesced(process: number): Process {
     const line = lines[process]!;
-    if (!line.busy) {
-      line.busy = true;
-      yield* alone(process);
-      next(process);
+    const thread = appThreads[process]!;
+    yield { acquire: thread };
+    if (requestAppMs > 0) yield { compute: appCores[process]!, ms: requestAppMs };
+    if (line.inFlight < sideBySide) {
+      line.inFlight++;
+      if (statementAppMs > 0) yield { compute: appCores[process]!, ms: statementAppMs };
+      thread.release();
+      yield* onConnection(process);
+      yield* answered(process, () => next(process));
       return;
     }
+    thread.release();
     const member: Member = { signal: new Signal(sim), turn: 'alone', batch: [] };
     line.waiting.push(member);
     yield { until: member.signal };
-    if (member.turn === 'lead') yield* runBatch(process, member.batch);
-    else if (member.turn === 'alone') {
-      yield* alone(process);
-      // A leader of too few runs alone and holds the line while it does.
-      if (member.batch.length > 0) next(process);
-    }
+    if (member.turn === 'lead') {
+      yield* runBatch(process, member.batch);
+      yield* onApp(process, requestAppMs);
+    } else if (member.turn === 'alone') {
+      // A leader of too few runs alone and holds the line while its statement is in flight.
+      yield* onApp(process, statementAppMs);
+      yield* onConnection(process);
+      yield* answered(process, () => member.batch.length > 0 && next(process));
+    } else yield* onApp(process, requestAppMs);
+  }
+
+  /**
+   * The server reads a statement's answer (its share of the work), and in the same turn of its
+   * thread tells the line (`ended`, as the coalescer does once the answer is read) and does the
+   * request's own second half.
+   */
+  function* answered(process: number, ended: () => void): Process {
+    const thread = appThreads[process]!;
+    yield { acquire: thread };
+    if (statementAppMs > 0) yield { compute: appCores[process]!, ms: statementAppMs };
+    ended();
+    if (requestAppMs > 0) yield { compute: appCores[process]!, ms: requestAppMs };
+    thread.release();
   }
 
   let sent = 0;
@@ -473,11 +507,12 @@ export function simulate(
     enter();
     const mine = process++ % deployment.processes;
     if (shared) yield* onThread(generatorThread, shared, costs.generatorCpuMs ?? 0);
-    yield* onApp(mine, requestAppMs);
-    if (design.kind === 'serializable') yield* serializable(mine);
-    else if (batchMax > 1) yield* coalesced(mine);
-    else yield* alone(mine);
-    yield* onApp(mine, requestAppMs);
+    if (design.kind === 'serializable') {
+      yield* onApp(mine, requestAppMs);
+      yield* serializable(mine);
+      yield* onApp(mine, requestAppMs);
+    } else if (batchMax > 1) yield* coalesced(mine);
+    else yield* alone(mine, requestAppMs);
     latencies.push(sim.now - started);
     leave();
   }

@@ -2,6 +2,7 @@ import { referenceScenario } from '../scenarios/coupons.js';
 import { readCalibration, type CalibratedRow, type Calibration } from './calibration.js';
 import { simulate, type Costs, type Design, type Deployment, type SimResult } from './hot-path.js';
 import { openingSecond, type OpeningCandidate } from './opening.js';
+import { SIDE_BY_SIDE } from '../../../src/features/coupons/coalescer.js';
 
 const USAGE = `usage: npm run sim [-- --calibration FILE] [--rate 10000] [--requests 20000] [--hold-ms MS]
 
@@ -354,12 +355,13 @@ const hasBatchedRows = (calibration: Calibration) => calibration.rows.some((r) =
 /** What batching costs a request when there is little to batch: the same offered load with and without, on a process or two. */
 function lowLoad(costs: Costs, batchedCosts: Costs, batchMax: number) {
   console.log(
-    '\nAt low load (one budget row, 1 ms round trip, 4 database cores): the latency batching adds where a process has little waiting\n',
+    '\nAt low load (one budget row, 1 ms round trip, 4 database cores): the latency batching adds where a process has little waiting, ' +
+      `with one statement of a line at a time and with ${SIDE_BY_SIDE} side by side (the coalescer's SIDE_BY_SIDE)\n`,
   );
   console.log(
-    '| coupons/s | server processes | p50 ms unbatched | p50 ms batched | p99 ms unbatched | p99 ms batched | issues per batch (share batched) |',
+    '| coupons/s | server processes | p50 ms unbatched | p50 ms batched, one at a time | p50 ms batched | p99 ms unbatched | p99 ms batched, one at a time | p99 ms batched | issues per batch (share batched) |',
   );
-  console.log('| ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+  console.log('| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
   for (const [rate, processes] of [
     [50, 1],
     [200, 1],
@@ -369,13 +371,59 @@ function lowLoad(costs: Costs, batchedCosts: Costs, batchMax: number) {
     const deployment = { ratePerSecond: rate, processes, poolPerProcess: POOL_PER_PROCESS, dbCores: 4, rttMs: 1 };
     const workload = { requests: Math.max(2_000, rate * 10), budgetCoupons: Math.max(2_000, rate * 10) };
     const plain = simulate({ kind: 'slots', rows: 1 }, costs, deployment, workload);
+    const oneAtATime = simulate({ kind: 'slots', rows: 1 }, batchedCosts, { ...deployment, batchMax, sideBySide: 1 }, workload);
     const batched = simulate({ kind: 'slots', rows: 1 }, batchedCosts, { ...deployment, batchMax }, workload);
-    const batch = batched.batching
-      ? `${batched.batching.membersPerBatch.toFixed(1)} (${(batched.batching.share * 100).toFixed(0)} %)`
-      : '-';
     console.log(
-      `| ${rate} | ${processes} | ${plain.p50Ms.toFixed(2)} | ${batched.p50Ms.toFixed(2)} | ${plain.p99Ms.toFixed(2)} | ${batched.p99Ms.toFixed(2)} | ${batch} |`,
+      `| ${rate} | ${processes} | ${plain.p50Ms.toFixed(2)} | ${oneAtATime.p50Ms.toFixed(2)} | ${batched.p50Ms.toFixed(2)} | ` +
+        `${plain.p99Ms.toFixed(2)} | ${oneAtATime.p99Ms.toFixed(2)} | ${batched.p99Ms.toFixed(2)} | ${batchCell(batched)} |`,
     );
+  }
+}
+
+const batchCell = (r: SimResult) =>
+  r.batching ? `${r.batching.membersPerBatch.toFixed(1)} (${(r.batching.share * 100).toFixed(0)} %)` : '-';
+
+/** Statements of a line side by side before an issue waits, tried against the bench's reference rows. */
+const SIDE_BY_SIDE_TRIED = [1, 2, 3, 4, 6, 8];
+const SWEEP_CLIENTS = [1, 8, 32, 128];
+const SWEEP_SEEDS = [1, 2, 3];
+
+/**
+ * How many statements a line should let run side by side: the bench's reference campaigns (the
+ * not-hot rows, 1 ms round trip, on the bench's machine as calibrated) at 1, 8, 32 and 128
+ * clients, batched with each count against unbatched, means of three seeds. Few side by side
+ * batch more under load; at a handful of clients they make issues wait for too little to batch.
+ */
+function sideBySideSweep(calibration: Calibration) {
+  const unbatchedRow = calibration.rows.find((r) => r.label.startsWith('not hot') && !isBatched(r.label));
+  const batchedRow = calibration.rows.find((r) => r.label.startsWith('not hot') && isBatched(r.label) && r.batching);
+  if (!unbatchedRow || !batchedRow) return;
+  const design = designOf(unbatchedRow.label, calibration)!;
+  const plain = benchSetting(unbatchedRow, design, calibration);
+  const batched = benchSetting(batchedRow, design, calibration);
+  const mean = (run: (seed: number) => SimResult) => {
+    const results = SWEEP_SEEDS.map(run);
+    const of = (f: (r: SimResult) => number) => results.reduce((sum, r) => sum + f(r), 0) / results.length;
+    return { rate: of((r) => r.requestsPerSecond), p99: of((r) => r.p99Ms), share: of((r) => r.batching?.share ?? 0) };
+  };
+  console.log(
+    `\nStatements of a line side by side before an issue waits (SIDE_BY_SIDE, ${SIDE_BY_SIDE} in the coalescer): the bench's ` +
+      `reference campaigns at 1 ms round trip, batched against unbatched (req/s ratio, p99 difference in ms, share batched), ` +
+      `means of ${SWEEP_SEEDS.length} seeds of 20,000 requests\n`,
+  );
+  console.log(`| side by side | ${SWEEP_CLIENTS.map((c) => `${c} client${c === 1 ? '' : 's'}`).join(' | ')} |`);
+  console.log(`| ---: | ${SWEEP_CLIENTS.map(() => '---:').join(' | ')} |`);
+  const workload = { requests: 20_000, budgetCoupons: 20_000 };
+  const unbatched = SWEEP_CLIENTS.map((clients) =>
+    mean((seed) => simulate(design, plain.costs, { ...plain.deployment, clients }, workload, seed)),
+  );
+  for (const sideBySide of SIDE_BY_SIDE_TRIED) {
+    const cells = SWEEP_CLIENTS.map((clients, i) => {
+      const r = mean((seed) => simulate(design, batched.costs, { ...batched.deployment, clients, sideBySide }, workload, seed));
+      const p99 = r.p99 - unbatched[i]!.p99;
+      return `${(r.rate / unbatched[i]!.rate).toFixed(2)}x, ${p99 >= 0 ? '+' : ''}${p99.toFixed(1)} ms, ${(r.share * 100).toFixed(0)} %`;
+    });
+    console.log(`| ${sideBySide} | ${cells.join(' | ')} |`);
   }
 }
 
@@ -387,6 +435,7 @@ async function main() {
   const worst = Math.max(...errors.map(Math.abs));
   console.log(`\nworst req/s error against the bench: ${(worst * 100).toFixed(1)} % (target within 20 %)`);
   answer(calibration, measured, rate, requests);
+  sideBySideSweep(calibration);
 }
 
 if (process.argv[1]?.endsWith('main.ts')) {

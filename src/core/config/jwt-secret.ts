@@ -5,8 +5,8 @@
  * every token later.
  */
 import { createPublicKey, createSecretKey, type JsonWebKey, type KeyObject } from 'node:crypto';
-import { ConfigError } from './config-error.js';
-import { isHttpUrl } from './http-url.js';
+import { ConfigError } from './error.js';
+import { isHttpUrl } from '../http-url.js';
 
 /** Hasura's `type` names and the algorithm a token's header must name (Hasura's Ed25519 is EdDSA). */
 const ALGORITHM_OF_TYPE = {
@@ -62,7 +62,7 @@ const FIELDS = [
 export type JsonPath = readonly (string | number)[];
 
 /** Where one session variable of a claims_map comes from: a fixed value, or a path into the payload. */
-export type ClaimSource = { value: unknown } | { path: JsonPath; default?: unknown };
+type ClaimSource = { value: unknown } | { path: JsonPath; default?: unknown };
 
 export type ClaimsLocation =
   /** claims_namespace or claims_namespace_path: one object (or, stringified, a JSON string) of x-hasura-* claims. */
@@ -243,7 +243,7 @@ function readClaimsLocation(spec: Spec, fail: Fail): ClaimsLocation {
  */
 const PATH_STEP = /\.([A-Za-z0-9_-]+)|\['([^']*)'\]|\["([^"]*)"\]|\[(\d+)\]/y;
 
-export function parseJsonPath(text: string): JsonPath | null {
+function parseJsonPath(text: string): JsonPath | null {
   if (!text.startsWith('$')) return null;
   const step = new RegExp(PATH_STEP.source, 'y');
   step.lastIndex = 1;
