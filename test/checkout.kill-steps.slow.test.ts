@@ -108,10 +108,12 @@ describe('refunds and 3-D Secure when the server process is killed between askin
     await backend.sql.query("update provider_events set claimed_at = now() - interval '1 hour' where handled_at is null");
     const statuses = await withRestarted(backend, stub, { STRIPE_WEBHOOK_SECRET: SECRET }, async (restarted) => {
       stub.webhooks.sendTo(webhookTarget(restarted), SECRET);
-      return [(await deliver('charge.refunded')).status, (await deliver('refund.created')).status];
+      const resent = (await deliver('charge.refunded')).status;
+      const afterResend = await orderRow(order.id);
+      return { resent, afterResend, other: (await deliver('refund.created')).status };
     });
     stub.webhooks.sendTo(fetch, SECRET);
-    expect(statuses).toEqual([200, 200]);
+    expect(statuses).toEqual({ resent: 200, afterResend: { status: 'PAID', refunded_yen: 400 }, other: 200 });
     await reconcileAll();
     expect({ order: await orderRow(order.id), violations: await violations(tenantId) }).toEqual({
       order: { status: 'PAID', refunded_yen: 400 },
