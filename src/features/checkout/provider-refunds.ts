@@ -163,15 +163,35 @@ export async function recordOrderRefunds(deps: RefundSyncDeps, intent: ReportedI
     deps.outcome.log.warn({ orderId: order.id, mismatch }, 'refunds: a PaymentIntent that does not match its order records no refund');
     return done('its PaymentIntent does not match the order');
   }
-  const listed = await attempt(deps, (trx) => deps.recordListed(trx, { ...where, intentId: intent.id! }, refunds));
-  if (listed === null) return notDone('the refunds could not be recorded now');
+  return recordInChunks(deps, { ...where, intentId: intent.id }, refunds);
+}
+
+/**
+ * Refunds recorded in one transaction at most: each transaction holds the order's row, and one
+ * charge refunded a thousand times must neither hold it for long nor pass a transaction's deadline
+ * on a busy machine at every sweep (its refunds never recorded). Oldest first, so what a failed
+ * chunk leaves is the newest, and is asked for again.
+ */
+export const REFUNDS_PER_TRANSACTION = 100;
+
+async function recordInChunks(deps: RefundSyncDeps, order: RefundedOrder, refunds: ReportedRefund[]): Promise<RefundSync> {
+  const sorted = oldestFirst(refunds);
+  const listed: ListedRefunds = { recorded: 0, refused: [] };
+  let failed = false;
+  for (let at = 0; at < sorted.length && !failed; at += REFUNDS_PER_TRANSACTION) {
+    const chunk = await attempt(deps, (trx) => deps.recordListed(trx, order, sorted.slice(at, at + REFUNDS_PER_TRANSACTION)));
+    failed = chunk === null;
+    listed.recorded += chunk?.recorded ?? 0;
+    listed.refused.push(...(chunk?.refused ?? []));
+  }
   if (listed.refused.length > 0) {
     deps.outcome.refused(deps.outcome.onMismatch === 'log' ? 'webhook' : 'answer');
     deps.outcome.log.warn(
-      { orderId: order.id, refused: listed.refused.slice(0, 10) },
+      { orderId: order.orderId, refused: listed.refused.slice(0, 10) },
       'refunds: listed refunds that do not match are not recorded',
     );
   }
+  if (failed) return { done: false, result: 'the refunds could not be recorded now', recorded: listed.recorded };
   return done(`settled: ${listed.recorded} refunds recorded`, listed.recorded);
 }
 
