@@ -9,12 +9,13 @@ import { sessionFromVariables, sessionOfRequest } from '../features/identity/ses
 import { currentRequestScope } from '../core/request-scope.js';
 import { admissionGate, useAdmission, type AdmissionGate, type IdentifiedContext } from './plugins/admission-gate.js';
 import { corsOptions, useVaryOnOrigin } from './plugins/cors.js';
-import { useDocumentLimits } from './plugins/document-limits.js';
-import { clientErrorCode, maskUnexpected, useErrorContract } from './plugins/error-contract.js';
-import { useIdempotencyKey } from './plugins/idempotency-key.js';
-import { useRequestOutcome } from './plugins/request-outcome.js';
-import { useWellFormedStrings } from './plugins/string-inputs.js';
-import { useWriteBudget } from './plugins/write-budget.js';
+import { costLimit, useDocumentLimits } from './plugins/document-limits.js';
+import { clientErrorCode, maskUnexpected, noteExecutionErrors, useErrorContract } from './plugins/error-contract.js';
+import { checkIdempotencyKey } from './plugins/idempotency-key.js';
+import { useOperationChecks } from './plugins/operation-checks.js';
+import { nameOperation, recordBusinessOutcome, useReplayMark } from './plugins/request-outcome.js';
+import { refuseUnstorableStrings } from './plugins/string-inputs.js';
+import { writeBudget } from './plugins/write-budget.js';
 import type { KnownDocuments } from './document-cache.js';
 import { useOperationSpans } from './plugins/operation-spans.js';
 import { useTrustedDocuments } from './plugins/trusted-documents.js';
@@ -126,19 +127,26 @@ export function createGraphQLServer(services: AppServices, { known, gate }: Grap
       ...(edge.introspection ? [] : [useDisableIntrospection()]),
       ...(edge.trustedDocumentsPath ? [useTrustedDocuments(config, schema)] : []),
       useVaryOnOrigin(),
-      useRequestOutcome(),
+      useReplayMark(),
       // Tracing off costs nothing: no hook runs for it on any request.
       ...(tracesOperations(config.tracing) ? [useOperationSpans()] : []),
       useDocumentLimits({
         maxDepth: edge.maxQueryDepth,
         maxAliases: edge.maxAliases,
         maxTokens: edge.maxQueryTokens,
-        maxCost: edge.maxQueryCost,
         maxSelections: edge.maxSelections,
       }),
-      useWellFormedStrings(),
-      useIdempotencyKey(),
-      useWriteBudget(services.writeBudget),
+      // Every rule about to execute in one hook: the operation named for the log, then the refusals in order.
+      useOperationChecks({
+        before: [
+          nameOperation,
+          costLimit(edge.maxQueryCost),
+          refuseUnstorableStrings,
+          checkIdempotencyKey,
+          writeBudget(services.writeBudget),
+        ],
+        after: [recordBusinessOutcome, noteExecutionErrors],
+      }),
       useAdmission(gate),
       useErrorContract({ hideSuggestions: !edge.introspection }),
       // Nothing is kept when the document caches are off (DOCUMENT_CACHE_BYTES=0).
