@@ -9,6 +9,7 @@ import { sessionFromVariables, sessionOfRequest } from '../features/identity/ses
 import { currentRequestScope } from '../core/request-scope.js';
 import { admissionGate, useAdmission, type AdmissionGate, type IdentifiedContext } from './plugins/admission-gate.js';
 import { corsOptions, useVaryOnOrigin } from './plugins/cors.js';
+import { useCompiledExecution } from './plugins/compiled-execution.js';
 import { costLimit, useDocumentLimits } from './plugins/document-limits.js';
 import { clientErrorCode, maskUnexpected, noteExecutionErrors, useErrorContract } from './plugins/error-contract.js';
 import { checkIdempotencyKey } from './plugins/idempotency-key.js';
@@ -128,6 +129,9 @@ export function createGraphQLServer(services: AppServices, { known, gate }: Grap
       ...(edge.trustedDocumentsPath ? [useTrustedDocuments(config, schema)] : []),
       useVaryOnOrigin(),
       useReplayMark(),
+      // First of the onExecute hooks: what wraps the execution wraps the compiled one. (With the document caches off no document
+      // object is met twice, so none is compiled.)
+      useCompiledExecution(),
       // Tracing off costs nothing: no hook runs for it on any request.
       ...(tracesOperations(config.tracing) ? [useOperationSpans()] : []),
       useDocumentLimits({
