@@ -8,13 +8,13 @@ import { schema } from '../graphql/schema.js';
 import { sessionFromVariables, sessionOfRequest } from '../features/identity/session.js';
 import { currentRequestScope } from '../core/request-scope.js';
 import { admissionGate, useAdmission, type AdmissionGate, type IdentifiedContext } from './plugins/admission-gate.js';
-import { corsOptions, useVaryOnOrigin } from './plugins/cors.js';
+import { corsOptions } from './plugins/cors.js';
 import { useCompiledExecution } from './plugins/compiled-execution.js';
 import { costLimit, useDocumentLimits } from './plugins/document-limits.js';
 import { clientErrorCode, maskUnexpected, noteExecutionErrors, useErrorContract } from './plugins/error-contract.js';
 import { checkIdempotencyKey } from './plugins/idempotency-key.js';
 import { useOperationChecks } from './plugins/operation-checks.js';
-import { nameOperation, recordBusinessOutcome, useReplayMark } from './plugins/request-outcome.js';
+import { nameOperation, recordBusinessOutcome, useResponseHeaders } from './plugins/request-outcome.js';
 import { refuseUnstorableStrings } from './plugins/string-inputs.js';
 import { writeBudget } from './plugins/write-budget.js';
 import type { KnownDocuments } from './document-cache.js';
@@ -127,8 +127,7 @@ export function createGraphQLServer(services: AppServices, { known, gate }: Grap
     plugins: [
       ...(edge.introspection ? [] : [useDisableIntrospection()]),
       ...(edge.trustedDocumentsPath ? [useTrustedDocuments(config, schema)] : []),
-      useVaryOnOrigin(),
-      useReplayMark(),
+      useResponseHeaders(),
       // First of the onExecute hooks: what wraps the execution wraps the compiled one. (With the document caches off no document
       // object is met twice, so none is compiled.)
       useCompiledExecution(),

@@ -82,7 +82,8 @@ function compiledExecution(compiled: CompiledQuery, document: DocumentNode, stan
   const settled = (result: ExecutionResult, args: ExecutionArgs) => {
     if (!('data' in result)) return standard(args);
     if (!result.errors) return result;
-    return { ...result, errors: [...result.errors].sort(byPlace).map((error) => asExecutorError(error, source)) };
+    // The executor's order of keys too: an answer's bytes are the same.
+    return { errors: [...result.errors].sort(byPlace).map((error) => asExecutorError(error, source)), data: result.data };
   };
   return (args) => {
     const result = compiled.query(args.rootValue, args.contextValue, args.variableValues);

@@ -3,6 +3,7 @@ import type { Plugin } from 'graphql-yoga';
 import type { Context, ReportingServerContext, RequestReport } from '../../graphql/context.js';
 import { currentRequestScope } from '../../core/request-scope.js';
 import { operationLabel } from '../operation.js';
+import { varyOnOrigin } from './cors.js';
 import type { OperationCheck, ResultWatch } from './operation-checks.js';
 
 /**
@@ -48,10 +49,11 @@ export const recordBusinessOutcome: ResultWatch = (result, args) => {
   if (typeof status === 'string' && statusesOf(args.schema).has(status)) (args.contextValue as Context).report.outcome = status;
 };
 
-/** The replay mark on Yoga's responses. */
-export function useReplayMark(): Plugin<Context, ReportingServerContext> {
+/** The headers of Yoga's responses, in one hook: Vary on Origin, and the replay mark. */
+export function useResponseHeaders(): Plugin<Context, ReportingServerContext> {
   return {
-    onResponse({ response, serverContext }) {
+    onResponse({ request, response, serverContext }) {
+      varyOnOrigin(request, response);
       markReplayed(response.headers, serverContext.report);
     },
   };
