@@ -8,13 +8,15 @@ import { schema } from '../graphql/schema.js';
 import { sessionFromVariables, sessionOfRequest } from '../features/identity/session.js';
 import { currentRequestScope } from '../core/request-scope.js';
 import { admissionGate, useAdmission, type AdmissionGate, type IdentifiedContext } from './plugins/admission-gate.js';
-import { corsOptions, useVaryOnOrigin } from './plugins/cors.js';
-import { useDocumentLimits } from './plugins/document-limits.js';
-import { clientErrorCode, maskUnexpected, useErrorContract } from './plugins/error-contract.js';
-import { useIdempotencyKey } from './plugins/idempotency-key.js';
-import { useRequestOutcome } from './plugins/request-outcome.js';
-import { useWellFormedStrings } from './plugins/string-inputs.js';
-import { useWriteBudget } from './plugins/write-budget.js';
+import { corsOptions } from './plugins/cors.js';
+import { useCompiledExecution } from './plugins/compiled-execution.js';
+import { costLimit, useDocumentLimits } from './plugins/document-limits.js';
+import { clientErrorCode, maskUnexpected, noteExecutionErrors, useErrorContract } from './plugins/error-contract.js';
+import { checkIdempotencyKey } from './plugins/idempotency-key.js';
+import { useOperationChecks } from './plugins/operation-checks.js';
+import { nameOperation, recordBusinessOutcome, useResponseHeaders } from './plugins/request-outcome.js';
+import { refuseUnstorableStrings } from './plugins/string-inputs.js';
+import { writeBudget } from './plugins/write-budget.js';
 import type { KnownDocuments } from './document-cache.js';
 import { useOperationSpans } from './plugins/operation-spans.js';
 import { useTrustedDocuments } from './plugins/trusted-documents.js';
@@ -125,20 +127,29 @@ export function createGraphQLServer(services: AppServices, { known, gate }: Grap
     plugins: [
       ...(edge.introspection ? [] : [useDisableIntrospection()]),
       ...(edge.trustedDocumentsPath ? [useTrustedDocuments(config, schema)] : []),
-      useVaryOnOrigin(),
-      useRequestOutcome(),
+      useResponseHeaders(),
+      // First of the onExecute hooks: what wraps the execution wraps the compiled one. (With the document caches off no document
+      // object is met twice, so none is compiled.)
+      useCompiledExecution(),
       // Tracing off costs nothing: no hook runs for it on any request.
       ...(tracesOperations(config.tracing) ? [useOperationSpans()] : []),
       useDocumentLimits({
         maxDepth: edge.maxQueryDepth,
         maxAliases: edge.maxAliases,
         maxTokens: edge.maxQueryTokens,
-        maxCost: edge.maxQueryCost,
         maxSelections: edge.maxSelections,
       }),
-      useWellFormedStrings(),
-      useIdempotencyKey(),
-      useWriteBudget(services.writeBudget),
+      // Every rule about to execute in one hook: the operation named for the log, then the refusals in order.
+      useOperationChecks({
+        before: [
+          nameOperation,
+          costLimit(edge.maxQueryCost),
+          refuseUnstorableStrings,
+          checkIdempotencyKey,
+          writeBudget(services.writeBudget),
+        ],
+        after: [recordBusinessOutcome, noteExecutionErrors],
+      }),
       useAdmission(gate),
       useErrorContract({ hideSuggestions: !edge.introspection }),
       // Nothing is kept when the document caches are off (DOCUMENT_CACHE_BYTES=0).

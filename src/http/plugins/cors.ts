@@ -1,4 +1,4 @@
-import type { CORSOptions, Plugin } from 'graphql-yoga';
+import type { CORSOptions } from 'graphql-yoga';
 
 /** The response headers a browser page may read: ids to quote, the replay mark, when to retry. */
 export const EXPOSED_HEADERS = ['x-request-id', 'Idempotent-Replayed', 'Retry-After', 'traceparent'];
@@ -20,12 +20,8 @@ export function corsOptions(origins: readonly string[]): (request: Request) => C
 }
 
 /** The CORS answer depends on the Origin header: caches must keep one answer per origin. */
-export function useVaryOnOrigin(): Plugin {
-  return {
-    onResponse({ request, response }) {
-      if (request.headers.get('origin') !== null && !/\borigin\b/i.test(response.headers.get('vary') ?? '')) {
-        response.headers.append('vary', 'Origin');
-      }
-    },
-  };
+export function varyOnOrigin(request: Request, response: Response): void {
+  if (request.headers.get('origin') !== null && !/\borigin\b/i.test(response.headers.get('vary') ?? '')) {
+    response.headers.append('vary', 'Origin');
+  }
 }

@@ -19,12 +19,12 @@ import {
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../../graphql/context.js';
 import { ErrorCode } from '../../core/errors.js';
+import type { OperationCheck } from './operation-checks.js';
 
 export interface DocumentLimitsOptions {
   maxDepth: number;
   maxAliases: number;
   maxTokens: number;
-  maxCost: number;
   maxSelections: number;
 }
 
@@ -164,10 +164,10 @@ function operationCost(
  *   validation, and no rule of GraphQL Armor bounds that count;
  * - MAX_QUERY_COST: each field costs 1 and a list its `first` (or its default) times its
  *   selection, as the fields declare with Pothos's complexity plugin; checked with the request's
- *   variables, so `first: $n` counts what $n says.
+ *   variables, so `first: $n` counts what $n says (costLimit, among the operation checks).
  */
 export function useDocumentLimits(options: DocumentLimitsOptions): Plugin<Context> {
-  const { maxDepth, maxAliases, maxTokens, maxCost, maxSelections } = options;
+  const { maxDepth, maxAliases, maxTokens, maxSelections } = options;
   return {
     onPluginInit({ addPlugin }) {
       addPlugin(
@@ -190,13 +190,14 @@ export function useDocumentLimits(options: DocumentLimitsOptions): Plugin<Contex
         setResult([limitError(`Selections limit of ${maxSelections} exceeded, found ${found}`, 'MAX_SELECTIONS', maxSelections)]);
       }
     },
-    onExecute({ args, setResultAndStopExecution }) {
-      const cost = operationCost(args.schema, args.document as DocumentNode, args.operationName, args.variableValues, args.contextValue);
-      if (cost !== null && cost > maxCost) {
-        setResultAndStopExecution({
-          errors: [limitError(`The operation costs ${cost}, more than allowed`, 'MAX_QUERY_COST', maxCost)],
-        });
-      }
-    },
+  };
+}
+
+/** MAX_QUERY_COST, checked with the request's variables as the operation is about to run (see useDocumentLimits). */
+export function costLimit(maxCost: number): OperationCheck {
+  return ({ args, document }) => {
+    const cost = operationCost(args.schema, document, args.operationName, args.variableValues, args.contextValue);
+    if (cost === null || cost <= maxCost) return undefined;
+    return { errors: [limitError(`The operation costs ${cost}, more than allowed`, 'MAX_QUERY_COST', maxCost)] };
   };
 }

@@ -8,6 +8,7 @@ import { isResourceShortage, sqlStateOf } from '../../db/sqlstate.js';
 import { resourceShortage } from '../../db/transaction.js';
 import { currentRequestScope } from '../../core/request-scope.js';
 import { retryAfterHeader } from '../error-status.js';
+import type { ResultWatch } from './operation-checks.js';
 
 /** A GraphQLError made on purpose (a parse or validation error, ours), not one wrapping a thrown error. */
 export function isOriginalGraphQLError(error: unknown): error is GraphQLError {
@@ -145,7 +146,18 @@ function unexpectedSqlState(result: ExecutionResult): string | undefined {
 }
 
 /**
- * The error contract, in Yoga's hooks: on the operation's result (`onExecutionResult`, which every
+ * An execution's errors as the contract needs them, among the operation checks' watches: it runs
+ * before Yoga's masking (a plugin of its own, after ours), while an unexpected error's cause is
+ * still there to name its SQLSTATE in the request's report.
+ */
+export const noteExecutionErrors: ResultWatch = (result, args) => {
+  markRequestErrors(result);
+  const sqlState = unexpectedSqlState(result);
+  if (sqlState !== undefined) (args.contextValue as Context).report.sqlState = sqlState;
+};
+
+/**
+ * The error contract, in Yoga's hooks (with noteExecutionErrors before them): on the operation's result (`onExecutionResult`, which every
  * operation passes, a Hasura action's included), and, for an answer that never got that far (a
  * body Yoga could not read, a refused trusted document, a crash before execution), on the result
  * Yoga processes into its response. A result is put under the contract once.
@@ -163,18 +175,6 @@ export function useErrorContract(options: ErrorContractOptions): Plugin<Context,
     return under;
   };
   return {
-    onExecute({ args }) {
-      const { report } = args.contextValue as Context;
-      return {
-        // Runs before Yoga's masking (a plugin of its own, after ours), while the cause is still there.
-        onExecuteDone({ result }) {
-          if (Array.isArray(result) || Symbol.asyncIterator in result) return;
-          markRequestErrors(result as ExecutionResult);
-          const sqlState = unexpectedSqlState(result as ExecutionResult);
-          if (sqlState !== undefined) report.sqlState = sqlState;
-        },
-      };
-    },
     onExecutionResult({ result, setResult, context }) {
       const under = contract(result, (context as ReportingServerContext).report);
       if (under !== null) setResult(under);

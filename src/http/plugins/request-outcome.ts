@@ -1,8 +1,10 @@
-import { isEnumType, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { isEnumType, type GraphQLSchema } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context, ReportingServerContext, RequestReport } from '../../graphql/context.js';
 import { currentRequestScope } from '../../core/request-scope.js';
-import { operationLabel, operationOf } from '../operation.js';
+import { operationLabel } from '../operation.js';
+import { varyOnOrigin } from './cors.js';
+import type { OperationCheck, ResultWatch } from './operation-checks.js';
 
 /**
  * The values a payload's `status` can take: the schema's `…Status` enums. Anything else under the
@@ -32,27 +34,26 @@ export function markReplayed(headers: { set(name: string, value: string): void }
   if (report?.replayed) headers.set('idempotent-replayed', 'true');
 }
 
-/** Names the operation in the request's log lines and records a business status as its outcome. */
-export function useRequestOutcome(): Plugin<Context, ReportingServerContext> {
+/** Names the operation in the request's log lines: every line logged while it executes names it. */
+export const nameOperation: OperationCheck = ({ document, operation }) => {
+  const scope = currentRequestScope();
+  if (scope && operation) scope.operation = operationLabel(document, operation);
+  return undefined;
+};
+
+/** Records a business status (the first root field's `status`) as the request's outcome. */
+export const recordBusinessOutcome: ResultWatch = (result, args) => {
+  const data = result.data;
+  const first = data ? Object.values(data)[0] : undefined;
+  const status = first && typeof first === 'object' ? (first as { status?: unknown }).status : undefined;
+  if (typeof status === 'string' && statusesOf(args.schema).has(status)) (args.contextValue as Context).report.outcome = status;
+};
+
+/** The headers of Yoga's responses, in one hook: Vary on Origin, and the replay mark. */
+export function useResponseHeaders(): Plugin<Context, ReportingServerContext> {
   return {
-    onExecute({ args }) {
-      const statuses = statusesOf(args.schema);
-      const scope = currentRequestScope();
-      const operation = operationOf(args.document as DocumentNode, args.operationName);
-      // A log field on the way down: every line logged while it executes names it.
-      if (scope && operation) scope.operation = operationLabel(args.document as DocumentNode, operation);
-      const { report } = args.contextValue as Context;
-      return {
-        onExecuteDone({ result }) {
-          if (Array.isArray(result) || Symbol.asyncIterator in result) return;
-          const data = (result as ExecutionResult).data;
-          const first = data ? Object.values(data)[0] : undefined;
-          const status = first && typeof first === 'object' ? (first as { status?: unknown }).status : undefined;
-          if (typeof status === 'string' && statuses.has(status)) report.outcome = status;
-        },
-      };
-    },
-    onResponse({ response, serverContext }) {
+    onResponse({ request, response, serverContext }) {
+      varyOnOrigin(request, response);
       markReplayed(response.headers, serverContext.report);
     },
   };

@@ -1,6 +1,5 @@
 import { GraphQLError, visit, type DocumentNode } from 'graphql';
-import type { Plugin } from 'graphql-yoga';
-import type { Context } from '../../graphql/context.js';
+import type { OperationCheck } from './operation-checks.js';
 import { ErrorCode } from '../../core/errors.js';
 
 /** A high surrogate not followed by a low one, or a low one not preceded by a high one (code units). */
@@ -78,18 +77,14 @@ function findInLiterals(document: DocumentNode): Finding | null {
  * byte or an unpaired surrogate, in a variable or in the document, at any depth. The field is
  * named, and the answer is BAD_USER_INPUT (400), never a database error.
  */
-export function useWellFormedStrings(): Plugin<Context> {
+export const refuseUnstorableStrings: OperationCheck = ({ args, document }) => {
+  const found = inValue(args.variableValues ?? {}, '') ?? inLiterals(document);
+  if (!found) return undefined;
   return {
-    onExecute({ args, setResultAndStopExecution }) {
-      const found = inValue(args.variableValues ?? {}, '') ?? inLiterals(args.document as DocumentNode);
-      if (!found) return;
-      setResultAndStopExecution({
-        errors: [
-          new GraphQLError(`${found.path} contains ${found.problem}`, {
-            extensions: { code: ErrorCode.badUserInput, field: found.path, http: { status: 400 } },
-          }),
-        ],
-      });
-    },
+    errors: [
+      new GraphQLError(`${found.path} contains ${found.problem}`, {
+        extensions: { code: ErrorCode.badUserInput, field: found.path, http: { status: 400 } },
+      }),
+    ],
   };
-}
+};
