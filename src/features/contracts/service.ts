@@ -84,7 +84,7 @@ export async function createContractDocument(trx: Transaction<DB>, tenantId: str
   return toDocument(row);
 }
 
-/** How documents are issued (AppServices.algorithms); the naive-numbering test stands `max() + 1` in for it. */
+/** How documents are issued (AppServices.documentIssuing; buildServices takes a stand-in); the naive-numbering test stands `max() + 1` in for it. */
 export const documentIssuing = { createContractDocument };
 export type DocumentIssuing = typeof documentIssuing;
 

@@ -27,7 +27,7 @@ export const budgetChangeEntities = ({ campaign }: BudgetChangeResult): string[]
 
 export const CAMPAIGN_BUDGET_CHANGED_TOPIC = 'campaign.budget_changed';
 
-/** How a budget is changed (AppServices.algorithms); test/naive keeps the change that rewrites slots without their locks. */
+/** How a budget is changed (AppServices.budgetChanger; buildServices takes a stand-in); test/naive keeps the change that rewrites slots without their locks. */
 export interface BudgetChanger {
   change(trx: Transaction<DB>, request: BudgetChangeRequest): Promise<BudgetChangeResult>;
 }

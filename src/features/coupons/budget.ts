@@ -1,4 +1,5 @@
 import { sql, type RawBuilder } from 'kysely';
+import { LRUCache } from 'lru-cache';
 import type { BudgetLeasing } from './leases.js';
 
 /**
@@ -24,6 +25,40 @@ export type CampaignShape = 'one row' | 'slots' | 'leases';
 
 export const shapeOf = (budgetSlots: number, budgetLeaseCoupons: number): CampaignShape =>
   budgetLeaseCoupons > 0 ? 'leases' : budgetSlots > 1 ? 'slots' : 'one row';
+
+/** Campaigns remembered at once: more than a process issues on in a while. */
+const SHAPES_REMEMBERED = 10_000;
+
+/**
+ * The shapes of the campaigns this process issued on, so that an issue runs the statement built
+ * for its campaign's shape. A campaign's shape never changes; a statement that meets another shape
+ * writes nothing and says so, and the shape is learned again.
+ *
+ * @example shapes.get(tenantId, campaignId) ?? 'any'
+ */
+export class CampaignShapes {
+  private readonly known = new LRUCache<string, CampaignShape>({ max: SHAPES_REMEMBERED });
+
+  get(tenantId: string, campaignId: string): CampaignShape | undefined {
+    return this.known.get(`${tenantId}\u0000${campaignId}`);
+  }
+
+  /**
+   * Remembers the campaign's shape from a statement's row that read the campaign (its budget
+   * columns are null when it did not).
+   *
+   * @example shapes.learnFrom({ tenantId, campaignId }, row)
+   */
+  learnFrom(
+    { tenantId, campaignId }: { tenantId: string; campaignId: string },
+    row: { budget_slots: number | null; budget_lease_coupons: number | null },
+  ): void {
+    if (row.budget_slots === null || row.budget_lease_coupons === null) return;
+    const shape = shapeOf(row.budget_slots, row.budget_lease_coupons);
+    const key = `${tenantId}\u0000${campaignId}`;
+    if (this.known.peek(key) !== shape) this.known.set(key, shape);
+  }
+}
 
 /**
  * What an issue's statement is built for: one shape (it then holds only that shape's parts: every

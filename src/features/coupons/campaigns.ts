@@ -26,7 +26,7 @@ export const MAX_BUDGET_SLOTS = 64;
 export const MAX_BUDGET_LEASE_COUPONS = 10_000;
 
 /**
- * How a campaign's budget is split over its slot rows (AppServices.algorithms; test/naive keeps the
+ * How a campaign's budget is split over its slot rows (AppServices.budgetSplit; test/naive keeps the
  * even split by yen, which strands up to a coupon in every slot).
  */
 export type BudgetSplit = (budgetYen: number, discountYen: number, slots: number) => number[];

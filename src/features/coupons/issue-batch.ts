@@ -3,9 +3,8 @@ import { prepare, type Slots } from '../../db/prepared.js';
 import type { DB } from '../../db/schema.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
 import { hasShape, slotHasRoom, type CampaignShape } from './budget.js';
-import { COUPON_ISSUED_TOPIC } from './issue.js';
 import { ISSUE_TIME, jsonTimeOf, monthOf, periodRefusal } from './period.js';
-import { couponJson, timeoutGuardCte, type IssueRow, type IssueValues, type Outcome } from './issue-statement.js';
+import { COUPON_ISSUED_TOPIC, couponJson, timeoutGuardCte, type IssueRow, type IssueValues, type Outcome } from './issue-statement.js';
 
 /**
  * The shapes a batch is built for: a campaign whose budget is slot rows, one or several, taken one

@@ -6,7 +6,7 @@ import type { DB } from '../../db/schema.js';
 import type { Logger } from '../../core/logger.js';
 import { untraced } from '../../core/tracing.js';
 
-/** Which leases an issue may take from, and which a refill and the expiry pass give back (AppServices.algorithms; test/naive has the stand-in that strands budget). */
+/** Which leases an issue may take from, and which a refill and the expiry pass give back (a BudgetLeases constructor argument; test/naive has the stand-in that strands budget). */
 export interface BudgetLeasing {
   name: string;
   /** The leases (rows `alias`) an issue of the process named `holder` may take from (src/features/coupons/budget.ts takes its own first). */

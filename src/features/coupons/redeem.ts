@@ -85,7 +85,7 @@ async function whyNotRedeemed(trx: Transaction<DB>, { tenantId, memberId, coupon
   throw new RollbackAndReturn<RedeemResult>({ status: coupon.status as Exclude<RedeemStatus, 'REDEEMED'>, coupon, redeemedAt: null });
 }
 
-/** How a coupon is redeemed (AppServices.algorithms); the naive test stands the read-check-write version in for it. */
+/** How a coupon is redeemed (AppServices.couponRedeemer; buildServices takes a stand-in); the naive test stands the read-check-write version in for it. */
 export interface CouponRedeemer {
   redeem(trx: Transaction<DB>, request: RedeemRequest): Promise<RedeemResult>;
 }

@@ -277,7 +277,7 @@ export async function deleteEndedSessions(trx: Transaction<DB>, olderThanHours: 
   return rows[0]!;
 }
 
-/** The huddle operations (AppServices.algorithms); the race tests stand the load-decide-save versions in for them. */
+/** The huddle operations (AppServices.huddleOperations; buildServices takes a stand-in); the race tests stand the load-decide-save versions in for them. */
 export const huddleOperations = { joinHuddle, heartbeatHuddle, leaveHuddle, cleanupHuddles };
 export type HuddleOperations = typeof huddleOperations;
 

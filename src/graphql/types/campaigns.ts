@@ -118,7 +118,7 @@ defineMutation('createCampaign', {
   unit: (values, { session, services }) => ({
     work: createCampaign,
     input: { tenantId: session.tenantId, campaign: values },
-    needs: services.algorithms.budgetSplit,
+    needs: services.budgetSplit,
     entities: campaignEntities,
   }),
 });
@@ -159,7 +159,7 @@ defineMutation('changeCampaignBudget', {
     budgetYen: requireYen(input.budgetYen, 'budgetYen'),
   }),
   unit: (values, { session, services }) => ({
-    work: services.algorithms.budgetChanger.change,
+    work: services.budgetChanger.change,
     input: { tenantId: session.tenantId, ...values },
     entities: budgetChangeEntities,
   }),

@@ -128,7 +128,7 @@ defineMutation('createContractDocument', {
   unit: ({ contractId }, { session, services }) => ({
     work: issueNextDocument,
     input: { tenantId: session.tenantId, contractId },
-    needs: services.algorithms.documentIssuing,
+    needs: services.documentIssuing,
     entities: documentEntities,
   }),
 });

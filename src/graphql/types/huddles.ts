@@ -72,7 +72,7 @@ function huddleMutation(name: MemberOperation, description: string) {
     type: HuddlePayload,
     prepare: (input) => requireText(input.objectiveId, 'objectiveId', OBJECTIVE_ID_MAX_LENGTH),
     unit: (objectiveId, { session, services }) => ({
-      work: services.algorithms.huddleOperations[name],
+      work: services.huddleOperations[name],
       input: { tenantId: session.tenantId, memberId: session.userId, objectiveId },
       entities: huddleEntities,
     }),
@@ -108,7 +108,7 @@ defineMutation('cleanupHuddles', {
       staleAfterMs: services.config.huddles.staleAfterMs,
       batchSize: services.config.huddles.cleanupBatchSize,
     },
-    needs: services.algorithms.huddleOperations,
+    needs: services.huddleOperations,
     entities: cleanupEntities,
   }),
 });

@@ -163,7 +163,7 @@ defineMutation('checkout', {
       reconcileAfterMs: services.config.payments.reconcileAfterMs,
     },
     needs: {
-      algorithm: services.algorithms.checkout,
+      algorithm: services.checkout,
       deps: { provider: prepared.provider, timeoutMs: services.config.payments.timeoutMs },
     },
     entities: reservationEntities,
@@ -174,7 +174,7 @@ defineMutation('checkout', {
     const leave = ctx.services.paymentsWaiting.enter();
     try {
       const run = await commit();
-      return await ctx.services.algorithms.checkout.settle(run.value, run.replayed, settleDeps(ctx, prepared.provider));
+      return await ctx.services.checkout.settle(run.value, run.replayed, settleDeps(ctx, prepared.provider));
     } finally {
       leave();
     }

@@ -43,7 +43,7 @@ defineMutation('redeemCoupon', {
   input: RedeemCouponInput,
   type: RedeemCouponPayload,
   unit: ({ couponId }, { session, services }) => ({
-    work: services.algorithms.couponRedeemer.redeem,
+    work: services.couponRedeemer.redeem,
     input: { tenantId: session.tenantId, memberId: session.userId, couponId, now: services.clock() },
     entities: redeemEntities,
   }),
