@@ -3,7 +3,7 @@ import { Socket } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../src/core/logger.js';
-import { MAX_REQUEST_HEADERS, requestUrlCheck, requestUrlOf } from '../src/http/node-server.js';
+import { MAX_REQUEST_HEADERS, requestUrlCheck, requestUrlOf } from '../src/http/node-request.js';
 import { createTenant, serveTestBackend, type ServedBackend } from './support/harness.js';
 
 const SECRET = 'malformed-secret-0123456789';

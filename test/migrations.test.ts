@@ -5,14 +5,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MigrationConfig } from '../src/core/config.js';
-import {
-  ForeignInvalidIndexError,
-  MIGRATIONS_DIR,
-  MigrationBlockedError,
-  MigrationLockBusyError,
-  migrate,
-  type Blocker,
-} from '../src/db/migrate.js';
+import { ForeignInvalidIndexError } from '../src/db/migrate-concurrently.js';
+import { migrate } from '../src/db/migrate.js';
+import { MIGRATIONS_DIR } from '../src/db/migration-ledger.js';
+import { MigrationBlockedError, MigrationLockBusyError, type Blocker } from '../src/db/migration-locks.js';
 import type { LoadResult } from './load/run.js';
 import type { GraphQLReply } from './load/client.js';
 import { couponsScenario } from './load/scenarios/coupons.js';

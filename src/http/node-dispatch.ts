@@ -5,17 +5,9 @@ import type { RequestReport } from '../graphql/context.js';
 import type { Logger } from '../core/logger.js';
 import { isGraphQLContentType } from './body.js';
 import { wantsGraphiQLPage } from './graphiql-page.js';
-import {
-  clientLeftSignal,
-  MAX_REQUEST_HEADERS,
-  readDeclaredBody,
-  requestUrlCheck,
-  requestUrlOf,
-  toFetchRequest,
-  writeFetchResponse,
-} from './node-server.js';
+import { clientLeftSignal, MAX_REQUEST_HEADERS, readDeclaredBody, requestUrlCheck, requestUrlOf, toFetchRequest } from './node-request.js';
 import type { ActionsHandler } from './actions.js';
-import { writeAnswer, type Answer } from './answer.js';
+import { writeAnswer, writeFetchResponse, type Answer } from './answer.js';
 import { CLIENT_CLOSED_REQUEST, internalError, refusalBody } from './refusals.js';
 import { requestIdOf, type RequestLine, type RequestLog } from './request-log.js';
 import type { ServeFetch } from './serve-fetch.js';

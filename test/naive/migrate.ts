@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Kysely } from 'kysely';
-import { listMigrations } from '../../src/db/migrate.js';
+import { listMigrations } from '../../src/db/migration-ledger.js';
 import type { DB } from '../../src/db/schema.js';
 
 /**

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/core/config.js';
 import { createDatabase } from '../../src/db/database.js';
-import { MIGRATIONS_DIR } from '../../src/db/migrate.js';
+import { MIGRATIONS_DIR } from '../../src/db/migration-ledger.js';
 import { createLogger } from '../../src/core/logger.js';
 import { databaseOptions, openDatabase } from '../../src/process/open-database.js';
 import { migrateTakingInvalidIndexesForOthers } from '../naive/migrate.js';
