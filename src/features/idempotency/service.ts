@@ -5,7 +5,7 @@ import type { DB } from '../../db/schema.js';
 import { tryAgain } from '../../core/errors.js';
 
 /** The caller a key belongs to; '' stands for "none" (the operator has no tenant). */
-export interface KeyScope {
+export interface KeyOwner {
   tenantId: string;
   userId: string;
   role: string;
@@ -62,10 +62,10 @@ export interface ClaimValues {
   ttlHours: number;
 }
 
-export const claimValues = (scope: KeyScope, request: IdempotentRequest, ttlHours: number): ClaimValues => ({
-  keyTenantId: scope.tenantId,
-  keyUserId: scope.userId,
-  keyRole: scope.role,
+export const claimValues = (owner: KeyOwner, request: IdempotentRequest, ttlHours: number): ClaimValues => ({
+  keyTenantId: owner.tenantId,
+  keyUserId: owner.userId,
+  keyRole: owner.role,
   key: request.key,
   fingerprint: request.fingerprint,
   operation: request.operation,

@@ -115,7 +115,7 @@ defineMutation('createCampaign', {
     if (values.discountYen > values.budgetYen) throw badInput('discountYen must not exceed budgetYen', 'discountYen');
     return values;
   },
-  unit: (values, { session, services }) => ({
+  call: (values, { session, services }) => ({
     work: createCampaign,
     input: { tenantId: session.tenantId, campaign: values },
     needs: services.budgetSplit,
@@ -158,7 +158,7 @@ defineMutation('changeCampaignBudget', {
     campaignId: requireIdentifier(input.campaignId, 'campaignId'),
     budgetYen: requireYen(input.budgetYen, 'budgetYen'),
   }),
-  unit: (values, { session, services }) => ({
+  call: (values, { session, services }) => ({
     work: services.budgetChanger.change,
     input: { tenantId: session.tenantId, ...values },
     entities: budgetChangeEntities,

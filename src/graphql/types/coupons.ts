@@ -99,7 +99,7 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
   input: IssueCouponInput,
   type: IssueCouponPayload,
   prepare: (input) => requireIdentifier(input.campaignId, 'campaignId'),
-  unit: (campaignId, { session, services, deadline, turn }) => ({
+  call: (campaignId, { session, services, deadline, turn }) => ({
     work: services.couponIssuer.issue,
     oneStatement: services.couponIssuer.issueInOneStatement,
     isolation: services.couponIssuer.isolation,

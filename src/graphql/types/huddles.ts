@@ -71,7 +71,7 @@ function huddleMutation(name: MemberOperation, description: string) {
     input: HuddleInput,
     type: HuddlePayload,
     prepare: (input) => requireText(input.objectiveId, 'objectiveId', OBJECTIVE_ID_MAX_LENGTH),
-    unit: (objectiveId, { session, services }) => ({
+    call: (objectiveId, { session, services }) => ({
       work: services.huddleOperations[name],
       input: { tenantId: session.tenantId, memberId: session.userId, objectiveId },
       entities: huddleEntities,
@@ -101,7 +101,7 @@ defineMutation('cleanupHuddles', {
   description:
     "Runs one stale-huddle cleanup pass now (the worker runs one every HUDDLE_CLEANUP_INTERVAL_MS): the tenant's, or every tenant's for the platform operator. Admins only.",
   type: CleanupResultType,
-  unit: (_none, { session, services }) => ({
+  call: (_none, { session, services }) => ({
     work: cleanupPass,
     input: {
       tenantId: session.tenantId,

@@ -150,7 +150,7 @@ defineMutation('checkout', {
       provider: services.payments,
     };
   },
-  unit: (prepared, { session, services }) => ({
+  call: (prepared, { session, services }) => ({
     work: reserveCheckout,
     input: {
       tenantId: session.tenantId,
@@ -200,7 +200,7 @@ defineMutation('confirmCheckout', {
     if (services.payments === null) throw paymentsUnavailable();
     return { orderId, provider: services.payments };
   },
-  unit: ({ orderId }, { session, services }) => ({
+  call: ({ orderId }, { session, services }) => ({
     work: findOwnPayment,
     input: { tenantId: session.tenantId, memberId: session.userId, orderId, reconcileForMs: services.config.payments.reconcileForMs },
     entities: paymentEntities,
