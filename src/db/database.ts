@@ -1,8 +1,6 @@
-import type { Attributes } from '@opentelemetry/api';
 import {
   CompiledQuery,
   Kysely,
-  sql,
   PostgresDialect,
   PostgresDriver,
   type DatabaseConnection,
@@ -13,15 +11,15 @@ import {
 } from 'kysely';
 import { parseDatabaseUrl, type DatabaseTarget } from '../core/database-url.js';
 import type { Logger } from '../core/logger.js';
-import { inSpan, SpanKind, traceparentOf, tracing } from '../core/tracing.js';
-import { ConnectError, DatabasePath, type Trouble } from './client.js';
-import { HEALTH_CHECK_LIMIT_MS, watchHealth, type DatabaseHealth } from './health.js';
+import { traceparentOf, tracing } from '../core/tracing.js';
+import { DatabasePath, type Trouble } from './client.js';
+import { watchDatabaseHealth, type DatabaseHealth } from './health.js';
 import { createGuardedPool, POOL_END_LIMIT_MS, type GuardedPool, type PoolOptions } from './pool.js';
-import { preparedNameOf } from './prepared.js';
 import type { DB } from './schema.js';
-import { CommitFailed, currentTransaction, withCallLimit } from './scope.js';
-import { watchResources, type ResourceWatch } from './resources.js';
-import { isConnectionFailure, SqlState, sqlStateOf, stopsWrites } from './sqlstate.js';
+import { CommitFailed, currentTransaction } from './scope.js';
+import { watchResources } from './resources.js';
+import { isConnectionFailure } from './sqlstate.js';
+import { tracedConnection } from './statement-spans.js';
 
 /** The root Kysely instance over the guarded pool: what the transaction runner opens transactions on. */
 export type RootPool = Kysely<DB>;
@@ -42,6 +40,9 @@ export interface Database {
   /** Stops the health checks and closes every pool; connections still busy after `limitMs` are cut. */
   close(limitMs?: number): Promise<void>;
 }
+
+/** A W3C traceparent, safe to write into SQL as it is. */
+const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
 /**
  * Opens a transaction and sets its timeouts in one round trip: `begin; select set_config(...)` as
@@ -96,138 +97,6 @@ class TimedPostgresDriver extends PostgresDriver {
     } catch (error) {
       if (!isConnectionFailure(error)) throw error;
     }
-  }
-}
-
-/** A W3C traceparent, safe to write into SQL as it is. */
-const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
-
-/** What a statement's span carries: its name and attributes (OpenTelemetry's database conventions). */
-interface StatementSpan {
-  name: string;
-  attributes: Attributes;
-}
-
-const operationOf = (sql: string) => (/^\s*(\w+)/.exec(sql)?.[1] ?? '').toUpperCase();
-
-/** The span of a statement that is not a prepared one: named by its first word, with its text. */
-function unpreparedSpan(sql: string): StatementSpan {
-  const operation = operationOf(sql);
-  return {
-    name: operation || 'SQL',
-    attributes: { 'db.system.name': 'postgresql', 'db.system': 'postgresql', 'db.query.text': sql, 'db.operation.name': operation },
-  };
-}
-
-/**
- * A prepared statement's spans, built once each and shared by every span of it: named by the
- * statement, its name as the summary, and its text only with TRACES_STATEMENT_TEXT=all (then with
- * each run of whitespace as one space). The hot path's statements are 6 to 8 KB of indented SQL,
- * the same on every span of one name, and the collector's encoder walks every character of every
- * span's text: with it, the text was the costliest part of tracing a request.
- */
-const preparedSpans = new Map<string, { named: StatementSpan; withText: StatementSpan }>();
-
-function statementSpan(sql: string): StatementSpan {
-  const name = preparedNameOf(sql);
-  if (name === undefined) return unpreparedSpan(sql);
-  let spans = preparedSpans.get(sql);
-  if (!spans) {
-    const named = {
-      name,
-      attributes: {
-        'db.system.name': 'postgresql',
-        'db.system': 'postgresql',
-        'db.query.summary': name,
-        'db.operation.name': operationOf(sql),
-      },
-    };
-    const withText = { name, attributes: { ...named.attributes, 'db.query.text': sql.replace(/\s+/g, ' ').trim() } };
-    preparedSpans.set(sql, (spans = { named, withText }));
-  }
-  return tracing.preparedStatementText ? spans.withText : spans.named;
-}
-
-/** Each connection's traced face, made once: the pool hands the same connections out again and again. */
-const tracedConnections = new WeakMap<DatabaseConnection, DatabaseConnection>();
-
-/**
- * A connection whose every statement is a span (OpenTelemetry's database conventions: the text
- * as sent, with placeholders, never the values). A lock wait shows as a long statement span.
- */
-function tracedConnection(connection: DatabaseConnection): DatabaseConnection {
-  let traced = tracedConnections.get(connection);
-  if (traced) return traced;
-  const executeQuery: DatabaseConnection['executeQuery'] = (compiled) => {
-    const { name, attributes } = statementSpan(compiled.sql);
-    return inSpan(name, { kind: SpanKind.CLIENT, attributes, leaf: true }, () => connection.executeQuery(compiled));
-  };
-  const bound = new Map<PropertyKey, unknown>();
-  traced = new Proxy(connection, {
-    get: (target, property) => {
-      if (property === 'executeQuery') return executeQuery;
-      const value = Reflect.get(target, property, target) as unknown;
-      if (typeof value !== 'function') return value;
-      let method = bound.get(property);
-      if (method === undefined) bound.set(property, (method = (value as (...args: unknown[]) => unknown).bind(target)));
-      return method;
-    },
-  });
-  tracedConnections.set(connection, traced);
-  return traced;
-}
-
-const selectOne = (db: Kysely<DB>) => withCallLimit(HEALTH_CHECK_LIMIT_MS, () => sql`select 1`.execute(db));
-
-/**
- * A write that needs a new page on the database's disk: a temporary table's first row extends a
- * file of its own, so it fails while the disk is full (53100), as the requests' inserts do, where a
- * `select 1` would succeed. Dropped at commit; run only during a resource episode.
- */
-const writeOnePage = (db: Kysely<DB>) =>
-  withCallLimit(HEALTH_CHECK_LIMIT_MS, () =>
-    db.transaction().execute(async (trx) => {
-      await sql`create temporary table health_write_check (filler text) on commit drop`.execute(trx);
-      await sql`insert into health_write_check values (repeat('x', 100))`.execute(trx);
-    }),
-  );
-
-/** PostgreSQL answered, but had no connection slot left for us (53300). */
-const refusedForSlots = (error: unknown) =>
-  error instanceof ConnectError && error.failures.some((failure) => failure.sqlState === SqlState.tooManyConnections);
-
-/**
- * One health check over the health pool's connection: `select 1`, or during a resource episode a
- * write (writeOnePage), whose success ends the episode. A held connection found dead is replaced
- * once, at once, rather than counting the database down until the next check. When no new
- * connection can be had because another application holds every slot of max_connections (53300),
- * the database is up, and this server serves as long as its requests' pool holds connections: it
- * is ready if the pool holds any, since those still answer.
- */
-async function checkDatabase(healthDb: Kysely<DB>, requests: GuardedPool, resources: ResourceWatch): Promise<void> {
-  const probe = async () => {
-    if (!resources.current()) return void (await selectOne(healthDb));
-    try {
-      await writeOnePage(healthDb);
-    } catch (error) {
-      // Still short: the episode goes on (it says so once, resources.ts) and keeps /ready at 503.
-      const state = sqlStateOf(error);
-      if (state !== null && stopsWrites(state)) return;
-      throw error;
-    }
-    resources.writesWork();
-  };
-  try {
-    try {
-      await probe();
-    } catch (error) {
-      // Only a held connection found dead is worth a second try; a new one that failed would fail again.
-      if (!isConnectionFailure(error) || error instanceof ConnectError) throw error;
-      await probe();
-    }
-  } catch (error) {
-    if (refusedForSlots(error) && !resources.current() && requests.counts.totalCount > 0) return;
-    throw error;
   }
 }
 
@@ -308,24 +177,15 @@ export function createDatabase(options: DatabaseOptions, log: Logger): Database 
   const background = kysely(backgroundPool);
   const healthDb = kysely(healthPool);
   const resources = watchResources(path, log);
-  const watched = watchHealth(path, () => checkDatabase(healthDb, pool, resources), {
-    intervalMs: options.healthCheckIntervalMs ?? DEFAULT_HEALTH_CHECK_INTERVAL_MS,
-    log,
-    logOutages: options.logOutages ?? false,
-  });
-  const health: DatabaseHealth = {
-    ...watched,
-    // Unavailable from the first failed write on, not from the next check: a load balancer should stop sending at once.
-    async current() {
-      const state = await watched.current();
-      const episode = resources.current();
-      return episode && state.available ? { available: false, reason: episode.firstMessage, downSince: episode.since } : state;
+  const health = watchDatabaseHealth(
+    path,
+    { healthDb, requests: pool, resources },
+    {
+      intervalMs: options.healthCheckIntervalMs ?? DEFAULT_HEALTH_CHECK_INTERVAL_MS,
+      log,
+      logOutages: options.logOutages ?? false,
     },
-    stop() {
-      watched.stop();
-      resources.stop();
-    },
-  };
+  );
   let closed: Promise<void> | null = null;
   return {
     db,

@@ -1,7 +1,12 @@
+import { sql, type Kysely } from 'kysely';
 import { describeTarget } from '../core/database-url.js';
 import type { Logger } from '../core/logger.js';
-import type { DatabasePath } from './client.js';
-import { asWorkOfItsOwn } from './scope.js';
+import { ConnectError, type DatabasePath } from './client.js';
+import type { GuardedPool } from './pool.js';
+import type { ResourceWatch } from './resources.js';
+import type { DB } from './schema.js';
+import { asWorkOfItsOwn, withCallLimit } from './scope.js';
+import { isConnectionFailure, SqlState, sqlStateOf, stopsWrites } from './sqlstate.js';
 
 /**
  * What the server knows of its database, kept current by one check at a time: `select 1` over a
@@ -135,4 +140,84 @@ class HealthWatch implements DatabaseHealth {
 
 export function watchHealth(path: DatabasePath, probe: () => Promise<void>, options: HealthOptions): DatabaseHealth {
   return new HealthWatch(path, probe, options);
+}
+
+const selectOne = (db: Kysely<DB>) => withCallLimit(HEALTH_CHECK_LIMIT_MS, () => sql`select 1`.execute(db));
+
+/**
+ * A write that needs a new page on the database's disk: a temporary table's first row extends a
+ * file of its own, so it fails while the disk is full (53100), as the requests' inserts do, where a
+ * `select 1` would succeed. Dropped at commit; run only during a resource episode.
+ */
+const writeOnePage = (db: Kysely<DB>) =>
+  withCallLimit(HEALTH_CHECK_LIMIT_MS, () =>
+    db.transaction().execute(async (trx) => {
+      await sql`create temporary table health_write_check (filler text) on commit drop`.execute(trx);
+      await sql`insert into health_write_check values (repeat('x', 100))`.execute(trx);
+    }),
+  );
+
+/** PostgreSQL answered, but had no connection slot left for us (53300). */
+const refusedForSlots = (error: unknown) =>
+  error instanceof ConnectError && error.failures.some((failure) => failure.sqlState === SqlState.tooManyConnections);
+
+/**
+ * One health check over the health pool's connection: `select 1`, or during a resource episode a
+ * write (writeOnePage), whose success ends the episode. A held connection found dead is replaced
+ * once, at once, rather than counting the database down until the next check. When no new
+ * connection can be had because another application holds every slot of max_connections (53300),
+ * the database is up, and this server serves as long as its requests' pool holds connections: it
+ * is ready if the pool holds any, since those still answer.
+ */
+async function checkDatabase(healthDb: Kysely<DB>, requests: GuardedPool, resources: ResourceWatch): Promise<void> {
+  const probe = async () => {
+    if (!resources.current()) return void (await selectOne(healthDb));
+    try {
+      await writeOnePage(healthDb);
+    } catch (error) {
+      // Still short: the episode goes on (it says so once, resources.ts) and keeps /ready at 503.
+      const state = sqlStateOf(error);
+      if (state !== null && stopsWrites(state)) return;
+      throw error;
+    }
+    resources.writesWork();
+  };
+  try {
+    try {
+      await probe();
+    } catch (error) {
+      // Only a held connection found dead is worth a second try; a new one that failed would fail again.
+      if (!isConnectionFailure(error) || error instanceof ConnectError) throw error;
+      await probe();
+    }
+  } catch (error) {
+    if (refusedForSlots(error) && !resources.current() && requests.counts.totalCount > 0) return;
+    throw error;
+  }
+}
+
+/**
+ * The database's health as /ready reads it: checkDatabase on the health pool's connection every
+ * `intervalMs`, and unavailable from the first failed write of a resource episode on, not from the
+ * next check, so that a load balancer stops sending at once.
+ */
+export function watchDatabaseHealth(
+  path: DatabasePath,
+  watched: { healthDb: Kysely<DB>; requests: GuardedPool; resources: ResourceWatch },
+  options: HealthOptions,
+): DatabaseHealth {
+  const { healthDb, requests, resources } = watched;
+  const checks = watchHealth(path, () => checkDatabase(healthDb, requests, resources), options);
+  return {
+    ...checks,
+    async current() {
+      const state = await checks.current();
+      const episode = resources.current();
+      return episode && state.available ? { available: false, reason: episode.firstMessage, downSince: episode.since } : state;
+    },
+    stop() {
+      checks.stop();
+      resources.stop();
+    },
+  };
 }

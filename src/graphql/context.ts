@@ -10,7 +10,7 @@ import {
   type RunResult,
   type TransactionSettings,
 } from '../db/transaction.js';
-import type { OperationTurn } from '../services/admission.js';
+import type { OperationTurn } from '../services/operation-turn.js';
 import type { Session } from '../features/identity/session.js';
 import type { Logger } from '../core/logger.js';
 import type { AppServices } from '../services/services.js';

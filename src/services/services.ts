@@ -1,4 +1,5 @@
-import { fairAdmission, TokenBuckets, type Admission, type AdmissionPolicy } from './admission.js';
+import { fairAdmission, type Admission, type AdmissionPolicy } from './admission.js';
+import { TokenBuckets } from './token-buckets.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import type { AppConfig } from '../core/config.js';
 import { documentIssuing, type DocumentIssuing } from '../features/contracts/service.js';

@@ -10,7 +10,7 @@ import { actionSecretMatches, sessionFromVariables } from '../../src/features/id
 import { runInRequestScope } from '../../src/core/request-scope.js';
 import { openDatabase } from '../../src/process/open-database.js';
 import { buildServices } from '../../src/services/services.js';
-import { UNGATED_TURN } from '../../src/services/admission.js';
+import { UNGATED_TURN } from '../../src/services/operation-turn.js';
 
 /** The x-hasura-* headers of a Node request (Node gives their names in lower case). */
 function hasuraHeaders(req: IncomingMessage): Record<string, string> {

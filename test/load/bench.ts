@@ -43,7 +43,7 @@ import {
   startSpanSink,
   type ServerProcess,
 } from './target.js';
-import { UNGATED_TURN } from '../../src/services/admission.js';
+import { UNGATED_TURN } from '../../src/services/operation-turn.js';
 import { SALE, saleOpens, saleTable, type SaleFigures } from './sale-opens.js';
 import { ProcessGroups } from './process-groups.js';
 

@@ -1,6 +1,7 @@
 import type { ExecutionResult, GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import { admissionKey, type Admission, type AdmissionKey, type OperationTurn } from '../../services/admission.js';
+import { admissionKey, type Admission, type AdmissionKey } from '../../services/admission.js';
+import type { OperationTurn } from '../../services/operation-turn.js';
 import type { Context } from '../../graphql/context.js';
 import { toGraphQLError } from '../../graphql/errors.js';
 import type { Session } from '../../features/identity/session.js';

@@ -1,6 +1,6 @@
 import { OperationTypeNode, type DocumentNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import type { TokenBuckets } from '../../services/admission.js';
+import type { TokenBuckets } from '../../services/token-buckets.js';
 import { tryAgain } from '../../core/errors.js';
 import type { Context } from '../../graphql/context.js';
 import { toGraphQLError } from '../../graphql/errors.js';
