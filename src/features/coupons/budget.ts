@@ -14,7 +14,7 @@ export const slotHasRoom = (alias: string, amount: RawBuilder<unknown>) =>
   sql`${sql.raw(alias)}.issued_yen + ${sql.raw(alias)}.leased_yen + ${amount} <= ${sql.raw(alias)}.budget_yen`;
 
 /** A lease row `alias` has room for `amount`. */
-export const leaseHasRoom = (alias: string, amount: RawBuilder<unknown>) =>
+const leaseHasRoom = (alias: string, amount: RawBuilder<unknown>) =>
   sql`${sql.raw(alias)}.issued_yen + ${amount} <= ${sql.raw(alias)}.budget_yen`;
 
 /**
@@ -23,7 +23,7 @@ export const leaseHasRoom = (alias: string, amount: RawBuilder<unknown>) =>
  */
 export type CampaignShape = 'one row' | 'slots' | 'leases';
 
-export const shapeOf = (budgetSlots: number, budgetLeaseCoupons: number): CampaignShape =>
+const shapeOf = (budgetSlots: number, budgetLeaseCoupons: number): CampaignShape =>
   budgetLeaseCoupons > 0 ? 'leases' : budgetSlots > 1 ? 'slots' : 'one row';
 
 /** Campaigns remembered at once: more than a process issues on in a while. */

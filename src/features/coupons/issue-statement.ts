@@ -49,10 +49,10 @@ export type Outcome =
   | 'ISSUE';
 
 /** The answers a statement reads in its snapshot and writes nothing for (keyed: its claim, committed expired). */
-export const SNAPSHOT_REFUSALS = ['NOT_FOUND', 'NOT_STARTED', 'ENDED', 'MONTHLY_CAP', 'BUDGET_EXCEEDED'] as const;
+const SNAPSHOT_REFUSALS = ['NOT_FOUND', 'NOT_STARTED', 'ENDED', 'MONTHLY_CAP', 'BUDGET_EXCEEDED'] as const;
 
 /** SNAPSHOT_REFUSALS as a SQL list. */
-export const snapshotRefusals = sql.raw(SNAPSHOT_REFUSALS.map((outcome) => `'${outcome}'`).join(', '));
+const snapshotRefusals = sql.raw(SNAPSHOT_REFUSALS.map((outcome) => `'${outcome}'`).join(', '));
 
 export interface IssueRow {
   outcome: Outcome;
