@@ -79,6 +79,8 @@ interface Waiting {
  *
  * Only campaigns whose shape this process has learned, and whose budget is slot rows (one or
  * several), are batched; campaigns with leases take from this process's own lease already.
+ *
+ * @example const coalescer = new IssueCoalescer(config.coupons.issueBatchMax, shapes, countRace)
  */
 export class IssueCoalescer {
   /** Per tenant with a statement in flight: how many are, and the issues waiting for the first of them to end. */

@@ -70,7 +70,11 @@ export interface IssueRow {
   own_lease_left: number | null;
 }
 
-/** A coupon row `k` as JSON writes IssueResult (its time as Date.prototype.toJSON does), so that a replay reads as the first answer did. */
+/**
+ * A coupon row `k` as JSON writes IssueResult (its time as Date.prototype.toJSON does), so that a replay reads as the first answer did.
+ *
+ * @example sql`select ${couponJson('ALREADY_ISSUED', 'k', sql`c.coupons_expire_at`)} from coupons k`
+ */
 export const couponJson = (status: string, k: string, expiresAt: RawBuilder<Date | null>) =>
   sql`jsonb_build_object('status', ${sql.lit(status)}, 'coupon', jsonb_build_object('id', ${sql.raw(k)}.id, 'campaignId', ${sql.raw(k)}.campaign_id,
     'memberId', ${sql.raw(k)}.member_id, 'month', ${sql.raw(k)}.month, 'amountYen', ${sql.raw(k)}.amount_yen,
@@ -80,6 +84,8 @@ export const couponJson = (status: string, k: string, expiresAt: RawBuilder<Date
  * The CTE `guard` (one row, `ok`): the session's lock and statement timeouts are both in force and
  * within the request's (a pooler's older server connection may lack the role's defaults). A
  * statement writes nothing without them and answers AS_TRANSACTION; one issue's and a batch's alike.
+ *
+ * @example sql`with ${timeoutGuardCte(p)} select ok from guard`
  */
 export const timeoutGuardCte = (p: { lockTimeoutMs: unknown; statementTimeoutMs: unknown }) => sql`guard as (
       select current_setting('lock_timeout')::interval between interval '1 millisecond' and make_interval(secs => ${p.lockTimeoutMs}::int / 1000.0)

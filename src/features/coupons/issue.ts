@@ -111,6 +111,8 @@ const isRacedIssue = (error: unknown): boolean => sqlStateOf(error) === SqlState
  * every common outcome, and inside a transaction when that cannot run (timeouts not in force, too
  * little of the deadline left) or after contention. The statement is the same both ways, so both
  * take from the same rows: slots, the budget row and leases.
+ *
+ * @example const issuer = new ConditionalIssuer({ timeouts, leases, shapes, coalescer, onRace }); await issuer.issue(trx, request, bookkeeping, needs)
  */
 export class ConditionalIssuer implements CouponIssuer {
   readonly name = 'conditional updates';

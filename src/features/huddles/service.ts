@@ -23,8 +23,17 @@ export interface HuddleResult {
   session: HuddleSession | null;
 }
 
-/** What the audit row names: a member's huddle (when there is one); none for a cleanup pass, which ends any number. */
+/**
+ * What the audit row names: a member's huddle (when there is one); none for a cleanup pass, which ends any number.
+ *
+ * @example huddleEntities(result) // [sessionId] or []
+ */
 export const huddleEntities = ({ session }: HuddleResult): string[] => (session ? [session.id] : []);
+/**
+ * What a huddle cleanup's audit row names: nothing (it touches many sessions).
+ *
+ * @example cleanupEntities() // []
+ */
 export const cleanupEntities = (): string[] => [];
 interface Member {
   tenantId: string;
@@ -35,6 +44,8 @@ interface Member {
 /**
  * Join, leave and cleanup of one objective take turns on this transaction-scoped lock, so a cleanup that finds a session
  * empty and a join into it cannot interleave. The key hashes (tenant, objective) to 64 bits: a collision only shares turns.
+ *
+ * @example await lockObjective(trx, tenantId, objectiveId)
  */
 export async function lockObjective(trx: Transaction<DB>, tenantId: string, objectiveId: string): Promise<void> {
   await sql`select pg_advisory_xact_lock(hashtextextended(${tenantId} || chr(31) || ${objectiveId}, 0))`.execute(trx);
@@ -75,7 +86,11 @@ function activeSessionRow(db: Kysely<DB> | Transaction<DB>, tenantId: string, ob
     .executeTakeFirst();
 }
 
-/** The objective's active session, or null. */
+/**
+ * The objective's active session, or null.
+ *
+ * @example const session = await findActiveSession(trx, tenantId, objectiveId)
+ */
 export async function findActiveSession(db: Kysely<DB>, tenantId: string, objectiveId: string): Promise<HuddleSession | null> {
   const row = await activeSessionRow(db, tenantId, objectiveId);
   return row ? loadSession(db, row) : null;
@@ -104,6 +119,8 @@ async function startOrFindSession(trx: Transaction<DB>, tenantId: string, object
  * Puts the member in the objective's active session, starting one when none is active. Joining a
  * session one is already in changes nothing and answers ALREADY_JOINED; a member who left and
  * comes back joins afresh.
+ *
+ * @example await joinHuddle(trx, { tenantId, memberId, objectiveId })
  */
 export async function joinHuddle(trx: Transaction<DB>, { tenantId, memberId, objectiveId }: Member): Promise<HuddleResult> {
   await lockObjective(trx, tenantId, objectiveId);
@@ -121,6 +138,8 @@ export async function joinHuddle(trx: Transaction<DB>, { tenantId, memberId, obj
  * Records that the member is still there. A targeted UPDATE, never a save of a row read earlier:
  * its `left_at IS NULL` is re-checked after any wait for the row lock, so a heartbeat that races a
  * leave can never bring the member back. Needs no objective lock.
+ *
+ * @example await heartbeatHuddle(trx, { tenantId, memberId, objectiveId })
  */
 export async function heartbeatHuddle(trx: Transaction<DB>, { tenantId, memberId, objectiveId }: Member): Promise<HuddleResult> {
   const updated = await sql<{ session_id: string }>`
@@ -148,7 +167,11 @@ async function endIfEmpty(trx: Transaction<DB>, tenantId: string, sessionId: str
   return ended.rows.length === 1;
 }
 
-/** Takes the member out of the objective's active session; the last one out ends it. */
+/**
+ * Takes the member out of the objective's active session; the last one out ends it.
+ *
+ * @example await leaveHuddle(trx, { tenantId, memberId, objectiveId })
+ */
 export async function leaveHuddle(trx: Transaction<DB>, { tenantId, memberId, objectiveId }: Member): Promise<HuddleResult> {
   await lockObjective(trx, tenantId, objectiveId);
   const session = await activeSessionRow(trx, tenantId, objectiveId);
@@ -187,6 +210,8 @@ export interface StaleObjective {
  * Active sessions that cleanup must look at: those with a participant whose heartbeat is older
  * than `staleAfterMs`, and those with nobody left in them. A plain read: each candidate is
  * re-checked under its objective's lock.
+ *
+ * @example const stale = await staleObjectives(trx, tenantId, staleAfterMs, 100)
  */
 export async function staleObjectives(
   db: Kysely<DB> | Transaction<DB>,
@@ -212,6 +237,8 @@ export async function staleObjectives(
  * One objective's cleanup, under its lock: marks participants with a stale heartbeat as left and
  * ends the session when nobody is left. A join waits for the lock, then finds either the session
  * still running (with its new member) or no active session (and starts one).
+ *
+ * @example const result = await cleanupObjective(trx, stale[0], staleAfterMs)
  */
 export async function cleanupObjective(trx: Transaction<DB>, objective: StaleObjective, staleAfterMs: number): Promise<CleanupResult> {
   const { tenantId, objectiveId } = objective;
@@ -231,6 +258,8 @@ export async function cleanupObjective(trx: Transaction<DB>, objective: StaleObj
  * One cleanup pass over up to `limit` objectives (one tenant's, or every tenant's with null), in
  * one transaction. Objective locks are taken in (tenant, objective) order, so two passes cannot
  * deadlock each other, and a join or leave only ever holds one of them.
+ *
+ * @example await cleanupHuddles(trx, tenantId, staleAfterMs, 100)
  */
 export async function cleanupHuddles(
   trx: Transaction<DB>,
@@ -257,6 +286,8 @@ export interface DeletedSessions {
  * Deletes up to `limit` sessions that ended more than `olderThanHours` ago (HUDDLE_RETENTION_HOURS),
  * with their participants. Join, heartbeat, leave and cleanup touch only active sessions, and
  * SKIP LOCKED passes over rows another pass holds, so the delete waits for nobody.
+ *
+ * @example const { sessions, participants } = await deleteEndedSessions(trx, 24 * 30, 1000)
  */
 export async function deleteEndedSessions(trx: Transaction<DB>, olderThanHours: number, limit: number): Promise<DeletedSessions> {
   const { rows } = await sql<{ sessions: number; participants: number }>`
@@ -288,7 +319,11 @@ export interface CleanupRequest {
   batchSize: number;
 }
 
-/** cleanupHuddles' unit of work (runMutation calls it): one pass, as `operations` runs it (the original, or a race test's twin). */
+/**
+ * cleanupHuddles' unit of work (runMutation calls it): one pass, as `operations` runs it (the original, or a race test's twin).
+ *
+ * @example await cleanupPass(trx, { tenantId: null, staleAfterMs, batchSize: 100 }, bookkeeping, huddleOperations)
+ */
 export async function cleanupPass(
   trx: Transaction<DB>,
   { tenantId, staleAfterMs, batchSize }: CleanupRequest,
