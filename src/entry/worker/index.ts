@@ -3,7 +3,7 @@ import type { AppServices } from '../../services/services.js';
 import type { Logger } from '../../core/logger.js';
 import { giveBackExpiredLeases } from '../../features/coupons/leases.js';
 import { runInTransaction, type UnitOfWork } from '../../db/transaction.js';
-import { deleteEndedSessions } from '../../features/huddles/service.js';
+import { deleteEndedSessions } from '../../features/huddles/cleanup.js';
 import { deleteExpiredKeys } from '../../features/idempotency/service.js';
 import { deleteSentEvents, outboxStats } from '../../features/outbox/housekeeping.js';
 import { PASS_DEADLINE_MS, relayHealth, relayOnce, type RelayDeps } from '../../features/outbox/relay.js';

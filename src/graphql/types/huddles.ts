@@ -3,12 +3,11 @@ import { badInput } from '../../core/errors.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireText } from '../validate.js';
+import { cleanupEntities, type CleanupResult } from '../../features/huddles/cleanup.js';
 import {
-  cleanupEntities,
   cleanupPass,
   huddleEntities,
   findActiveSession,
-  type CleanupResult,
   type HuddleResult,
   type HuddleSession,
   type Participant,
