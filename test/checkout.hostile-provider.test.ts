@@ -29,6 +29,12 @@ describe('checkout against a provider that lies', () => {
     return backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
   };
 
+  /** payment_answers_refused_total{source="answer"}: other tests of the file count there too. */
+  const refusedAnswers = async () => {
+    const metrics = await (await fetch(new Request('http://test.local/metrics'))).text();
+    return Number(/payment_answers_refused_total\{source="answer"\} (\d+)/.exec(metrics)?.[1] ?? 0);
+  };
+
   beforeAll(async () => {
     hostile = await startHostileProvider();
     backend = await createTestBackend({
@@ -68,6 +74,7 @@ describe('checkout against a provider that lies', () => {
       ['an id with a NUL', (request) => honestIntent(request, { id: 'pi_abc\u0000def' })],
     ];
     const [coupon] = await issueCoupons(backend, TENANT, 'lies', 300, ['liar-coupon']);
+    const refusedBefore = await refusedAnswers();
     const answered: Record<string, unknown> = {};
     const orders: string[] = [];
     for (const [i, [label, lie]] of lies.entries()) {
@@ -91,13 +98,67 @@ describe('checkout against a provider that lies', () => {
       (line) => String(line['msg']).startsWith('payment set aside') && orders.includes(String(line['orderId'])),
     );
     expect(setAside.map((line) => line['orderId']).sort()).toEqual([...orders].sort());
-    const metrics = await (await fetch(new Request('http://test.local/metrics'))).text();
-    expect(metrics).toContain(`payment_answers_refused_total{source="answer"} ${lies.length}`);
+    expect((await refusedAnswers()) - refusedBefore).toBe(lies.length);
     // Set aside: the reconciler asks about none of them again.
     const askedAbout = () => hostile.requests.filter((request) => orders.includes(request.fields['metadata[order_id]'] ?? '')).length;
     const asked = askedAbout();
     await reconcile();
     expect(askedAbout()).toBe(asked);
+  });
+
+  it('records from a list of refunds only what matches its order: not more than the charge, not another PaymentIntent, no id no table takes', async () => {
+    hostile.answer = (request) => ({ kind: 'json', body: honestIntent(request) });
+    const order = (
+      await gqlOk(fetch, CheckoutDocument, { input: { amountYen: 2_000, paymentMethod: 'pm_card_visa' } }, asUser(TENANT, 'refunded'))
+    ).checkout.order!;
+    const theirs = (
+      await gqlOk(fetch, CheckoutDocument, { input: { amountYen: 2_000, paymentMethod: 'pm_card_visa' } }, asUser(OTHER, 'y'))
+    ).checkout.order!;
+    const intent = (overrides: Record<string, unknown> = {}) => ({
+      id: order.paymentIntentId,
+      object: 'payment_intent',
+      amount: 2_000,
+      currency: 'jpy',
+      status: 'succeeded',
+      metadata: { order_id: order.id, tenant_id: TENANT },
+      ...overrides,
+    });
+    const refund = (id: string, amount: unknown, paymentIntent: unknown) => ({
+      id,
+      object: 'refund',
+      amount,
+      status: 'succeeded',
+      created: Math.floor(Date.now() / 1000),
+      payment_intent: paymentIntent,
+      metadata: {},
+    });
+    const lies = [
+      refund('re_within', 100, intent()),
+      refund('re_beyond', 5_000, intent()),
+      refund(`re_${'a'.repeat(300)}`, 100, intent()),
+      refund('re_fraction', 1.5, intent()),
+      refund('re_one_yen_intent', 100, intent({ id: 'pi_hostileoneyen', amount: 1 })),
+      refund('re_their_intent', 100, intent({ id: theirs.paymentIntentId })),
+    ];
+    hostile.answer = (request) =>
+      request.path.startsWith('/v1/refunds')
+        ? { kind: 'json', body: { object: 'list', data: lies, has_more: false } }
+        : { kind: 'json', body: honestIntent(request) };
+    await backend.sql.query('update refund_sweeps set next_sweep_at = now()');
+    expect((await reconcile()).foundRefunds).toBe(1);
+    const { rows } = await backend.sql.query('select status, refunded_yen from orders where id = any($1) order by tenant_id', [
+      [order.id, theirs.id],
+    ]);
+    expect(rows).toEqual([
+      { status: 'PAID', refunded_yen: 100 },
+      { status: 'PAID', refunded_yen: 0 },
+    ]);
+    const recorded = await backend.sql.query('select provider_refund_id, amount_yen, origin from refunds where order_id = any($1)', [
+      [order.id, theirs.id],
+    ]);
+    expect(recorded.rows).toEqual([{ provider_refund_id: 're_within', amount_yen: 100, origin: 'provider' }]);
+    const refused = log.lines.filter((line) => String(line['msg']).startsWith('refunds: ') && line['orderId'] === order.id);
+    expect(refused.length).toBeGreaterThan(0);
   });
 
   it('gives a call up at PAYMENTS_TIMEOUT_MS and closes its socket, against a provider trickling a byte at a time', async ({

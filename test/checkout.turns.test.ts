@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CheckoutDocument } from './generated/graphql.js';
+import { reconcileDeps } from '../src/entry/worker/index.js';
+import { CheckoutDocument, OrdersDocument } from './generated/graphql.js';
 import { stubPayments, TEST_STRIPE_KEY } from './support/checkout-run.js';
 import { CANCEL_STEP, CREATE_STEP, duringHeldCall, LOOKUP_STEP, ONE_TURN, REFUND_STEP } from './support/checkout-turns.js';
-import { asUser, createTenant, createTestBackend, errorCodes, gql, type TestBackend } from './support/harness.js';
+import { asUser, createTenant, createTestBackend, errorCodes, gql, gqlOk, TEST_APP, type TestBackend } from './support/harness.js';
 import { startStripeStub, type StripeStub } from './support/stripe-stub.js';
 
 // While the payment provider answers (the payment, confirmCheckout's look-up, the cancel of a
@@ -53,5 +54,65 @@ describe('checkout while the payment provider answers', () => {
     for (const hold of holds) hold.proceed();
     expect((await Promise.all(waiting)).map((answer) => answer.body.data!.checkout.status)).toEqual(['PAID', 'PAID']);
     expect((await send('w-3')).body.data!.checkout.status).toBe('PAID');
+  });
+});
+
+// Learning of a refund made elsewhere asks Stripe too: a refund event has its PaymentIntent's
+// refunds listed, and the reconciler sweeps the account's. Neither holds a connection in a
+// transaction while Stripe answers, and requests go on meanwhile on a pool of one.
+describe('refunds learnt from Stripe while Stripe answers', () => {
+  const SECRET = 'whsec_test_turns_0123456789abcdefgh';
+  let stub: StripeStub;
+  let backend: TestBackend;
+  const fetch = (request: Request) => backend.app.fetch(request);
+  beforeAll(async () => {
+    stub = await startStripeStub({ secretKey: TEST_STRIPE_KEY });
+    backend = await createTestBackend({ env: stubPayments(stub, { ...ONE_TURN, STRIPE_WEBHOOK_SECRET: SECRET }) });
+    stub.webhooks.sendTo(fetch, SECRET);
+  });
+  afterAll(async () => {
+    await backend.close();
+    await stub.close();
+  });
+
+  /** Sessions of the app (and of its background loops) in a transaction now. */
+  const inTransaction = async () =>
+    (
+      await backend.sql.query(
+        "select 1 from pg_stat_activity where application_name like $1 and datname = current_database() and state like 'idle in transaction%'",
+        [`${TEST_APP}%`],
+      )
+    ).rowCount;
+
+  it.for([
+    ['list-refunds', "a refund event's list of its PaymentIntent's refunds"],
+    ['account-refunds', "the reconciler's sweep over the account's refunds"],
+  ] as const)('holds no connection in a transaction during %s (%s)', async ([kind]) => {
+    const tenantId = `turns-${kind}`;
+    await createTenant(backend, tenantId, 1_000_000);
+    const input = { amountYen: 1_000, paymentMethod: 'pm_card_visa' };
+    const order = (await gqlOk(fetch, CheckoutDocument, { input }, asUser(tenantId, 'first'))).checkout.order!;
+    await stub.webhooks.settled();
+    // Every event is held, and only the refund's charge.refunded delivered (in list-refunds): no
+    // other delivery writes while the sessions are counted.
+    stub.webhooks.mode = 'held';
+    const held = stub.hold(kind);
+    const intentId = stub.intentOf(order.id)!.id;
+    stub.refundInDashboard(intentId, 400);
+    if (kind === 'account-refunds') await backend.sql.query('update refund_sweeps set next_sweep_at = now()');
+    const learnt =
+      kind === 'account-refunds'
+        ? backend.services.checkout.reconcile(reconcileDeps(backend.services)!)
+        : stub.webhooks.deliver({ lose: (event) => event.intentId !== intentId || event.type !== 'charge.refunded' });
+    await held.arrived;
+    const read = await gql(fetch, OrdersDocument, {}, asUser(tenantId, 'second'));
+    const other = await gql(fetch, CheckoutDocument, { input }, asUser(tenantId, 'second'));
+    const sessions = await inTransaction();
+    held.proceed();
+    await learnt;
+    stub.webhooks.mode = 'immediate';
+    expect({ read: errorCodes(read), other: other.body.data?.checkout.status, sessions }).toEqual({ read: [], other: 'PAID', sessions: 0 });
+    const { rows } = await backend.sql.query('select refunded_yen from orders where id = $1', [order.id]);
+    expect(rows[0].refunded_yen).toBe(400);
   });
 });

@@ -169,13 +169,27 @@ export interface ProviderEventsTable {
   result: string | null;
 }
 
+export interface RefundSweepsTable {
+  name: string;
+  through_created: ColumnType<string, string | number, string | number>;
+  resume_after: string | null;
+  newest_created: ColumnType<string | null, string | number | null, string | number | null>;
+  sweep_no: ColumnType<string, string | number | undefined, string | number>;
+  next_sweep_at: Defaulted<Date>;
+}
+
 export type RefundStatus = 'pending' | 'succeeded' | 'failed';
+
+/** refundOrder's own refund, or one made elsewhere and learnt from the provider. */
+export type RefundOrigin = 'refund_order' | 'provider';
 
 export interface RefundsTable {
   tenant_id: string;
   id: string;
   order_id: string;
-  idempotency_key: string;
+  /** Null for a refund made elsewhere (origin 'provider'). */
+  idempotency_key: string | null;
+  origin: Defaulted<RefundOrigin>;
   amount_yen: number;
   status: Defaulted<RefundStatus>;
   provider_refund_id: string | null;
@@ -261,6 +275,7 @@ export interface DB {
   payment_intents: PaymentIntentsTable;
   provider_events: ProviderEventsTable;
   refunds: RefundsTable;
+  refund_sweeps: RefundSweepsTable;
   huddle_sessions: HuddleSessionsTable;
   huddle_participants: HuddleParticipantsTable;
   idempotency_keys: IdempotencyKeysTable;

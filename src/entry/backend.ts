@@ -38,6 +38,10 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   try {
     const services = buildServices(config, database, log, options.clock, options.standIns);
     const app = createApp(services);
+    // Listens only once the first health check is in: a process the cluster starts in a rolling
+    // reload takes connections at once, and its /ready must not answer "not checked yet" (503)
+    // while the server as a whole is ready. The check is bounded (HEALTH_CHECK_LIMIT_MS).
+    await database.health.current();
     const http = await listen(app, config.server.port, log, options.host ?? config.server.host, config.server);
     const workers = config.process.runWorkers ? startWorkers(services) : null;
     return {

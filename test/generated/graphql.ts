@@ -454,7 +454,7 @@ export type Order = {
   paidYen: Scalars['Int']['output'];
   /** The payment provider's PaymentIntent (pi_…) of a settled order. */
   paymentIntentId?: Maybe<Scalars['String']['output']>;
-  /** What the payment provider refunded of the charge (refundOrder). */
+  /** What the payment provider refunded of the charge: refundOrder's refunds and those made in Stripe's dashboard. */
   refundedYen: Scalars['Int']['output'];
   status: OrderStatus;
 };

@@ -78,9 +78,10 @@ function sendLag(result: LoadResult): string {
   const lags = result.samples.map((s) => s.sentMs - s.dueMs);
   const late = lags.filter((lag) => lag > LATE_SEND_MS).length;
   const worst = Math.max(0, ...lags);
-  return late === 0
+  const unsent = result.notSent > 0 ? `; ${result.notSent} due before the end were never sent` : '';
+  return late === 0 && unsent === ''
     ? `every request sent on time (at most ${worst.toFixed(1)} ms late)`
-    : `${late} requests sent more than ${LATE_SEND_MS} ms late (at most ${worst.toFixed(0)} ms): the load generator fell behind`;
+    : `${late} requests sent more than ${LATE_SEND_MS} ms late (at most ${worst.toFixed(0)} ms)${unsent}: the load generator fell behind`;
 }
 
 /** How the run met the machine and the server: printed with the figures, so that two runs can be told apart. */

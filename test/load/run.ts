@@ -79,6 +79,11 @@ export interface LoadResult extends PartSummary {
   requestsPerSecond: number;
   /** Requests still unanswered when the run ended (its duration, or an abort): counted as TIMED_OUT. */
   timedOut: number;
+  /**
+   * The open model: requests due in the measured part that were never sent, because the load
+   * generator fell that far behind its schedule before the run ended (0 when it kept up).
+   */
+  notSent: number;
   warmup: PartSummary | null;
   perSecond: SecondFigures[];
   thresholds: ThresholdVerdict[];
@@ -355,12 +360,20 @@ class Run {
       wallMs,
       requestsPerSecond,
       timedOut: this.timedOut.size,
+      notSent: this.notSent(measured.length),
       warmup: this.warmupMs > 0 ? partSummary(warmup) : null,
       perSecond: perSecond(this.samples, this.endMs, this.warmupMs, schedule),
       thresholds: judge(options.thresholds ?? [], { latency: part.latency, errors, requests: part.requests, requestsPerSecond }),
       aborted: this.aborted,
       samples: this.samples,
     };
+  }
+
+  /** What the schedule had due in the measured part, up to the run's end and its request count, that was never sent. */
+  private notSent(sent: number): number {
+    if (this.schedule === null) return 0;
+    const due = this.schedule.dueBetween(this.warmupMs, Math.min(this.endMs, this.schedule.endMs));
+    return Math.max(0, Math.min(this.limit, due) - sent);
   }
 }
 

@@ -55,6 +55,8 @@ export interface CheckoutTables {
   couponRedeemedFor: Map<string, number>;
   heldCoupons: { id: string; held_by_order_id: string }[];
   redeemedCoupons: Set<string>;
+  /** The refunds recorded as made (succeeded), by this server's refundOrder or found at the provider. */
+  refunds: { order_id: string; provider_refund_id: string | null; amount_yen: number; origin: string }[];
 }
 
 /** The tenant's orders, events and coupons as committed, counted with SQL. */
@@ -88,7 +90,12 @@ export async function readCheckoutTables(sql: pg.Pool, tenantId: string): Promis
     'select id, held_by_order_id, redeemed_at from coupons where tenant_id = $1',
     [tenantId],
   );
+  const refunds = await sql.query<CheckoutTables['refunds'][number]>(
+    "select order_id, provider_refund_id, amount_yen, origin from refunds where tenant_id = $1 and status = 'succeeded'",
+    [tenantId],
+  );
   return {
+    refunds: refunds.rows,
     orders: orders.rows,
     events: byOrder,
     couponRedeemed: sum(redeemedEvents.rows.map((row) => ({ key: row.coupon_id, n: row.n }))),
@@ -103,7 +110,8 @@ export async function readCheckoutTables(sql: pg.Pool, tenantId: string): Promis
  * order has exactly one succeeded charge of its chargedYen (none when it charged 0) and a
  * refundedYen equal to the refunds the stub made for it, a CANCELED order no charge, no charge
  * exists without its PAID order, a coupon pays at most one PAID order and is redeemed exactly when
- * its order is PAID, one order.paid or order.canceled event per settled order. With `settled`, also
+ * its order is PAID, one order.paid or order.canceled event per settled order, every refund the
+ * provider made recorded once by its id (one order.refunded event each). With `settled`, also
  * that nothing is left PENDING_PAYMENT and no coupon is HELD.
  */
 export function checkoutViolations(tables: CheckoutTables, stub: StripeStub, tenantId: string, settled: boolean): string[] {
@@ -144,6 +152,7 @@ export function checkoutViolations(tables: CheckoutTables, stub: StripeStub, ten
       violations.push(`charge ${charge.intentId} has no PAID order (${charge.orderId})`);
     if (!orders.has(charge.orderId)) violations.push(`charge ${charge.intentId} is for an order that does not exist (${charge.orderId})`);
   }
+  violations.push(...refundViolations(tables, stub, new Set(orders.keys())));
   const perCoupon = new Map<string, number>();
   for (const order of tables.orders) {
     if (order.coupon_id !== null && (order.status === 'PAID' || order.status === 'PENDING_PAYMENT'))
@@ -153,6 +162,33 @@ export function checkoutViolations(tables: CheckoutTables, stub: StripeStub, ten
   for (const held of tables.heldCoupons) {
     if (settled) violations.push(`coupon ${held.id} is still HELD`);
     if (orders.get(held.held_by_order_id)?.status !== 'PENDING_PAYMENT') violations.push(`coupon ${held.id} is held by a settled order`);
+  }
+  return violations;
+}
+
+/**
+ * Every refund the provider made for the tenant's orders recorded exactly once, by its refund id,
+ * with its amount; nothing recorded as made that the provider did not make; one order.refunded
+ * event per refund recorded.
+ */
+function refundViolations(tables: CheckoutTables, stub: StripeStub, orderIds: Set<string>): string[] {
+  const violations: string[] = [];
+  const recorded = new Map<string, CheckoutTables['refunds']>();
+  for (const refund of tables.refunds)
+    recorded.set(refund.provider_refund_id ?? '', [...(recorded.get(refund.provider_refund_id ?? '') ?? []), refund]);
+  const made = stub.refunds.filter((refund) => orderIds.has(refund.orderId));
+  for (const refund of made) {
+    const rows = recorded.get(refund.id) ?? [];
+    if (rows.length !== 1 || rows[0]!.amount_yen !== refund.amountYen || rows[0]!.order_id !== refund.orderId)
+      violations.push(`refund ${refund.id} of ${refund.amountYen} yen at the provider is recorded ${JSON.stringify(rows)}`);
+  }
+  const atProvider = new Set(made.map((refund) => refund.id));
+  for (const refund of tables.refunds)
+    if (!atProvider.has(refund.provider_refund_id ?? '')) violations.push(`refund ${JSON.stringify(refund)} was not made at the provider`);
+  for (const orderId of orderIds) {
+    const events = tables.events.get(orderId)?.get('order.refunded') ?? 0;
+    const refunds = tables.refunds.filter((refund) => refund.order_id === orderId).length;
+    if (events !== refunds) violations.push(`order ${orderId} has ${refunds} refunds and ${events} order.refunded events`);
   }
   return violations;
 }

@@ -74,8 +74,19 @@ export async function startHostileProvider(): Promise<HostileProvider> {
     for (let left = bytes; left > 0 && !response.destroyed; left -= PADDING_CHUNK.length) {
       const chunk = left >= PADDING_CHUNK.length ? PADDING_CHUNK : PADDING_CHUNK.subarray(0, left);
       bytesSent += chunk.length;
-      if (!response.write(chunk)) await new Promise((resolve) => (response.once('drain', resolve), response.once('close', resolve)));
+      if (!response.write(chunk)) await drainedOrClosed(response);
     }
+  }
+
+  /** Until the client has read what was written, or hung up; neither listener outlives the wait. */
+  function drainedOrClosed(response: ServerResponse): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        response.off('drain', done).off('close', done);
+        resolve();
+      };
+      response.on('drain', done).on('close', done);
+    });
   }
 
   async function trickle(response: ServerResponse, everyMs: number) {

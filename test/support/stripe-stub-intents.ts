@@ -26,9 +26,23 @@ export interface StubRefund {
   intentId: string;
   orderId: string;
   amountYen: number;
+  /** Empty for a refund made in the dashboard. */
   idempotencyKey: string;
-  /** metadata.refund_id: the server's refund. */
+  /** metadata.refund_id: the server's refund; empty for one made in the dashboard. */
   refundId: string;
+  /** Epoch seconds. */
+  created: number;
+}
+
+/** Which refunds a GET /v1/refunds asks for, as its query string says. */
+export interface RefundQuery {
+  paymentIntent: string | null;
+  createdGte: number | null;
+  createdLte: number | null;
+  startingAfter: string | null;
+  limit: number;
+  /** expand[]=data.payment_intent: each refund with its PaymentIntent object. */
+  expandIntent: boolean;
 }
 
 export interface StubIntent {
@@ -81,6 +95,8 @@ export class StubLedger {
   readonly refunds: StubRefund[] = [];
   /** Told of every change of an intent's status: the webhooks' source. */
   onChange: (type: string, intent: StubIntent) => void = () => undefined;
+  /** Told of every refund made, by the API or in the dashboard: the webhooks' source. */
+  onRefund: (refund: StubRefund, intent: StubIntent) => void = () => undefined;
 
   /** Creates and confirms a PaymentIntent: the charge, a 3-D Secure step, or the decline. */
   create(fields: Record<string, string>, key: string, method: string): Answer {
@@ -209,8 +225,22 @@ export class StubLedger {
   }
 
   refund(fields: Record<string, string>, key: string): Answer {
-    const intent = this.intents.get(fields['payment_intent'] ?? '');
-    const amount = Number(fields['amount']);
+    const made = this.makeRefund(this.intents.get(fields['payment_intent'] ?? ''), Number(fields['amount']), {
+      idempotencyKey: key,
+      refundId: fields['metadata[refund_id]'] ?? '',
+    });
+    return 'status' in made ? made : { status: 200, body: refundJson(made) };
+  }
+
+  /** A refund made in Stripe's dashboard (or by another client of the account): no key, no metadata of this server's. */
+  refundInDashboard(intentId: string, amountYen: number): StubRefund {
+    const made = this.makeRefund(this.intents.get(intentId), amountYen, { idempotencyKey: '', refundId: '' });
+    if ('status' in made) throw new Error(`the dashboard refused the refund: ${JSON.stringify(made.body)}`);
+    return made;
+  }
+
+  /** Stripe's rules for a refund: of a succeeded payment, at most what is left of it. */
+  private makeRefund(intent: StubIntent | undefined, amount: number, made: Pick<StubRefund, 'idempotencyKey' | 'refundId'>) {
     if (!intent || intent.status !== 'succeeded') {
       return stripeError(400, {
         type: 'invalid_request_error',
@@ -218,7 +248,7 @@ export class StubLedger {
         message: 'not a succeeded payment',
       });
     }
-    const left = intent.amount - this.refunds.filter((r) => r.intentId === intent.id).reduce((sum, r) => sum + r.amountYen, 0);
+    const left = intent.amount - this.refundedOf(intent.id);
     if (!Number.isInteger(amount) || amount < 1 || amount > left) {
       return stripeError(400, {
         type: 'invalid_request_error',
@@ -231,25 +261,57 @@ export class StubLedger {
       intentId: intent.id,
       orderId: intent.metadata['order_id']!,
       amountYen: amount,
-      idempotencyKey: key,
-      refundId: fields['metadata[refund_id]'] ?? '',
+      created: Math.floor(Date.now() / 1000),
+      ...made,
     };
     this.refunds.push(refund);
-    return { status: 200, body: refundJson(refund) };
+    this.onRefund(refund, intent);
+    return refund;
   }
 
-  listRefunds(intentId: string): Answer {
-    const data = this.refunds.filter((refund) => refund.intentId === intentId).map(refundJson);
-    return { status: 200, body: { object: 'list', data, has_more: false } };
+  refundedOf(intentId: string): number {
+    return this.refunds.filter((r) => r.intentId === intentId).reduce((sum, r) => sum + r.amountYen, 0);
+  }
+
+  /** GET /v1/refunds: newest first, by PaymentIntent and creation time, paged with starting_after. */
+  listRefunds(query: RefundQuery): Answer {
+    const matching = [...this.refunds]
+      .reverse()
+      .filter(
+        (refund) =>
+          (query.paymentIntent === null || refund.intentId === query.paymentIntent) &&
+          (query.createdGte === null || refund.created >= query.createdGte) &&
+          (query.createdLte === null || refund.created <= query.createdLte),
+      );
+    const start = query.startingAfter === null ? 0 : matching.findIndex((refund) => refund.id === query.startingAfter) + 1;
+    const data = matching
+      .slice(start, start + query.limit)
+      .map((refund) => refundJson(refund, query.expandIntent ? this.intents.get(refund.intentId) : undefined));
+    return { status: 200, body: { object: 'list', data, has_more: start + query.limit < matching.length } };
   }
 }
 
-const refundJson = (refund: StubRefund) => ({
+/** A refund as Stripe shows it; with `intent`, its payment_intent expanded to the object. */
+export const refundJson = (refund: StubRefund, intent?: StubIntent) => ({
   id: refund.id,
   object: 'refund',
   amount: refund.amountYen,
   currency: 'jpy',
   status: 'succeeded',
-  payment_intent: refund.intentId,
-  metadata: { order_id: refund.orderId, refund_id: refund.refundId },
+  created: refund.created,
+  payment_intent: intent ? intentJson(intent) : refund.intentId,
+  metadata: refund.refundId === '' ? {} : { order_id: refund.orderId, refund_id: refund.refundId },
+});
+
+/** The charge of a PaymentIntent as charge.refunded describes it. */
+export const chargeJson = (intent: StubIntent, amountRefunded: number) => ({
+  id: `ch_${intent.id.slice(3)}`,
+  object: 'charge',
+  amount: intent.amount,
+  amount_refunded: amountRefunded,
+  currency: intent.currency,
+  payment_intent: intent.id,
+  refunded: amountRefunded === intent.amount,
+  status: 'succeeded',
+  metadata: {},
 });

@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import Stripe from 'stripe';
-import { intentJson, type StubIntent } from './stripe-stub-intents.js';
 
 /**
- * The Stripe stub's webhook deliveries (stripe-stub.ts): every change of a PaymentIntent becomes an
- * event, signed as Stripe signs it (the real SDK's `webhooks.generateTestHeaderString`) and POSTed
+ * The Stripe stub's webhook deliveries (stripe-stub.ts): every change of a PaymentIntent, and every
+ * refund, becomes an event (a refund two: charge.refunded and refund.created), signed as Stripe signs it (the real SDK's `webhooks.generateTestHeaderString`) and POSTed
  * to the endpoint the test names. `immediate` delivers each as it happens (after `delayMs`);
  * `held` keeps them until the test delivers them: late, twice, in reverse or not at all.
  */
@@ -46,8 +45,8 @@ export class StubWebhooks {
     this.secret = secret;
   }
 
-  /** Called by the ledger on every change of a PaymentIntent. */
-  record(type: string, intent: StubIntent): void {
+  /** Called on every change of a PaymentIntent, and on every refund (charge.refunded, refund.created): the event of `object`. */
+  record(type: string, object: unknown, intentId: string): void {
     const id = `evt_${randomBytes(12).toString('hex')}`;
     const payload = JSON.stringify({
       id,
@@ -57,9 +56,9 @@ export class StubWebhooks {
       type,
       livemode: false,
       pending_webhooks: 1,
-      data: { object: intentJson(intent) },
+      data: { object },
     });
-    const event = { id, type, payload, intentId: intent.id };
+    const event = { id, type, payload, intentId };
     this.events.push(event);
     if (this.target === null) return;
     if (this.mode === 'held') return void this.queue.push(event);

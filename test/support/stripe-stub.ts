@@ -4,9 +4,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { listenOnLoopback, type LoopbackServer } from './ports.js';
 import {
   AUTHENTICATES,
+  chargeJson,
+  intentJson,
+  refundJson,
   StubLedger,
   stripeError,
   type Answer,
+  type RefundQuery,
   type StubCharge,
   type StubIntent,
   type StubRefund,
@@ -18,7 +22,8 @@ export type { StubCharge, StubIntent, StubRefund };
 /**
  * A local server that speaks Stripe's API as far as checkout uses it (form-encoded, Bearer key,
  * Idempotency-Key): PaymentIntents created and confirmed, looked up, canceled and searched by
- * metadata, refunds made and listed, 3-D Secure test cards that wait for the customer
+ * metadata, refunds made (by the API or in the dashboard) and listed (a PaymentIntent's, or the
+ * account's by creation time, the PaymentIntents expanded), 3-D Secure test cards that wait for the customer
  * (`authenticate` finishes or fails it as the browser would), and signed webhooks of every change
  * (stripe-stub-webhooks.ts). It loses answers on purpose. Its idempotency is Stripe's: a key's
  * first request that started executing decides the answer, every later POST with the key and the
@@ -40,7 +45,8 @@ export type { StubCharge, StubIntent, StubRefund };
  */
 
 export type Fault = 'slow' | 'lost502' | 'reset' | 'error500';
-export type CallKind = 'create' | 'lookup' | 'cancel' | 'search' | 'refund' | 'list-refunds';
+/** `list-refunds`: one PaymentIntent's refunds; `account-refunds`: the account's, by creation time (the reconciler's sweep). */
+export type CallKind = 'create' | 'lookup' | 'cancel' | 'search' | 'refund' | 'list-refunds' | 'account-refunds';
 
 interface KeyEntry {
   /** The request's method, path and parameters, as sent: a resend must send the same. */
@@ -84,6 +90,8 @@ export interface StripeStub {
   authenticate(intentId: string, result: 'succeed' | 'fail'): void;
   /** Cancels a PaymentIntent as someone in Stripe's dashboard would (cancellation_reason requested_by_customer). */
   cancelInDashboard(intentId: string): void;
+  /** Refunds part of a charge as someone in Stripe's dashboard would: no key, no metadata; its events are sent as any other. */
+  refundInDashboard(intentId: string, amountYen: number): StubRefund;
   /** Prunes every idempotency key, as Stripe does after 24 hours. */
   forgetKeys(): void;
   /** The next call of `kind` meets `fault`. */
@@ -142,17 +150,35 @@ function routeOf(ledger: StubLedger, method: string, url: URL): Route | null {
   }
   if (method === 'POST' && path === '/v1/refunds') return { kind: 'refund', execute: (fields, key) => ledger.refund(fields, key) };
   if (method === 'GET' && path === '/v1/refunds') {
-    return { kind: 'list-refunds', execute: () => ledger.listRefunds(url.searchParams.get('payment_intent') ?? '') };
+    const query = refundQuery(url.searchParams);
+    return { kind: query.paymentIntent === null ? 'account-refunds' : 'list-refunds', execute: () => ledger.listRefunds(query) };
   }
   return null;
+}
+
+/** GET /v1/refunds's query, as the stripe package encodes it (`created[gte]`, `expand[0]`). */
+function refundQuery(params: URLSearchParams): RefundQuery {
+  const number = (name: string) => (params.has(name) ? Number(params.get(name)) : null);
+  return {
+    paymentIntent: params.get('payment_intent'),
+    createdGte: number('created[gte]'),
+    createdLte: number('created[lte]'),
+    startingAfter: params.get('starting_after'),
+    limit: Math.min(100, number('limit') ?? 10),
+    expandIntent: [...params.entries()].some(([name, value]) => name.startsWith('expand[') && value === 'data.payment_intent'),
+  };
 }
 
 export async function startStripeStub(options: StripeStubOptions): Promise<StripeStub> {
   const slowMs = options.slowMs ?? 1_500;
   const ledger = new StubLedger();
   const webhooks = new StubWebhooks();
+  ledger.onRefund = (refund, intent) => {
+    webhooks.record('charge.refunded', chargeJson(intent, ledger.refundedOf(intent.id)), intent.id);
+    webhooks.record('refund.created', refundJson(refund), intent.id);
+  };
   ledger.onChange = (type, intent) => {
-    webhooks.record(type, intent);
+    webhooks.record(type, intentJson(intent), intent.id);
     if (type === 'payment_intent.requires_action' && options.authenticateAfterMs !== undefined) {
       setTimeout(
         () => intent.status === 'requires_action' && ledger.authenticate(intent.id, 'succeed'),
@@ -254,6 +280,7 @@ export async function startStripeStub(options: StripeStubOptions): Promise<Strip
     intentOf: (orderId) => [...ledger.intents.values()].filter((intent) => intent.metadata['order_id'] === orderId).at(-1),
     authenticate: (intentId, result) => ledger.authenticate(intentId, result),
     cancelInDashboard: (intentId) => void ledger.cancel(intentId, 'requested_by_customer'),
+    refundInDashboard: (intentId, amountYen) => ledger.refundInDashboard(intentId, amountYen),
     forgetKeys: () => void (keys = new Map()),
     failNext: (kind, fault) => nextFaults.set(kind, [...(nextFaults.get(kind) ?? []), fault]),
     hold(kind) {

@@ -8,6 +8,7 @@ import { cancelKeyOf, settleAnswer, type OutcomeDeps, type Settlement } from './
 import { questionFor, type PendingPayment } from './pending.js';
 import { recordDeclined } from './record.js';
 import { reconcileRefunds } from './refunds.js';
+import { sweepRefunds } from './refund-sweep.js';
 import { paymentStats } from './stats.js';
 import { intentMismatch } from './verify.js';
 
@@ -48,6 +49,8 @@ export interface ReconcilePass {
   unsettled: number;
   /** Refunds asked about in this pass. */
   refunds: number;
+  /** Refunds the provider made that this server learnt of in this pass's sweep (made elsewhere, or its own whose answer was lost). */
+  foundRefunds: number;
 }
 
 /** A pass never runs longer than this (its statements' limit); the calls have PAYMENTS_TIMEOUT_MS each. */
@@ -191,6 +194,8 @@ export interface ReconcileSteps {
   abandon(outcome: OutcomeDeps, payment: ClaimedPayment): Promise<Settlement>;
   /** Anything else: a look-up by the id, the create again while its key is young, else a search. */
   ask(outcome: OutcomeDeps, payment: ClaimedPayment): Promise<Settlement>;
+  /** The account's refunds, when the sweep is due: what a lost refund event missed (refund-sweep.ts); how many were recorded. */
+  sweepRefunds(deps: ReconcileDeps, outcome: OutcomeDeps): Promise<number>;
 }
 
 export const SPLIT_STEPS: ReconcileSteps = {
@@ -204,6 +209,7 @@ export const SPLIT_STEPS: ReconcileSteps = {
     const answer = await outcome.ask(question);
     return answer === null ? NOTHING_SETTLED : settleAnswer(outcome, payment, answer);
   },
+  sweepRefunds: (deps, outcome) => sweepRefunds(deps, outcome),
 };
 
 /**
@@ -214,7 +220,8 @@ export const SPLIT_STEPS: ReconcileSteps = {
  * An authentication not finished within PAYMENTS_ACTION_TIMEOUT_MS is canceled at the provider, and
  * what the cancel answers is recorded (it may have succeeded at the last second). Everything is
  * recorded like the request would have, conditionally, so that late answers, webhooks and the
- * reconciler agree. Refunds whose outcome is not known are asked about the same way (refunds.ts).
+ * reconciler agree. Refunds whose outcome is not known are asked about the same way (refunds.ts),
+ * and the account's refunds are swept for any this server does not know of (refund-sweep.ts).
  */
 export async function reconcileOnce(deps: ReconcileDeps, steps: ReconcileSteps = SPLIT_STEPS): Promise<ReconcilePass> {
   const due = await claimDue(deps);
@@ -222,7 +229,7 @@ export async function reconcileOnce(deps: ReconcileDeps, steps: ReconcileSteps =
   const settled = await Promise.allSettled(
     due.map((payment) => (payment.actionExpired && payment.intentId !== null ? steps.abandon : steps.ask)(outcome, payment)),
   );
-  const pass: ReconcilePass = { resent: due.length, paid: 0, declined: 0, unknown: 0, unsettled: 0, refunds: 0 };
+  const pass: ReconcilePass = { resent: due.length, paid: 0, declined: 0, unknown: 0, unsettled: 0, refunds: 0, foundRefunds: 0 };
   for (const [i, result] of settled.entries()) {
     const fields = { orderId: due[i]!.orderId, tenantId: due[i]!.tenantId, resends: due[i]!.resends };
     const status = result.status === 'fulfilled' ? result.value.order?.status : undefined;
@@ -234,6 +241,7 @@ export async function reconcileOnce(deps: ReconcileDeps, steps: ReconcileSteps =
     if (status === 'PAID' || status === 'CANCELED') deps.log.info({ ...fields, status }, 'reconciler: payment settled');
   }
   pass.refunds = await reconcileRefunds(deps);
+  pass.foundRefunds = await steps.sweepRefunds(deps, outcome);
   pass.unsettled = (await paymentStats(deps.db, deps.options.reconcileForMs)).unsettled;
   reportSetAside(deps, pass.unsettled);
   return pass;

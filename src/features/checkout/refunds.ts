@@ -4,8 +4,9 @@ import { badInput, notFound, TryAgainError } from '../../core/errors.js';
 import { runInTransaction, type TransactionSettings } from '../../db/transaction.js';
 import type { Logger } from '../../core/logger.js';
 import { shortReason, type PaymentProvider, type RefundAnswer, type RefundRequest, type ReportedRefund } from '../payments/provider.js';
-import { currentOrder, ORDER_REFUNDED_TOPIC, toOrder, type Order, type OrderColumns } from './orders.js';
-import { failureCodeOf } from './verify.js';
+import { currentOrder, toOrder, type Order, type OrderColumns } from './orders.js';
+import { isRecorded, lockOrderForRefunds, recordOwnRefundMade } from './refund-made.js';
+import { failureCodeOf, REFUND_ID } from './verify.js';
 
 /**
  * Refunds of a paid order (docs/design.md §11): compensation after success, with a key of its own
@@ -69,9 +70,6 @@ export async function reserveRefund(trx: Transaction<DB>, request: RefundOrderRe
   return { order, refund: { idempotencyKey, tenantId, orderId, refundId, paymentIntentId: order.paymentIntentId, amountYen } };
 }
 
-/** A refund id as Stripe makes them. */
-const REFUND_ID = /^(re|pyr)_[A-Za-z0-9_]{1,250}$/;
-
 /** Why a reported refund is not this one, or null when it is. */
 function refundMismatch(refund: ReportedRefund, request: RefundRequest): string | null {
   if (refund.id === null || !REFUND_ID.test(refund.id)) return 'its id is not a refund id';
@@ -82,39 +80,24 @@ function refundMismatch(refund: ReportedRefund, request: RefundRequest): string 
 }
 
 /**
- * Made: the refund succeeded, the order's refundedYen grows by it (REFUNDED once it equals the
- * charge, which gives the coupon back), one `order.refunded` event, in one statement after the
- * order's row is locked (the lock order of transaction 1).
+ * Made: the refund succeeded, recorded once (refund-made.ts) after the order's row is locked (the
+ * lock order of transaction 1). One that records nothing was recorded before, by whoever learnt it
+ * first (the request, a resend, the reconciler, a webhook's list), and the order is answered as it
+ * stands; or its provider refund id is counted already, under a refund found at the provider with
+ * its metadata gone (it is settled, so that nobody asks about it again and it counts once); or it
+ * would pass the charge, which only a provider that lies answers (left pending, asked again).
  */
 async function recordRefunded(trx: Transaction<DB>, request: RefundRequest, providerRefundId: string): Promise<Order> {
   const { tenantId, orderId, refundId } = request;
-  await sql`select 1 from orders where tenant_id = ${tenantId} and id = ${orderId} for update`.execute(trx);
-  const result = await sql<OrderColumns>`
-    with made as (
-      update refunds set status = 'succeeded', provider_refund_id = ${providerRefundId}, settled_at = now(), last_error = null
-       where tenant_id = ${tenantId} and id = ${refundId} and status = 'pending'
-      returning order_id, amount_yen
-    ), refunded as (
-      update orders o set refunded_yen = o.refunded_yen + made.amount_yen,
-                          status = case when o.refunded_yen + made.amount_yen = o.charged_yen then 'REFUNDED' else o.status end
-        from made
-       where o.tenant_id = ${tenantId} and o.id = made.order_id
-      returning o.*
-    ), given_back as (
-      update coupons c set redeemed_at = null
-        from refunded r
-       where r.status = 'REFUNDED' and c.tenant_id = r.tenant_id and c.id = r.coupon_id
-    ), event as (
-      insert into outbox_events (tenant_id, topic, payload)
-      select ${tenantId}, ${ORDER_REFUNDED_TOPIC},
-             jsonb_build_object('orderId', r.id, 'tenantId', ${tenantId}::text, 'refundId', ${refundId}::text, 'amountYen', m.amount_yen,
-                                'refundedYen', r.refunded_yen, 'status', r.status, 'couponId', r.coupon_id)
-        from refunded r, made m
-    )
-    select * from refunded`.execute(trx);
-  const row = result.rows[0];
-  return row ? toOrder(row) : currentOrder(trx, tenantId, orderId);
+  await lockOrderForRefunds(trx, tenantId, orderId);
+  const made = await recordOwnRefundMade(trx, { tenantId, refundId, providerRefundId });
+  if (made) return made;
+  if (await isRecorded(trx, tenantId, providerRefundId)) return recordRefundFailed(trx, request, ALREADY_RECORDED);
+  return recordRefundUnknown(trx, request, `the refund ${providerRefundId} does not fit what is left of the charge`);
 }
+
+/** The failure code of a refund whose provider refund id another refund of the order records: it counts there. */
+export const ALREADY_RECORDED = 'already_recorded';
 
 /** Refused by the provider for good: no refund was made, and its reservation is given back. */
 async function recordRefundFailed(trx: Transaction<DB>, request: RefundRequest, failureCode: string): Promise<Order> {

@@ -5,6 +5,8 @@ import type { ReportedIntent } from '../payments/provider.js';
  * tables' columns: an id the table would refuse (empty, 300 characters, a NUL) never reaches it.
  */
 export const INTENT_ID = /^pi_[A-Za-z0-9_]{1,250}$/;
+/** A refund id as Stripe makes them, short enough for the tables' columns. */
+export const REFUND_ID = /^(re|pyr)_[A-Za-z0-9_]{1,250}$/;
 /** Its client secret: the intent's id, `_secret_`, and letters and digits. */
 const CLIENT_SECRET = /^pi_[A-Za-z0-9_]{1,250}_secret_[A-Za-z0-9]{1,100}$/;
 
@@ -44,4 +46,20 @@ export function clientSecretOf(intent: ReportedIntent): string | null {
 /** A failure code short and plain enough to store and show (Stripe's are snake_case words). */
 export function failureCodeOf(code: string | null): string | null {
   return code !== null && /^[A-Za-z0-9_.-]{1,100}$/.test(code) ? code : null;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const TENANT_ID = /^[\s\S]{1,128}$/;
+
+/** Whether a text has the shape of an id this server makes (a refund's, an order's). */
+export const isUuid = (text: string | null): text is string => text !== null && UUID.test(text);
+
+/**
+ * The order a PaymentIntent's metadata names, when it has the shape of one of this server's (an
+ * order id, a tenant id short enough for the tables): where an event or a list is looked up. Naming
+ * it proves nothing: the PaymentIntent is still matched against the order before anything is settled.
+ */
+export function orderNamedBy(intent: ReportedIntent): { tenantId: string; orderId: string } | null {
+  if (!isUuid(intent.orderId) || intent.tenantId === null || !TENANT_ID.test(intent.tenantId)) return null;
+  return { tenantId: intent.tenantId, orderId: intent.orderId };
 }

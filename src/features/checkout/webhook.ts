@@ -10,6 +10,8 @@ import type { PaymentProvider, ReportedIntent } from '../payments/provider.js';
 import { PASS_DEADLINE_MS } from './reconciler.js';
 import { settleAnswer, type OutcomeDeps } from './outcome.js';
 import { loadPayment } from './pending.js';
+import { recordListedRefunds, recordRefundsOfIntent, type RecordListed, type RefundSync } from './provider-refunds.js';
+import { INTENT_ID, orderNamedBy } from './verify.js';
 
 /**
  * Stripe's webhooks at POST /webhooks/stripe (docs/design.md §11). An event is trusted only once
@@ -42,20 +44,29 @@ export interface WebhookResult {
   body: Record<string, unknown>;
 }
 
-/** The events this server acts on; Stripe's other events are recorded and answered. */
-export const STRIPE_EVENTS = [
+/** The events that tell how a payment went: their PaymentIntent settles its order. */
+const PAYMENT_EVENTS: readonly string[] = [
   'payment_intent.succeeded',
   'payment_intent.payment_failed',
   'payment_intent.canceled',
   'payment_intent.requires_action',
-] as const;
+];
+
+/**
+ * The events that tell a charge was refunded, by this server or anyone else (the dashboard, another
+ * client of the account): their PaymentIntent's refunds are asked for and recorded. charge.refunded
+ * comes with every refund; refund.created and refund.updated (all refunds since Stripe's 2024-10-28
+ * API version) say the same of one refund.
+ */
+const REFUND_EVENTS: readonly string[] = ['charge.refunded', 'refund.created', 'refund.updated'];
+
+/** The events this server acts on (the ones to enable on the dashboard's endpoint); Stripe's other events are recorded and answered. */
+export const STRIPE_EVENTS = [...PAYMENT_EVENTS, ...REFUND_EVENTS];
 
 /** A second delivery of an event finds the first one acting for this long before it may act in its place. */
 const CLAIM_HELD_SECONDS = 30;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const EVENT_ID = /^evt_[A-Za-z0-9_]{1,250}$/;
-const TENANT_ID = /^[\s\S]{1,128}$/;
 
 const answer = (deps: WebhookDeps, outcome: WebhookOutcome, status: number, body: Record<string, unknown>): WebhookResult => {
   deps.counted(outcome);
@@ -64,12 +75,21 @@ const answer = (deps: WebhookDeps, outcome: WebhookOutcome, status: number, body
 
 /** The event's PaymentIntent and the order it names, when it is one of the events acted on. */
 function subjectOf(event: Stripe.Event): { intent: ReportedIntent; tenantId: string; orderId: string } | null {
-  if (!(STRIPE_EVENTS as readonly string[]).includes(event.type)) return null;
+  if (!PAYMENT_EVENTS.includes(event.type)) return null;
   const object = event.data?.object as unknown as Record<string, unknown> | undefined;
   if (object?.['object'] !== 'payment_intent') return null;
   const intent = reportedIntent(object);
-  if (intent.orderId === null || !UUID.test(intent.orderId) || intent.tenantId === null || !TENANT_ID.test(intent.tenantId)) return null;
-  return { intent, tenantId: intent.tenantId, orderId: intent.orderId };
+  const order = orderNamedBy(intent);
+  return order && { intent, ...order };
+}
+
+/** The PaymentIntent whose refunds a refund event is about (a charge's, or a refund's), when it is one. */
+function refundedIntentOf(event: Stripe.Event): string | null {
+  if (!REFUND_EVENTS.includes(event.type)) return null;
+  const object = event.data?.object as unknown as Record<string, unknown> | undefined;
+  const intentId = object?.['payment_intent'];
+  const refundOrCharge = object?.['object'] === 'charge' || object?.['object'] === 'refund';
+  return refundOrCharge && typeof intentId === 'string' && INTENT_ID.test(intentId) ? intentId : null;
 }
 
 /**
@@ -95,8 +115,13 @@ const markHandled = (trx: Transaction<DB>, eventId: string, result: string) =>
     .where('event_id', '=', eventId)
     .execute();
 
-/** Acts on a verified event: once, whatever the number of deliveries (answers 2xx, or 409/503 for Stripe to send it again). */
-export async function actOnEvent(deps: WebhookDeps, event: Stripe.Event): Promise<WebhookResult> {
+/**
+ * Acts on a verified event: once, whatever the number of deliveries (answers 2xx, or 409/503 for
+ * Stripe to send it again). A refund event whose refunds could not be asked for or recorded now is
+ * left unhandled and answered 503: Stripe sends it again, and the reconciler's sweep finds its
+ * refunds meanwhile. `recordListed` is how a list of refunds is recorded (a naive twin's otherwise).
+ */
+export async function actOnEvent(deps: WebhookDeps, event: Stripe.Event, recordListed = recordListedRefunds): Promise<WebhookResult> {
   if (typeof event?.id !== 'string' || !EVENT_ID.test(event.id) || typeof event.type !== 'string') {
     return answer(deps, 'refused', 400, { message: 'not a Stripe event' });
   }
@@ -105,13 +130,28 @@ export async function actOnEvent(deps: WebhookDeps, event: Stripe.Event): Promis
     const claimed = await deps.inTransaction((trx) => claimEvent(trx, event, subject));
     if (claimed === false) return answer(deps, 'repeat', 200, { received: true, repeat: true });
     if (claimed === null) return answer(deps, 'busy', 409, { message: 'this event is being handled by another delivery' });
-    const result = subject && deps.outcome ? await settleSubject(deps, deps.outcome, subject) : 'not an event of an order of this server';
-    await deps.inTransaction((trx) => markHandled(trx, event.id, result));
-    return answer(deps, result.startsWith('settled') ? 'acted' : 'ignored', 200, { received: true, result });
+    const acted = await actOnSubject(deps, event, subject, recordListed);
+    if (!acted.done) return answer(deps, 'busy', 503, { message: `the event could not be acted on now (${acted.result}); send it again` });
+    await deps.inTransaction((trx) => markHandled(trx, event.id, acted.result));
+    return answer(deps, acted.result.startsWith('settled') ? 'acted' : 'ignored', 200, { received: true, result: acted.result });
   } catch (error) {
     if (!(error instanceof TryAgainError)) throw error;
     return answer(deps, 'busy', 503, { message: 'the event could not be recorded now; send it again' });
   }
+}
+
+async function actOnSubject(
+  deps: WebhookDeps,
+  event: Stripe.Event,
+  subject: ReturnType<typeof subjectOf>,
+  recordListed: RecordListed,
+): Promise<Pick<RefundSync, 'done' | 'result'>> {
+  const refunded = refundedIntentOf(event);
+  if (deps.outcome === null || (subject === null && refunded === null))
+    return { done: true, result: 'not an event of an order of this server' };
+  if (refunded !== null)
+    return recordRefundsOfIntent({ outcome: deps.outcome, reconcileForMs: deps.reconcileForMs, recordListed }, refunded);
+  return { done: true, result: await settleSubject(deps, deps.outcome, subject!) };
 }
 
 async function settleSubject(deps: WebhookDeps, outcome: OutcomeDeps, subject: NonNullable<ReturnType<typeof subjectOf>>): Promise<string> {
@@ -135,7 +175,12 @@ async function settleSubject(deps: WebhookDeps, outcome: OutcomeDeps, subject: N
 }
 
 /** The route's handler: the signature verified on the raw body, then the event acted on once. */
-export async function handleStripeEvent(deps: WebhookDeps, rawBody: Buffer, signature: string | null): Promise<WebhookResult> {
+export async function handleStripeEvent(
+  deps: WebhookDeps,
+  rawBody: Buffer,
+  signature: string | null,
+  recordListed = recordListedRefunds,
+): Promise<WebhookResult> {
   if (deps.secret === null) return answer(deps, 'off', 404, { message: 'Stripe webhooks are not configured here (STRIPE_WEBHOOK_SECRET)' });
   if (signature === null) return answer(deps, 'refused', 400, { message: 'missing Stripe-Signature' });
   let event: Stripe.Event;
@@ -144,7 +189,7 @@ export async function handleStripeEvent(deps: WebhookDeps, rawBody: Buffer, sign
   } catch {
     return answer(deps, 'refused', 400, { message: 'the Stripe-Signature does not verify (wrong, stale or not for this body)' });
   }
-  return actOnEvent(deps, event);
+  return actOnEvent(deps, event, recordListed);
 }
 
 /** What the webhook's deps are made of: the process's parts, and the counters to tell. */

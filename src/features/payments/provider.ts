@@ -75,6 +75,10 @@ export interface ReportedRefund {
   paymentIntentId: string | null;
   refundId: string | null;
   failureCode: string | null;
+  /** When the provider made it (epoch seconds, the provider's clock). */
+  created: number | null;
+  /** Its PaymentIntent, when a list described it too (its metadata names the order): null otherwise. */
+  intent: ReportedIntent | null;
 }
 
 /** `rejected`: the provider refused the refund for good (no refund made); the rest as for a payment. */
@@ -84,9 +88,24 @@ export type RefundAnswer =
   | { kind: 'unknown'; reason: string }
   | { kind: 'refused'; reason: string };
 
-/** The refunds the provider holds for a PaymentIntent. */
+/** The refunds the provider holds for a PaymentIntent, each with the PaymentIntent described. */
 export type RefundListAnswer =
   { kind: 'found'; refunds: ReportedRefund[] } | { kind: 'unknown'; reason: string } | { kind: 'refused'; reason: string };
+
+/** Which of the account's refunds to list: created from `from` to `to` (epoch seconds, inclusive), older than `startingAfter`. */
+export interface RefundWindow {
+  from: number;
+  /** Null: up to now. */
+  to: number | null;
+  /** The last refund of the page before (they come newest first); null for the first page. */
+  startingAfter: string | null;
+}
+
+/** One page of the account's refunds, newest first, each with its PaymentIntent described; `hasMore`: older ones follow. */
+export type RefundPageAnswer =
+  | { kind: 'found'; refunds: ReportedRefund[]; hasMore: boolean }
+  | { kind: 'unknown'; reason: string }
+  | { kind: 'refused'; reason: string };
 
 /**
  * Every call waits at most `timeoutMs`, after which it is given up and its connection closed, and
@@ -106,8 +125,10 @@ export interface PaymentProvider {
   findByOrder(orderId: string, timeoutMs: number): Promise<SearchAnswer>;
   /** Refunds part of a charge (POST /v1/refunds), with the refund's key. */
   refund(request: RefundRequest, timeoutMs: number): Promise<RefundAnswer>;
-  /** The refunds of a PaymentIntent (GET /v1/refunds?payment_intent=…). */
+  /** The refunds of a PaymentIntent, whoever made them (GET /v1/refunds?payment_intent=…, the PaymentIntent expanded). */
   listRefunds(paymentIntentId: string, timeoutMs: number): Promise<RefundListAnswer>;
+  /** One page of every refund of the account made within a window (GET /v1/refunds?created…, the PaymentIntents expanded). */
+  listAccountRefunds(window: RefundWindow, timeoutMs: number): Promise<RefundPageAnswer>;
 }
 
 /**
@@ -116,8 +137,11 @@ export interface PaymentProvider {
  */
 export const MINIMUM_CHARGE_YEN = 50;
 
-/** The most bytes of an answer this server reads: Stripe's answers are a few kilobytes. */
+/** The most bytes of an answer this server reads: Stripe's answers are a few kilobytes (a page of 100 refunds, each with its PaymentIntent, a few hundred). */
 export const MAX_ANSWER_BYTES = 1_048_576;
+
+/** A list of one PaymentIntent's refunds is read up to this many pages of 100: more than any charge has (each refund is 1 yen at least, and Stripe makes few). */
+export const MAX_REFUND_PAGES = 10;
 
 /** A reason short enough for a log field and the intent's last_error. */
 export function shortReason(reason: string): string {

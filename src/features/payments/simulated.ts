@@ -1,5 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import type { ChargeRequest, PaymentAnswer, PaymentProvider, RefundAnswer, ReportedIntent, ReportedRefund } from './provider.js';
+import type {
+  ChargeRequest,
+  PaymentAnswer,
+  PaymentProvider,
+  RefundAnswer,
+  RefundPageAnswer,
+  RefundWindow,
+  ReportedIntent,
+  ReportedRefund,
+} from './provider.js';
 
 /** Stripe's test payment methods the simulated provider knows, and what each does. */
 export const SIMULATED_PAYMENT_METHODS: Readonly<Record<string, 'succeeds' | 'authenticates' | string>> = {
@@ -73,10 +82,30 @@ function refundOf(intent: Intent | undefined, amountYen: number, refundId: strin
     paymentIntentId: intent.id,
     refundId,
     failureCode: null,
+    created: Math.floor(Date.now() / 1000),
+    intent: null,
   };
   intent.refunded.push(refund);
   return { kind: 'refund', refund };
 }
+
+/** A refund as a list shows it: with its PaymentIntent described. */
+const listed =
+  (intent: Intent) =>
+  (refund: ReportedRefund): ReportedRefund => ({ ...refund, intent: reported(intent) });
+
+/** Pages of the account's refunds as Stripe gives them: newest first, within the window, after `startingAfter`. */
+function accountRefundPage(intents: Iterable<Intent>, { from, to, startingAfter }: RefundWindow): RefundPageAnswer {
+  const all = [...intents]
+    .flatMap((intent) => intent.refunded.map(listed(intent)))
+    .filter((refund) => refund.created! >= from && (to === null || refund.created! <= to))
+    .sort((a, b) => b.created! - a.created!);
+  const start = startingAfter === null ? 0 : all.findIndex((refund) => refund.id === startingAfter) + 1;
+  const page = all.slice(start, start + REFUNDS_PER_PAGE);
+  return { kind: 'found', refunds: page, hasMore: start + REFUNDS_PER_PAGE < all.length };
+}
+
+const REFUNDS_PER_PAGE = 100;
 
 /**
  * The payment provider of a development server without STRIPE_SECRET_KEY: Stripe's test payment
@@ -118,7 +147,11 @@ export function simulatedProvider(): SimulatedProvider {
       Promise.resolve({ kind: 'found', intents: [...intents.values()].filter((i) => i.orderId === orderId).map(reported) }),
     refund: (request) =>
       once(request.idempotencyKey, () => refundOf(intents.get(request.paymentIntentId), request.amountYen, request.refundId)),
-    listRefunds: (paymentIntentId) => Promise.resolve({ kind: 'found', refunds: [...(intents.get(paymentIntentId)?.refunded ?? [])] }),
+    listRefunds: (paymentIntentId) => {
+      const intent = intents.get(paymentIntentId);
+      return Promise.resolve({ kind: 'found', refunds: intent ? intent.refunded.map(listed(intent)) : [] });
+    },
+    listAccountRefunds: (window) => Promise.resolve(accountRefundPage(intents.values(), window)),
     waiting(clientSecret) {
       const intent = waitingIntent(clientSecret);
       return intent ? { intentId: intent.id, amountYen: intent.amount! } : null;

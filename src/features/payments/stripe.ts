@@ -2,11 +2,13 @@ import Stripe from 'stripe';
 import { ANSWER_TOO_LARGE, BoundedHttpClient } from './bounded-http.js';
 import {
   MAX_ANSWER_BYTES,
+  MAX_REFUND_PAGES,
   shortReason,
   type ChargeRequest,
   type PaymentAnswer,
   type PaymentProvider,
   type RefundAnswer,
+  type RefundListAnswer,
   type ReportedIntent,
   type ReportedRefund,
 } from './provider.js';
@@ -57,15 +59,20 @@ export function reportedIntent(raw: unknown): ReportedIntent {
   };
 }
 
-function reportedRefund(raw: unknown): ReportedRefund {
+/** A refund as received; its PaymentIntent is an id, or the object itself where the list expanded it. */
+export function reportedRefund(raw: unknown): ReportedRefund {
   const refund = record(raw);
+  const intent = refund['payment_intent'];
+  const expanded = intent !== null && typeof intent === 'object';
   return {
     id: text(refund['id']),
     status: text(refund['status']),
     amount: whole(refund['amount']),
-    paymentIntentId: text(refund['payment_intent']),
+    paymentIntentId: expanded ? text(record(intent)['id']) : text(intent),
     refundId: text(record(refund['metadata'])['refund_id']),
     failureCode: text(refund['failure_reason']),
+    created: whole(refund['created']),
+    intent: expanded ? reportedIntent(intent) : null,
   };
 }
 
@@ -161,12 +168,39 @@ export function stripeProvider({ secretKey, apiUrl }: StripeOptions): PaymentPro
           { idempotencyKey: request.idempotencyKey, timeout },
         )
         .then((refund) => ({ kind: 'refund' as const, refund: reportedRefund(refund) }), answerOfRefundError),
-    listRefunds: (paymentIntentId, timeout) =>
-      client.refunds
-        .list({ payment_intent: paymentIntentId, limit: 100 }, { timeout })
-        .then(
-          (found) => ({ kind: 'found' as const, refunds: (Array.isArray(found.data) ? found.data : []).map(reportedRefund) }),
-          failureOf,
-        ),
+    listRefunds: (paymentIntentId, timeout) => allRefundsOf(client, paymentIntentId, timeout),
+    listAccountRefunds: ({ from, to, startingAfter }, timeout) =>
+      refundPage(
+        client,
+        { created: { gte: from, ...(to === null ? {} : { lte: to }) }, starting_after: startingAfter ?? undefined },
+        timeout,
+      ).then((page) => ({ kind: 'found' as const, refunds: page.refunds, hasMore: page.hasMore }), failureOf),
   };
+}
+
+/** One page of refunds, newest first, each with its PaymentIntent expanded (whose metadata names the order). */
+async function refundPage(client: Stripe, params: Stripe.RefundListParams, timeout: number) {
+  const page = await client.refunds.list({ ...params, limit: 100, expand: ['data.payment_intent'] }, { timeout });
+  return { refunds: (Array.isArray(page.data) ? page.data : []).map(reportedRefund), hasMore: page.has_more === true };
+}
+
+/** Every refund of a PaymentIntent, page after page (at most MAX_REFUND_PAGES, in the time of one call). */
+async function allRefundsOf(client: Stripe, paymentIntentId: string, timeout: number): Promise<RefundListAnswer> {
+  const until = Date.now() + timeout;
+  const refunds: ReportedRefund[] = [];
+  try {
+    for (let page = 0; page < MAX_REFUND_PAGES; page++) {
+      const startingAfter = refunds.at(-1)?.id ?? undefined;
+      const read = await refundPage(
+        client,
+        { payment_intent: paymentIntentId, starting_after: startingAfter },
+        Math.max(1, until - Date.now()),
+      );
+      refunds.push(...read.refunds);
+      if (!read.hasMore) return { kind: 'found', refunds };
+    }
+  } catch (error) {
+    return failureOf(error);
+  }
+  return { kind: 'refused', reason: `more than ${MAX_REFUND_PAGES} pages of refunds` };
 }

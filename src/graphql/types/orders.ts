@@ -50,7 +50,9 @@ export const OrderType = builder.objectRef<Order>('Order').implement({
       description: 'amountYen - discountYen: what the provider is asked for, also on an order that was never charged.',
       deprecationReason: 'Read dueYen (what is asked) or paidYen (what was paid): a canceled order was never charged.',
     }),
-    refundedYen: t.exposeInt('refundedYen', { description: 'What the payment provider refunded of the charge (refundOrder).' }),
+    refundedYen: t.exposeInt('refundedYen', {
+      description: "What the payment provider refunded of the charge: refundOrder's refunds and those made in Stripe's dashboard.",
+    }),
     failureCode: t.exposeString('failureCode', {
       nullable: true,
       description: "Why a CANCELED order's payment failed: Stripe's decline_code or code (card_declined, insufficient_funds, …).",

@@ -16,11 +16,11 @@ export interface ReadinessInputs {
 }
 
 /**
- * The longest /ready waits for the health watcher's first check (only a process that has just
- * started has none; an HTTP process of WEB_CONCURRENCY starts it with its first /ready): a load
- * balancer's check has a timeout of its own, and a check that waits on a connection being opened
- * could outlast it. Just under a second, so that a first check that opens its connection in time
- * on a busy machine still answers 200.
+ * The longest /ready waits for the health watcher's first check. A backend listens only after its
+ * first check (backend.ts), so this is for an app served some other way, such as the tests'
+ * in-process one: a load balancer's check has a timeout of its own, and a check that waits on a
+ * connection being opened could outlast it. Just under a second, so that a first check that opens
+ * its connection in time on a busy machine still answers 200.
  */
 export const READY_FIRST_CHECK_WAIT_MS = 900;
 
@@ -31,7 +31,7 @@ export const READY_FIRST_CHECK_WAIT_MS = 900;
  * of its own, so a flood of requests cannot make it fail and a dead path cannot make it hang.
  * The database counts as unavailable while this server's writes fail for want of resources (a
  * full disk), and as available while another application holds every connection slot but this
- * server's pool holds connections (database.ts, checkDatabase).
+ * server's pool holds connections (db/health.ts, checkDatabase).
  */
 export function readiness(inputs: ReadinessInputs): () => Promise<Response> {
   return async () => {
