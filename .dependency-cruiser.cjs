@@ -10,7 +10,7 @@ const LAYERS = [
   { folder: 'db', name: 'database', holds: 'the pool, the transaction runners, the driver and the migrator' },
   { folder: 'features', name: 'features', holds: 'the features, a folder each, with their SQL and rules' },
   { folder: 'services', name: 'services', holds: 'the process-wide services, admission and metrics' },
-  { folder: 'graphql', name: 'GraphQL', holds: 'the schema and its runners' },
+  { folder: 'graphql', name: 'GraphQL', holds: 'the schema, and the mutations and reads it hands to the runners' },
   { folder: 'http', name: 'HTTP', holds: 'the HTTP surface' },
   { folder: 'process', name: 'process', holds: 'the process bootstrap and the opening of the database' },
   { folder: 'entry', name: 'entry points', holds: 'the entry points' },

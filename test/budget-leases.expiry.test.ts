@@ -5,7 +5,7 @@ import { asTenantAdmin, createTestBackend, gqlOk, type TestBackend } from './sup
 import { createLeasedCampaign } from './support/lease-run.js';
 import { waitFor } from './support/wait.js';
 import { startWorkers, type Workers } from '../src/entry/worker/index.js';
-import type { Algorithms } from '../src/services/services.js';
+import type { StandIns } from '../src/services/services.js';
 
 // The background loop gives expired budget leases back to the budget row while nobody issues on
 // their campaign: a killed process's lease (planted here as it leaves it: yen leased out, some of
@@ -13,8 +13,8 @@ import type { Algorithms } from '../src/services/services.js';
 
 const TTL_MS = 3_000;
 
-async function withLoops(standIns: Partial<Algorithms>) {
-  const backend = await createTestBackend({ env: { BUDGET_LEASE_TTL_MS: String(TTL_MS) }, algorithms: standIns });
+async function withLoops(standIns: StandIns) {
+  const backend = await createTestBackend({ env: { BUDGET_LEASE_TTL_MS: String(TTL_MS) }, standIns });
   const workers = startWorkers(backend.services);
   return { backend, workers };
 }

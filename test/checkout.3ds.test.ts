@@ -28,7 +28,7 @@ describe('checkout with a card that asks for 3-D Secure', () => {
   const confirm = (member: string, orderId: string) => gql(fetch, ConfirmCheckoutDocument, { input: { orderId } }, asUser(TENANT, member));
   const couponStatus = async (member: string, coupon: string) =>
     (await gqlOk(fetch, MyCouponsDocument, {}, asUser(TENANT, member))).myCoupons.find((c) => c.id === coupon)!.status;
-  const reconcile = () => backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+  const reconcile = () => backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
   /** As if PAYMENTS_ACTION_TIMEOUT_MS had passed since the order asked for authentication. */
   const expireAction = (orderId: string) =>
     backend.sql.query("update payment_intents set action_since = now() - interval '1 day', next_attempt_at = now() where order_id = $1", [

@@ -33,7 +33,7 @@ describe('checkout when the payment provider loses answers', () => {
     const result = await runFaultScenario(backend, stub, {
       tenantId,
       members: 28,
-      reconcile: () => backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!),
+      reconcile: () => backend.services.checkout.reconcile(reconcileDeps(backend.services)!),
     });
     await annotate(`split checkout under faults: ${JSON.stringify(result)}`);
     // Nothing the provider does is an error: an unknown outcome is PENDING. On a busy machine a

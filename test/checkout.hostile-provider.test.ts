@@ -26,7 +26,7 @@ describe('checkout against a provider that lies', () => {
     gql(fetch, CheckoutDocument, { input: { amountYen: 1_000, couponId, paymentMethod: 'pm_card_visa' } }, asUser(tenantId, member));
   const reconcile = async () => {
     await backend.sql.query("update payment_intents set next_attempt_at = now() where status = 'pending'");
-    return backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+    return backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
   };
 
   /** payment_answers_refused_total{source="answer"}: other tests of the file count there too. */

@@ -50,7 +50,7 @@ describe('refunds and 3-D Secure when the server process is killed between askin
     await backend.sql.query("update payment_intents set next_attempt_at = now() where status = 'pending'");
     await backend.sql.query("update refunds set next_attempt_at = now() where status = 'pending'");
     await backend.sql.query('update refund_sweeps set next_sweep_at = now()');
-    return backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+    return backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
   };
   const refundsAt = (orderId: string) => stub.refunds.filter((refund) => refund.orderId === orderId).length;
 

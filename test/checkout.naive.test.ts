@@ -49,7 +49,7 @@ describe.each([
   let backend: ServedBackend;
   beforeAll(async () => {
     stub = await startStripeStub({ secretKey: TEST_STRIPE_KEY, slowMs: STUB_SLOW_MS });
-    backend = await serveTestBackend({ env: stubPayments(stub, FAULT_SETTINGS), algorithms: { checkout } });
+    backend = await serveTestBackend({ env: stubPayments(stub, FAULT_SETTINGS), standIns: { checkout } });
   });
   afterAll(async () => {
     await backend.close();
@@ -62,7 +62,7 @@ describe.each([
     const result = await runFaultScenario(backend, stub, {
       tenantId,
       members: 28,
-      reconcile: () => backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!),
+      reconcile: () => backend.services.checkout.reconcile(reconcileDeps(backend.services)!),
       maxPasses: 5,
     });
     await annotate(`${label} under faults: ${JSON.stringify({ ...result, violationsSettled: result.violationsSettled.slice(0, 5) })}`);
@@ -75,7 +75,7 @@ describe('checkout with the charge inside transaction 1, while the provider answ
   let backend: TestBackend;
   beforeAll(async () => {
     stub = await startStripeStub({ secretKey: TEST_STRIPE_KEY });
-    backend = await createTestBackend({ env: stubPayments(stub, ONE_TURN), algorithms: { checkout: chargeInsideTransaction } });
+    backend = await createTestBackend({ env: stubPayments(stub, ONE_TURN), standIns: { checkout: chargeInsideTransaction } });
   });
   afterAll(async () => {
     await backend.close();
@@ -135,13 +135,13 @@ async function twinBackend(checkout: CheckoutAlgorithm, tenantId: string) {
   const stub = await startStripeStub({ secretKey: TEST_STRIPE_KEY });
   const backend = await createTestBackend({
     env: stubPayments(stub, { STRIPE_WEBHOOK_SECRET: NAIVE_WEBHOOK_SECRET }),
-    algorithms: { checkout },
+    standIns: { checkout },
   });
   stub.webhooks.sendTo((request) => backend.app.fetch(request), NAIVE_WEBHOOK_SECRET);
   await createTenant(backend, tenantId, 1_000_000);
   const checkoutWith = async (member: string, paymentMethod: string) =>
     (await gqlOk(backend.app.fetch, CheckoutDocument, { input: { amountYen: 1_200, paymentMethod } }, asUser(tenantId, member))).checkout;
-  const reconcile = () => backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+  const reconcile = () => backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
   const violations = async () => checkoutViolations(await readCheckoutTables(backend.sql, tenantId), stub, tenantId, false);
   return { stub, backend, checkoutWith, reconcile, violations, close: async () => (await backend.close(), await stub.close()) };
 }

@@ -47,7 +47,7 @@ describe('outcomes arriving from every side at once', () => {
       "update payment_intents set action_since = now() - interval '1 day', next_attempt_at = now() where tenant_id = $1",
       [TENANT],
     );
-    const reconcile = () => backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+    const reconcile = () => backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
     const confirm = (i: number) => gql(fetch, ConfirmCheckoutDocument, { input: { orderId: orders[i]! } }, asUser(TENANT, members[i]!));
     const released = await Promise.allSettled([
       stub.webhooks.deliver({ times: 3, reversed: true }),

@@ -43,7 +43,7 @@ describe('refunds made outside this server', () => {
     await backend.sql.query("update payment_intents set next_attempt_at = now() where status = 'pending'");
     await backend.sql.query("update refunds set next_attempt_at = now() where status = 'pending'");
     await backend.sql.query('update refund_sweeps set next_sweep_at = now()');
-    return backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+    return backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
   };
   const violations = async () => checkoutViolations(await readCheckoutTables(backend.sql, TENANT), stub, TENANT, false);
 
@@ -130,7 +130,7 @@ describe('refunds made outside this server', () => {
     expect(await orderRow(order.id)).toEqual({ status: 'PAID', refunded_yen: 0 });
     // Only the sweep is due: the pending refund's own question waits.
     await backend.sql.query('update refund_sweeps set next_sweep_at = now()');
-    expect((await backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!)).foundRefunds).toBe(1);
+    expect((await backend.services.checkout.reconcile(reconcileDeps(backend.services)!)).foundRefunds).toBe(1);
     expect(await orderRow(order.id)).toEqual({ status: 'PAID', refunded_yen: 400 });
     await reconcile();
     expect((await refundRows(order.id)).map((row) => [row.origin, row.status])).toEqual([['refund_order', 'succeeded']]);
@@ -181,7 +181,7 @@ describe('refunds made outside this server', () => {
       const input = { amountYen: 2_000, paymentMethod: 'pm_card_visa' };
       const order = (await gqlOk(quiet.app.fetch, CheckoutDocument, { input }, asUser(TENANT, 'many'))).checkout.order!;
       for (let i = 0; i < SWEEP_PAGES * 100 + 50; i++) own.refundInDashboard(own.intentOf(order.id)!.id, 1);
-      const sweep = () => quiet.services.algorithms.checkout.reconcile(reconcileDeps(quiet.services)!);
+      const sweep = () => quiet.services.checkout.reconcile(reconcileDeps(quiet.services)!);
       const resumeAfter = async () => (await quiet.sql.query('select resume_after from refund_sweeps')).rows[0].resume_after;
       // The sweep is due from the start (the migration made it so).
       expect((await sweep()).foundRefunds).toBe(SWEEP_PAGES * 100);

@@ -20,7 +20,7 @@ describe('the reconciler', () => {
   const checkout = async (member: string, paymentMethod: string, couponId: string | null = null) =>
     (await gqlOk(backend.app.fetch, CheckoutDocument, { input: { amountYen: 1_100, couponId, paymentMethod } }, asUser(TENANT, member)))
       .checkout;
-  const pass = () => backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+  const pass = () => backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
   const due = (orderId: string, age = '0 seconds') =>
     backend.sql.query(`update payment_intents set next_attempt_at = now(), created_at = now() - interval '${age}' where order_id = $1`, [
       orderId,

@@ -20,7 +20,7 @@ describe('refunds counted from the event’s charge', () => {
     stub = await startStripeStub({ secretKey: 'sk_test_checkout_0123456789' });
     backend = await createTestBackend({
       env: stubPayments(stub, { STRIPE_WEBHOOK_SECRET: SECRET }),
-      algorithms: { checkout: refundsFromEventBody },
+      standIns: { checkout: refundsFromEventBody },
     });
     stub.webhooks.sendTo((request) => backend.app.fetch(request), SECRET);
   });
@@ -41,7 +41,7 @@ describe('no sweep of the refunds', () => {
   let backend: TestBackend;
   beforeAll(async () => {
     stub = await startStripeStub({ secretKey: 'sk_test_checkout_0123456789' });
-    backend = await createTestBackend({ env: stubPayments(stub), algorithms: { checkout: noRefundSweep } });
+    backend = await createTestBackend({ env: stubPayments(stub), standIns: { checkout: noRefundSweep } });
     await createTenant(backend, 'no-sweep', 1_000_000);
   });
   afterAll(async () => {
@@ -54,7 +54,7 @@ describe('no sweep of the refunds', () => {
     const order = (await gqlOk(backend.app.fetch, CheckoutDocument, { input }, asUser('no-sweep', 'buyer'))).checkout.order!;
     stub.refundInDashboard(stub.intentOf(order.id)!.id, 1_000);
     await backend.sql.query('update refund_sweeps set next_sweep_at = now()');
-    await backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+    await backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
     const violations = checkoutViolations(await readCheckoutTables(backend.sql, 'no-sweep'), stub, 'no-sweep', true);
     await annotate(`no sweep: ${JSON.stringify(violations)}`);
     expect(violations.filter((found) => /at the provider is recorded \[\]/.test(found))).toHaveLength(1);

@@ -109,7 +109,7 @@ describe('refundOrder', () => {
     stub.failNext('refund', 'reset');
     await refund(reconciled.id, 400);
     await backend.sql.query("update refunds set next_attempt_at = now() where status = 'pending'");
-    expect((await backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!)).refunds).toBeGreaterThan(0);
+    expect((await backend.services.checkout.reconcile(reconcileDeps(backend.services)!)).refunds).toBeGreaterThan(0);
     const { rows } = await backend.sql.query('select refunded_yen from orders where id = $1', [reconciled.id]);
     expect(rows[0].refunded_yen).toBe(400);
     expect(refundsAt(reconciled.id)).toEqual([400]);
@@ -124,7 +124,7 @@ describe('refundOrder', () => {
       order.id,
     ]);
     stub.forgetKeys();
-    await backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+    await backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
     expect(refundsAt(order.id)).toEqual([600]);
     const { rows } = await backend.sql.query('select refunded_yen from orders where id = $1', [order.id]);
     expect(rows[0].refunded_yen).toBe(600);

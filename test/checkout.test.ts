@@ -289,7 +289,7 @@ describe('checkout, one request at a time', () => {
     expect(first.data.checkout.status).toBe('PENDING');
     const orderId = first.data.checkout.order!.id;
     await backend.sql.query('update payment_intents set next_attempt_at = now() where tenant_id = $1 and order_id = $2', [TENANT, orderId]);
-    await backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+    await backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
     const again = await send();
     expect(again).toMatchObject({ replayed: true, data: { checkout: { status: 'PAID', order: { id: orderId, status: 'PAID' } } } });
     expect(stub.charges.filter((charge) => charge.orderId === orderId)).toHaveLength(1);
@@ -339,7 +339,7 @@ describe('checkout, one request at a time', () => {
     const orderId = answer.order!.id;
     expect(stub.charges.filter((c) => c.orderId === orderId)).toHaveLength(1);
     await backend.sql.query('update payment_intents set next_attempt_at = now() where tenant_id = $1 and order_id = $2', [TENANT, orderId]);
-    const pass = await backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+    const pass = await backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
     expect(pass).toMatchObject({ resent: 1, paid: 1 });
     const settled = await gqlOk(fetch, OrderDocument, { id: orderId }, asUser(TENANT, 'peggy'));
     expect(settled.order).toMatchObject({ status: 'PAID', paymentIntentId: stub.charges.find((c) => c.orderId === orderId)!.intentId });
@@ -364,7 +364,7 @@ describe('checkout with a key the provider refuses', () => {
       );
       expect(response.body.data!.checkout.status).toBe('PENDING');
       await backend.sql.query("update payment_intents set next_attempt_at = now() where tenant_id = 'refused-key'");
-      expect(await backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!)).toMatchObject({
+      expect(await backend.services.checkout.reconcile(reconcileDeps(backend.services)!)).toMatchObject({
         resent: 1,
         unknown: 1,
       });

@@ -102,7 +102,7 @@ describe('refunds learnt from Stripe while Stripe answers', () => {
     if (kind === 'account-refunds') await backend.sql.query('update refund_sweeps set next_sweep_at = now()');
     const learnt =
       kind === 'account-refunds'
-        ? backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!)
+        ? backend.services.checkout.reconcile(reconcileDeps(backend.services)!)
         : stub.webhooks.deliver({ lose: (event) => event.intentId !== intentId || event.type !== 'charge.refunded' });
     await held.arrived;
     const read = await gql(fetch, OrdersDocument, {}, asUser(tenantId, 'second'));

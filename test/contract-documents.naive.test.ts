@@ -11,7 +11,7 @@ describe('the concurrency scenario against the naive max() + 1 numbering', () =>
   beforeAll(async () => {
     backend = await createTestBackend({
       env: { DB_POOL_MAX: '5', DB_POOL_ACQUIRE_TIMEOUT_MS: '10000' },
-      algorithms: { documentIssuing: { createContractDocument: createContractDocumentNaive } },
+      standIns: { documentIssuing: { createContractDocument: createContractDocumentNaive } },
     });
   });
   afterAll(async () => {

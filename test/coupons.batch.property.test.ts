@@ -2,8 +2,8 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Bookkeeping, KeyHeldElsewhere } from '../src/features/bookkeeping/bookkeeping.js';
 import { runBatch } from '../src/features/coupons/issue-batch.js';
-import type { IssueRequest, IssueResult } from '../src/features/coupons/issue.js';
-import { CampaignShapes, issueValuesOf, runIssue, type IssueContext } from '../src/features/coupons/issue-statement.js';
+import { ConditionalIssuer, type IssueRequest, type IssueResult } from '../src/features/coupons/issue.js';
+import { CampaignShapes } from '../src/features/coupons/budget.js';
 import { RollbackAndReturn, runInTransaction } from '../src/db/transaction.js';
 import { changeCampaignBudget } from '../src/features/coupons/budget-change.js';
 import { claimValues, type ClaimValues } from '../src/features/idempotency/service.js';
@@ -158,13 +158,16 @@ function membersOf(tenantId: string, c: BatchCase): Member[] {
   });
 }
 
-function contextOf(backend: TestBackend): IssueContext {
-  return {
-    timeouts: backend.services.transactions,
-    leases: backend.services.budgetLeases,
+/** The product's issuer with shapes of its own and no coalescer: each issue its statement alone. */
+function issuerOf(backend: TestBackend): ConditionalIssuer {
+  const { transactions, budgetLeases } = backend.services;
+  return new ConditionalIssuer({
+    timeouts: transactions,
+    leases: budgetLeases,
     shapes: new CampaignShapes(),
-    deadline: Date.now() + 60_000,
-  };
+    coalescer: null,
+    onRace: () => {},
+  });
 }
 
 /** One member alone, through the one-issue statement: its answer's status, or KEY_HELD. */
@@ -172,7 +175,7 @@ async function issueAlone(backend: TestBackend, member: Member): Promise<string>
   try {
     const result = await backend.services.pool
       .connection()
-      .execute((db) => runIssue(db, member.request, member.bookkeeping(), contextOf(backend)));
+      .execute((db) => issuerOf(backend).runStatement(db, member.request, member.bookkeeping()));
     if (typeof result === 'symbol') return 'AS_TRANSACTION';
     return result.status;
   } catch (error) {
@@ -223,7 +226,7 @@ describe('a batch of issues decides as its members would one after another', () 
         const serial = `serial-${run}`;
         await setUp(backend, batched, c);
         await setUp(backend, serial, c);
-        const context = contextOf(backend);
+        const issuer = issuerOf(backend);
         const members = membersOf(batched, c);
         // Whole coupons of room in each campaign's slot with most, as the set-up (and a change) left them.
         const rooms = await Promise.all(
@@ -239,7 +242,7 @@ describe('a batch of issues decides as its members would one after another', () 
         const rows = await backend.services.pool.connection().execute((db) =>
           runBatch(
             db,
-            members.map((m) => ({ values: issueValuesOf(m.request, m.bookkeeping(), context), claim: m.claim })),
+            members.map((m) => ({ values: issuer.valuesOf(m.request, m.bookkeeping()), claim: m.claim })),
           ),
         );
         expect(rows.map((r) => r.outcome)).not.toContain('AS_TRANSACTION');

@@ -366,7 +366,7 @@ describe('issueCoupon batching when a waiting issue gets no turn back', () => {
   const MEMBERS = ['unturned-a', 'unturned-b', 'unturned-c', 'unturned-d'];
   let refuseTurns = false;
   const setup = batchingBackend({
-    algorithms: {
+    standIns: {
       admissionPolicy: (options) => {
         const fair = fairAdmission(options);
         const refusing: Admission = {

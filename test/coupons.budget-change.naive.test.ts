@@ -12,8 +12,8 @@ describe('changeCampaignBudget, naive: slots rewritten without their locks', () 
   let backends: TestBackend[];
   beforeAll(async () => {
     const databaseUrl = await createTestDatabaseUrl();
-    const algorithms = { budgetChanger: naiveBudgetChanger };
-    backends = [await createTestBackend({ databaseUrl, algorithms }), await createTestBackend({ databaseUrl, algorithms })];
+    const standIns = { budgetChanger: naiveBudgetChanger };
+    backends = [await createTestBackend({ databaseUrl, standIns }), await createTestBackend({ databaseUrl, standIns })];
   });
   afterAll(async () => {
     for (const backend of backends) await backend.close();

@@ -9,7 +9,7 @@ import { describeRun, REFERENCE_SCENARIO_TIMEOUT_MS, runReferenceScenario } from
 describe('the reference scenario against the naive read-check-write issue', () => {
   let backend: TestBackend;
   beforeAll(async () => {
-    backend = await createTestBackend({ algorithms: { couponIssuer: naiveIssuer } });
+    backend = await createTestBackend({ standIns: { couponIssuer: naiveIssuer } });
   });
   afterAll(async () => {
     await backend.close();

@@ -9,7 +9,7 @@ import { describeRedeemRun, doubleRedeems, runRedeemScenario } from './support/r
 describe('the redeem scenario against the naive read-check-write redeem', () => {
   let backend: TestBackend;
   beforeAll(async () => {
-    backend = await createTestBackend({ algorithms: { couponRedeemer: naiveRedeemer } });
+    backend = await createTestBackend({ standIns: { couponRedeemer: naiveRedeemer } });
   });
   afterAll(async () => {
     await backend.close();

@@ -6,19 +6,16 @@ import { budgetChangeCases, runBudgetRace } from './support/budget-race.js';
 import { evenYenSplit } from './naive/budget-split.js';
 import { createTestBackend, createTestDatabaseUrl, type TestBackend } from './support/harness.js';
 import { runSellOut, sellOutCases, sellOutViolations, type CampaignShape } from './support/sell-out.js';
-import type { Algorithms } from '../src/services/services.js';
+import type { StandIns } from '../src/services/services.js';
 
 // The properties of coupons.sell-out.test.ts against the naive twins: they must find a campaign
 // that refuses BUDGET_EXCEEDED while yen is left, and one whose budget change loses what members
 // issued meanwhile.
 
 /** The first case the property fails on, with what broke. */
-async function counterexample(standIns: Partial<Algorithms>, shape: CampaignShape): Promise<{ message: string; violations: string[] }> {
+async function counterexample(standIns: StandIns, shape: CampaignShape): Promise<{ message: string; violations: string[] }> {
   const databaseUrl = await createTestDatabaseUrl();
-  const backends: TestBackend[] = [
-    await createTestBackend({ databaseUrl, algorithms: standIns }),
-    await createTestBackend({ databaseUrl, algorithms: standIns }),
-  ];
+  const backends: TestBackend[] = [await createTestBackend({ databaseUrl, standIns }), await createTestBackend({ databaseUrl, standIns })];
   let run = 0;
   let violations: string[] = [];
   try {
@@ -60,8 +57,8 @@ describe('the sell-out property against the naive twins', () => {
   }) => {
     const databaseUrl = await createTestDatabaseUrl();
     const backends = [
-      await createTestBackend({ databaseUrl, algorithms: { budgetChanger: naiveBudgetChanger } }),
-      await createTestBackend({ databaseUrl, algorithms: { budgetChanger: naiveBudgetChanger } }),
+      await createTestBackend({ databaseUrl, standIns: { budgetChanger: naiveBudgetChanger } }),
+      await createTestBackend({ databaseUrl, standIns: { budgetChanger: naiveBudgetChanger } }),
     ];
     let run = 0;
     let violations: string[] = [];

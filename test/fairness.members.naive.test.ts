@@ -11,7 +11,7 @@ describe('the member fairness scenario against one first-come line per tenant', 
   beforeAll(async () => {
     backend = await createTestBackend({
       env: FAIRNESS_ENV,
-      algorithms: { admissionPolicy: (options) => new TenantOnlyAdmission(options) },
+      standIns: { admissionPolicy: (options) => new TenantOnlyAdmission(options) },
     });
   });
   afterAll(async () => {

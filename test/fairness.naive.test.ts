@@ -9,7 +9,7 @@ import { FAIRNESS_ENV, runFairnessScenario } from './support/fairness-scenario.j
 describe('the fairness scenario against one first-come line', () => {
   let backend: TestBackend;
   beforeAll(async () => {
-    backend = await createTestBackend({ env: FAIRNESS_ENV, algorithms: { admissionPolicy: (options) => new FifoAdmission(options) } });
+    backend = await createTestBackend({ env: FAIRNESS_ENV, standIns: { admissionPolicy: (options) => new FifoAdmission(options) } });
   });
   afterAll(async () => {
     await backend.close();

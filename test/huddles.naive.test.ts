@@ -14,7 +14,7 @@ describe('the huddle races against the naive versions', () => {
       leaveHuddle: leaveHuddleNaive,
       cleanupHuddles: cleanupHuddlesNaive,
     };
-    backend = await createTestBackend({ env: { HUDDLE_STALE_AFTER_MS: '60000' }, algorithms: { huddleOperations } });
+    backend = await createTestBackend({ env: { HUDDLE_STALE_AFTER_MS: '60000' }, standIns: { huddleOperations } });
   });
   afterAll(async () => {
     await backend.close();

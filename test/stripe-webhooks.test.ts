@@ -99,7 +99,7 @@ describe('Stripe webhooks', () => {
     expect(await statuses()).toEqual(['PAID', 'CANCELED', 'PENDING_PAYMENT']);
     const repeats = stub.webhooks.answers.length;
     await backend.sql.query("update payment_intents set next_attempt_at = now() where status = 'pending'");
-    await backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+    await backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
     expect(await statuses()).toEqual(['PAID', 'CANCELED', 'PAID']);
     // The reconciler's PAID brought the lost event's own delivery no more: Stripe's events are not sent again.
     expect(stub.webhooks.answers.length).toBe(repeats);

@@ -291,7 +291,6 @@ export type ContractDocumentRow = Selectable<ContractDocumentsTable>;
 export type CampaignRow = Selectable<CampaignsTable>;
 export type CouponRow = Selectable<CouponsTable>;
 export type OrderRow = Selectable<OrdersTable>;
-export type PaymentIntentRow = Selectable<PaymentIntentsTable>;
 export type RefundRow = Selectable<RefundsTable>;
 export type HuddleSessionRow = Selectable<HuddleSessionsTable>;
 export type HuddleParticipantRow = Selectable<HuddleParticipantsTable>;

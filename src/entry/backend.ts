@@ -1,7 +1,7 @@
 import type { Clock } from '../core/clock.js';
 import type { Database } from '../db/database.js';
 import type { EmbeddedPostgres } from '../dev/embedded-postgres.js';
-import { buildServices, type Algorithms, type AppServices } from '../services/services.js';
+import { buildServices, type AppServices, type StandIns } from '../services/services.js';
 import { createApp, type App } from '../http/app.js';
 import { listen, type RunningServer } from '../http/node-server.js';
 import { openDatabase, type OpenDatabaseOptions } from '../process/open-database.js';
@@ -11,8 +11,8 @@ import { startWorkers } from './worker/index.js';
 export interface BackendOptions extends Omit<OpenDatabaseOptions, 'schema'> {
   clock?: Clock;
   host?: string;
-  /** Stand-ins for the original algorithms (the benchmark's peer designs). */
-  algorithms?: Partial<Algorithms>;
+  /** Stand-ins for the product's parts (the benchmark's peer designs), by name. */
+  standIns?: StandIns;
 }
 
 export interface Backend {
@@ -36,7 +36,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   const opened = await openDatabase({ ...options, seed: options.seed ?? true, schema: 'migrate' }, 'mutation-backend');
   const { database, embedded } = opened;
   try {
-    const services = buildServices(config, database, log, options.clock, options.algorithms);
+    const services = buildServices(config, database, log, options.clock, options.standIns);
     const app = createApp(services);
     // Listens only once the first health check is in: a process the cluster starts in a rolling
     // reload takes connections at once, and its /ready must not answer "not checked yet" (503)

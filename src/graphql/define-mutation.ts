@@ -2,11 +2,11 @@ import type { InputObjectRef, ObjectRef, SchemaTypes } from '@pothos/core';
 import type { AccessScope, AccessScopes } from '../features/identity/access.js';
 import { builder } from './builder.js';
 import type { AccessContexts } from './guards.js';
-import { recordMutation, runMutation, type MutationRun, type MutationUnit } from './mutation.js';
+import { recordMutation, runMutation, type MutationRun, type MutationCall } from './mutation.js';
 
 type Types = typeof builder extends PothosSchemaTypes.SchemaBuilder<infer T extends SchemaTypes> ? T : never;
 
-/** The context a mutation's unit sees: the session narrowed to the scopes it admits. */
+/** The context a mutation's call sees: the session narrowed to the scopes it admits. */
 export type ScopedContext<Access extends Partial<AccessScopes>> = AccessContexts[keyof Access & AccessScope];
 
 export interface MutationDefinition<
@@ -28,11 +28,12 @@ export interface MutationDefinition<
   /** Checks and shapes the input before any SQL: a mistake is BAD_USER_INPUT, naming the field. */
   prepare?: (input: Input, ctx: ScopedContext<Access>) => Prepared;
   /**
-   * The unit of work for this request, as data: the feature's function, the values it is called
-   * with, and the feature's function that names what its audit row names. runMutation calls only
-   * the feature's functions: nothing of the declaration is called back once the unit is handed over.
+   * How runMutation calls the feature for this request, as data: the feature's unit of work, the
+   * values it is called with, and the feature's function that names what its audit row names.
+   * runMutation calls only the feature's functions: nothing of the declaration is called back once
+   * the call is handed over.
    */
-  unit: (prepared: Prepared, ctx: ScopedContext<Access>) => MutationUnit<UnitInput, Result, Needs>;
+  call: (prepared: Prepared, ctx: ScopedContext<Access>) => MutationCall<UnitInput, Result, Needs>;
   /**
    * A mutation that goes on after its unit (checkout: the payment, docs/design.md §11): it calls
    * `commit()` once to run the unit through runMutation (one transaction, the Idempotency-Key, the
@@ -45,7 +46,7 @@ export interface MutationDefinition<
 }
 
 /** The mutation without GraphQL around it: what the resolver calls, and what the benchmark's raw row calls. */
-export type MutationRunner<Access extends Partial<AccessScopes>, Input, Result> = (
+export type BareMutation<Access extends Partial<AccessScopes>, Input, Result> = (
   ctx: ScopedContext<Access>,
   input: Input,
 ) => Promise<Result>;
@@ -58,21 +59,21 @@ export type MutationRunner<Access extends Partial<AccessScopes>, Input, Result> 
 export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, UnitInput, Needs, Prepared = Input>(
   name: string,
   definition: MutationDefinition<Access, Input, Prepared, Result, Result, UnitInput, Needs> & { flow?: undefined },
-): MutationRunner<Access, Input, Result>;
+): BareMutation<Access, Input, Result>;
 export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, UnitInput, Needs, Prepared, Answer>(
   name: string,
   definition: MutationDefinition<Access, Input, Prepared, Result, Answer, UnitInput, Needs> & { flow: NonNullable<unknown> },
-): MutationRunner<Access, Input, Answer>;
+): BareMutation<Access, Input, Answer>;
 export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, UnitInput, Needs, Prepared, Answer>(
   name: string,
   definition: MutationDefinition<Access, Input, Prepared, Result, Answer, UnitInput, Needs>,
-): MutationRunner<Access, Input, Answer> {
-  const run: MutationRunner<Access, Input, Answer> = async (ctx, input) => {
+): BareMutation<Access, Input, Answer> {
+  const run: BareMutation<Access, Input, Answer> = async (ctx, input) => {
     const prepared = definition.prepare ? definition.prepare(input, ctx) : (input as unknown as Prepared);
     const commit = async (): Promise<MutationRun<Result>> => {
       let run;
       try {
-        run = await runMutation(ctx, { operation: name, ...definition.unit(prepared, ctx) });
+        run = await runMutation(ctx, { operation: name, ...definition.call(prepared, ctx) });
       } catch (failure) {
         recordMutation(ctx.report, { failure });
         throw failure;

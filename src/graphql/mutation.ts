@@ -10,23 +10,23 @@ import {
   type RunOptions,
   type RunResult,
 } from '../db/transaction.js';
-import { claimKey, claimValues, heldKey, type ClaimValues, type KeyScope } from '../features/idempotency/service.js';
+import { claimKey, claimValues, heldKey, type ClaimValues, type KeyOwner } from '../features/idempotency/service.js';
 import { Bookkeeping, KeyHeldElsewhere, writeFinish, type FinishBase, type FinishOfResult } from '../features/bookkeeping/bookkeeping.js';
 import type { Context, RequestReport } from './context.js';
 import { AppError, ErrorCode, TryAgainError } from '../core/errors.js';
 import { assertTurnHeld } from './read.js';
 
 /**
- * A feature's unit of work: a named function of the feature (issueCoupon's `couponIssuer.issue`,
+ * A feature's unit of work: a named function of the feature (issueCoupon's `ConditionalIssuer.issue`,
  * src/features/tenants/service.ts's `createTenant`, …) that runMutation calls once per attempt with the
- * transaction, the request's input, the bookkeeping and what else the feature needs. Refuse by
+ * transaction, the request's input, the bookkeeping and what else the request hands the feature. Refuse by
  * throwing (RollbackAndReturn for a refusal that is data). It may carry the bookkeeping in its own
  * statements (see Bookkeeping); what it leaves is written after it.
  */
 export type MutationWork<Input, T, Needs> = (trx: Transaction<DB>, input: Input, bookkeeping: Bookkeeping<T>, needs: Needs) => Promise<T>;
 
 /**
- * The unit's hot path as one statement in its own implicit transaction (runInOneStatement): tried
+ * The unit of work's hot path as one statement in its own implicit transaction (runInOneStatement): tried
  * first; when it answers AS_TRANSACTION, `work` runs as a transaction instead. It carries the
  * claim and the audit row (and the stored response) in its statement, or writes nothing.
  */
@@ -37,12 +37,15 @@ export type OneStatementWork<Input, T, Needs> = (
   needs: Needs,
 ) => ReturnType<OneStatementUnit<T>>;
 
-/** A mutation's unit as data: the feature's functions and the values they are called with. No closure: each call can be followed. */
-export type MutationUnit<Input, T, Needs = undefined> = UnitCalls<Input, T, Needs> &
-  /** The process's parts the work uses besides the transaction (the issue's leases and timeouts); left out by most units. */
+/**
+ * How runMutation calls a mutation's feature, as data: the feature's functions (its unit of work,
+ * its one-statement path) and the values they are called with. No closure: each call can be followed.
+ */
+export type MutationCall<Input, T, Needs = undefined> = CallParts<Input, T, Needs> &
+  /** What the request hands the work besides its input (the issue's deadline and admission turn); left out by most mutations. */
   (undefined extends Needs ? { needs?: Needs } : { needs: Needs });
 
-interface UnitCalls<Input, T, Needs> {
+interface CallParts<Input, T, Needs> {
   work: MutationWork<Input, T, Needs>;
   oneStatement?: OneStatementWork<Input, T, Needs> | undefined;
   /** What the work reads its request from (the tenant, the member, the campaign, …). */
@@ -56,7 +59,7 @@ interface UnitCalls<Input, T, Needs> {
   auditTenant?: (result: T) => string;
 }
 
-export type MutationSpec<Input, T, Needs = undefined> = MutationUnit<Input, T, Needs> & {
+export type MutationSpec<Input, T, Needs = undefined> = MutationCall<Input, T, Needs> & {
   /** The mutation's name, as in the schema: the audit row's operation. */
   operation: string;
 };
@@ -107,9 +110,9 @@ type Attempted<T> = RunResult<T> & { replayed: boolean };
 /** The claim of the request's Idempotency-Key and the audit row's values, from the session and the spec. */
 function bookkeepingOf<Input, T, Needs>(ctx: Context, spec: MutationSpec<Input, T, Needs>): MutationBooks<T> {
   const { idempotency, session } = ctx;
-  const keyScope: KeyScope = { tenantId: session?.tenantId ?? '', userId: session?.userId ?? '', role: session?.role ?? '' };
+  const keyOwner: KeyOwner = { tenantId: session?.tenantId ?? '', userId: session?.userId ?? '', role: session?.role ?? '' };
   const claim = idempotency
-    ? claimValues(keyScope, { ...idempotency, operation: spec.operation }, ctx.services.config.idempotency.ttlHours)
+    ? claimValues(keyOwner, { ...idempotency, operation: spec.operation }, ctx.services.config.idempotency.ttlHours)
     : null;
   const finishBase: FinishBase = {
     auditTenantId: session?.tenantId ?? '',

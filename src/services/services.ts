@@ -5,16 +5,17 @@ import type { AppConfig } from '../core/config.js';
 import { documentIssuing, type DocumentIssuing } from '../features/contracts/service.js';
 import { budgetChanger, type BudgetChanger } from '../features/coupons/budget-change.js';
 import { splitByCoupons, type BudgetSplit } from '../features/coupons/campaigns.js';
+import { CampaignShapes } from '../features/coupons/budget.js';
 import { IssueCoalescer } from '../features/coupons/coalescer.js';
-import { CampaignShapes } from '../features/coupons/issue-statement.js';
+import { ConditionalIssuer, type CouponIssuer } from '../features/coupons/issue.js';
 import { BudgetLeases, productLeasing, type BudgetLeasing } from '../features/coupons/leases.js';
 import { splitCheckout, type CheckoutAlgorithm } from '../features/checkout/flow.js';
 import { PaymentWaitingRoom } from '../features/checkout/waiting.js';
 import { couponRedeemer, type CouponRedeemer } from '../features/coupons/redeem.js';
-import { conditionalUpdates, type CouponIssuer } from '../features/coupons/issuer.js';
 import type { Database } from '../db/database.js';
 import type { RootPool } from '../db/database.js';
 import type { DatabaseHealth } from '../db/health.js';
+import { SqlState } from '../db/sqlstate.js';
 import { transactionSettingsOf, type TransactionSettings } from '../db/transaction.js';
 import { huddleOperations, type HuddleOperations } from '../features/huddles/service.js';
 import { KnownTenants } from '../features/tenants/known-tenants.js';
@@ -25,33 +26,22 @@ import { simulatedProvider } from '../features/payments/simulated.js';
 import { stripeProvider } from '../features/payments/stripe.js';
 
 /**
- * The algorithms a test or the benchmark may stand another design in for: the naive twins, which a
- * concurrency test must fail against (docs/design.md §10), and the benchmark's peers. Production
- * runs the originals; every caller, the background loops included, takes them from here.
+ * What a test or the benchmark builds the services with in place of the product's parts: the naive
+ * twins, which a concurrency test must fail against (docs/design.md §10), and the benchmark's peer
+ * designs. buildServices hands each to the part that uses it, or makes it a service of its own
+ * name; production runs the originals.
  */
-export interface Algorithms {
-  documentIssuing: DocumentIssuing;
-  couponIssuer: CouponIssuer;
-  couponRedeemer: CouponRedeemer;
-  huddleOperations: HuddleOperations;
-  admissionPolicy: AdmissionPolicy;
-  budgetLeasing: BudgetLeasing;
-  checkout: CheckoutAlgorithm;
-  budgetSplit: BudgetSplit;
-  budgetChanger: BudgetChanger;
+export interface StandIns {
+  documentIssuing?: DocumentIssuing;
+  couponIssuer?: CouponIssuer;
+  couponRedeemer?: CouponRedeemer;
+  huddleOperations?: HuddleOperations;
+  admissionPolicy?: AdmissionPolicy;
+  budgetLeasing?: BudgetLeasing;
+  checkout?: CheckoutAlgorithm;
+  budgetSplit?: BudgetSplit;
+  budgetChanger?: BudgetChanger;
 }
-
-export const ORIGINAL_ALGORITHMS: Algorithms = {
-  documentIssuing,
-  couponIssuer: conditionalUpdates,
-  couponRedeemer,
-  huddleOperations,
-  admissionPolicy: fairAdmission,
-  budgetLeasing: productLeasing,
-  checkout: splitCheckout,
-  budgetSplit: splitByCoupons,
-  budgetChanger,
-};
 
 /**
  * Checkout's payment provider: Stripe with STRIPE_SECRET_KEY; without it the simulated one in
@@ -93,28 +83,68 @@ export interface AppServices {
   paymentsWaiting: PaymentWaitingRoom;
   /** The shapes of the campaigns this process issued on (which statement an issue runs). */
   campaignShapes: CampaignShapes;
-  /** This process's concurrent issues per campaign, batched into one statement (COUPON_ISSUE_BATCH_MAX). */
+  /** This process's concurrent issues per tenant, batched into one statement (COUPON_ISSUE_BATCH_MAX). */
   issueCoalescer: IssueCoalescer;
-  algorithms: Algorithms;
+  /** issueCoupon (ConditionalIssuer, src/features/coupons/issue.ts). */
+  couponIssuer: CouponIssuer;
+  /** redeemCoupon. */
+  couponRedeemer: CouponRedeemer;
+  /** createContractDocument's numbering. */
+  documentIssuing: DocumentIssuing;
+  /** The huddle mutations and the worker's cleanup. */
+  huddleOperations: HuddleOperations;
+  /** How createCampaign splits a budget over its slot rows. */
+  budgetSplit: BudgetSplit;
+  /** changeCampaignBudget. */
+  budgetChanger: BudgetChanger;
+  /** checkout, its webhook and its reconciler. */
+  checkout: CheckoutAlgorithm;
 }
 
-/** `standIns`: the algorithms a test or the benchmark puts in place of the originals. */
+/**
+ * The process's services, each built once with its parts; `standIns` replace the product's parts
+ * by name (the naive twins, the benchmark's peers).
+ *
+ * @example const services = buildServices(config, database, log, systemClock, { couponIssuer: naiveIssuer })
+ */
 export function buildServices(
   config: AppConfig,
   database: Database,
   log: Logger,
   clock: Clock = systemClock,
-  standIns: Partial<Algorithms> = {},
+  standIns: StandIns = {},
 ): AppServices {
-  const algorithms = { ...ORIGINAL_ALGORITHMS, ...standIns };
-  const admission = algorithms.admissionPolicy({
+  const admission = (standIns.admissionPolicy ?? fairAdmission)({
     capacity: config.edge.maxInFlight,
     queueMax: config.edge.tenantQueueMax,
     maxWaitMs: config.database.poolAcquireTimeoutMs,
     anonymous: config.edge.anonymous,
   });
   const paymentsWaiting = new PaymentWaitingRoom(config.payments.maxWaiting, config.payments.timeoutMs);
-  const issueCoalescer = new IssueCoalescer(config.coupons.issueBatchMax);
+  const metrics = createMetrics(
+    database.pool.counts,
+    database.db,
+    admission,
+    {
+      waiting: () => paymentsWaiting.waiting,
+      reconcileForMs: config.payments.reconcileForMs,
+    },
+    () => issueCoalescer.counts,
+  );
+  const countRace = () => metrics.transactionRetries.inc({ sqlstate: SqlState.serializationFailure });
+  const transactions = transactionSettingsOf(config);
+  const budgetLeases = new BudgetLeases(database.db, config.coupons.budgetLeaseTtlMs, log, standIns.budgetLeasing ?? productLeasing);
+  const campaignShapes = new CampaignShapes();
+  const issueCoalescer = new IssueCoalescer(config.coupons.issueBatchMax, campaignShapes, countRace);
+  const couponIssuer =
+    standIns.couponIssuer ??
+    new ConditionalIssuer({
+      timeouts: transactions,
+      leases: budgetLeases,
+      shapes: campaignShapes,
+      coalescer: issueCoalescer,
+      onRace: countRace,
+    });
   return {
     config,
     pool: database.db,
@@ -124,23 +154,20 @@ export function buildServices(
     clock,
     admission,
     writeBudget: new TokenBuckets(config.edge.memberWriteRate, config.edge.memberWriteBurst),
-    budgetLeases: new BudgetLeases(database.db, config.coupons.budgetLeaseTtlMs, log, algorithms.budgetLeasing),
+    budgetLeases,
     knownTenants: new KnownTenants(),
     payments: paymentProviderOf(config),
     paymentsWaiting,
-    campaignShapes: new CampaignShapes(),
+    campaignShapes,
     issueCoalescer,
-    algorithms,
-    metrics: createMetrics(
-      database.pool.counts,
-      database.db,
-      admission,
-      {
-        waiting: () => paymentsWaiting.waiting,
-        reconcileForMs: config.payments.reconcileForMs,
-      },
-      () => issueCoalescer.counts,
-    ),
-    transactions: transactionSettingsOf(config),
+    couponIssuer,
+    couponRedeemer: standIns.couponRedeemer ?? couponRedeemer,
+    documentIssuing: standIns.documentIssuing ?? documentIssuing,
+    huddleOperations: standIns.huddleOperations ?? huddleOperations,
+    budgetSplit: standIns.budgetSplit ?? splitByCoupons,
+    budgetChanger: standIns.budgetChanger ?? budgetChanger,
+    checkout: standIns.checkout ?? splitCheckout,
+    metrics,
+    transactions,
   };
 }

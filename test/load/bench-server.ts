@@ -8,14 +8,14 @@ run(async () => {
   const strategy = STRATEGIES[name];
   if (!strategy) throw new Error(`BENCH_STRATEGY must be one of ${Object.keys(STRATEGIES).join(', ')}`);
   const { config, log } = bootstrap();
-  const algorithms = {
-    couponIssuer: strategy.issuer,
+  const standIns = {
+    ...(strategy.issuer ? { couponIssuer: strategy.issuer } : {}),
     ...(strategy.leasing ? { budgetLeasing: strategy.leasing } : {}),
     ...(strategy.split ? { budgetSplit: strategy.split } : {}),
   };
-  const backend = await startBackend({ config, log, algorithms });
+  const backend = await startBackend({ config, log, standIns });
   console.log(
-    `GraphQL and GraphiQL: ${backend.url} (coupon strategy: ${strategy.issuer.name}${strategy.leasing ? `, leases: ${strategy.leasing.name}` : ''}${strategy.split ? ', budget split by yen' : ''})`,
+    `GraphQL and GraphiQL: ${backend.url} (coupon strategy: ${strategy.issuer?.name ?? 'conditional updates'}${strategy.leasing ? `, leases: ${strategy.leasing.name}` : ''}${strategy.split ? ', budget split by yen' : ''})`,
   );
   onShutdown(log, () => backend.stop());
 });

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { migrate } from '../../src/db/migrate.js';
-import { staleObjectives } from '../../src/features/huddles/service.js';
+import { staleObjectives } from '../../src/features/huddles/cleanup.js';
 import { createLogger } from '../../src/core/logger.js';
 import { openToolDatabase } from '../support/tool-database.js';
 import { startScratchDatabase } from './target.js';

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { conditionalUpdates, type CouponIssuer } from '../../src/features/coupons/issuer.js';
+import type { CouponIssuer } from '../../src/features/coupons/issue.js';
 import type { BudgetSplit } from '../../src/features/coupons/campaigns.js';
 import type { BudgetLeasing } from '../../src/features/coupons/leases.js';
 import { evenYenSplit } from '../naive/budget-split.js';
@@ -32,9 +32,9 @@ export const advisoryLockIssuer = readCheckWriteIssuer({
  */
 export const processClockIssuer = readCheckWriteIssuer({ name: 'process clock', notifyInline: false, clock: processClock() });
 
-/** A server's coupon design: the issuer, with leases which lease an issue may take from, and how budgets are split over slots. */
+/** A server's coupon design: the issuer (absent: the product's), with leases which lease an issue may take from, and how budgets are split over slots. */
 export interface Strategy {
-  issuer: CouponIssuer;
+  issuer?: CouponIssuer;
   leasing?: BudgetLeasing;
   split?: BudgetSplit;
 }
@@ -43,8 +43,8 @@ export const STRATEGIES: Record<string, Strategy> = {
   naive: { issuer: naiveIssuer },
   serializable: { issuer: serializableIssuer },
   advisory: { issuer: advisoryLockIssuer },
-  conditional: { issuer: conditionalUpdates },
-  'naive-leases': { issuer: conditionalUpdates, leasing: ownLeaseOnly },
-  'naive-split': { issuer: conditionalUpdates, split: evenYenSplit },
+  conditional: {},
+  'naive-leases': { leasing: ownLeaseOnly },
+  'naive-split': { split: evenYenSplit },
   'naive-clock': { issuer: processClockIssuer },
 };

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Transaction } from 'kysely';
 import type { DB } from '../../src/db/schema.js';
-import type { CleanupResult, HuddleResult, HuddleSession } from '../../src/features/huddles/service.js';
+import type { CleanupResult } from '../../src/features/huddles/cleanup.js';
+import type { HuddleResult, HuddleSession } from '../../src/features/huddles/service.js';
 
 /**
  * The huddle code this project replaced, kept to prove the race tests can fail. Each operation

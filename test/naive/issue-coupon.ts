@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Transaction } from 'kysely';
 import { businessMonth } from './process-clock.js';
-import { COUPON_ISSUED_TOPIC, type IssueRequest, type IssueResult } from '../../src/features/coupons/issue.js';
-import type { CouponIssuer } from '../../src/features/coupons/issuer.js';
+import type { CouponIssuer, IssueRequest, IssueResult } from '../../src/features/coupons/issue.js';
+import { COUPON_ISSUED_TOPIC } from '../../src/features/coupons/issue-statement.js';
 import type { Isolation } from '../../src/db/transaction.js';
 import type { DB } from '../../src/db/schema.js';
 import { notFound } from '../../src/core/errors.js';
@@ -35,7 +35,7 @@ export function readCheckWriteIssuer(options: ReadCheckWriteOptions): CouponIssu
   return {
     name: options.name,
     ...(options.isolation ? { isolation: options.isolation } : {}),
-    async issue(trx, request) {
+    issue: async (trx, request) => {
       await options.lockFirst?.(trx, request);
       return readCheckWrite(trx, request, options);
     },

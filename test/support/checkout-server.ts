@@ -9,7 +9,7 @@ run(async () => {
   const checkout = name === 'split' ? splitCheckout : NAIVE_CHECKOUTS[name];
   if (!checkout) throw new Error(`CHECKOUT_ALGORITHM must be split or one of ${Object.keys(NAIVE_CHECKOUTS).join(', ')}`);
   const { config, log } = bootstrap();
-  const backend = await startBackend({ config, log, seed: false, algorithms: { checkout } });
+  const backend = await startBackend({ config, log, seed: false, standIns: { checkout } });
   console.log(`GraphQL and GraphiQL: ${backend.url} (checkout: ${checkout.name})`);
   onShutdown(log, () => backend.stop());
 });

@@ -14,7 +14,7 @@ import { createApp, type App } from '../../src/http/app.js';
 import { listen, type RunningServer } from '../../src/http/node-server.js';
 import { createLogger, type Logger } from '../../src/core/logger.js';
 import { databaseOptions } from '../../src/process/open-database.js';
-import { buildServices, type Algorithms } from '../../src/services/services.js';
+import { buildServices, type StandIns } from '../../src/services/services.js';
 import { startTracing } from '../../src/core/tracing.js';
 import { databaseUrl } from './database-url.js';
 
@@ -76,8 +76,8 @@ export interface TestBackendOptions {
   databaseUrl?: string;
   /** Told of every statement the app sends through Kysely (not BEGIN and COMMIT), by its node kind. */
   onStatement?: (kind: string) => void;
-  /** Stand-ins for the original algorithms: a naive twin, a peer design. */
-  algorithms?: Partial<Algorithms>;
+  /** Stand-ins for the product's parts, by name: a naive twin, a peer design. */
+  standIns?: StandIns;
 }
 
 /** A Kysely plugin that reports each statement and changes nothing. */
@@ -111,7 +111,7 @@ export async function createTestBackend(options: TestBackendOptions = {}): Promi
   );
   // As the server does at start-up: what a coupon issue sent as one statement runs under.
   await applySessionTimeouts(url, config.database, log);
-  const services = buildServices(config, database, log, options.clock, options.algorithms);
+  const services = buildServices(config, database, log, options.clock, options.standIns);
   const app = createApp(services);
   const sql = new pg.Pool({ connectionString: url, max: 4 });
   sql.on('error', () => {});

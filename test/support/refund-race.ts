@@ -51,7 +51,7 @@ export async function runRefundRace(backend: TestBackend, stub: StripeStub, tena
   const reconcile = async () => {
     await backend.sql.query("update refunds set next_attempt_at = now() where tenant_id = $1 and status = 'pending'", [tenantId]);
     await backend.sql.query('update refund_sweeps set next_sweep_at = now()');
-    return backend.services.algorithms.checkout.reconcile(reconcileDeps(backend.services)!);
+    return backend.services.checkout.reconcile(reconcileDeps(backend.services)!);
   };
   const delivered = stub.webhooks.answers.length;
   const released = await Promise.allSettled([

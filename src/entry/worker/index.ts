@@ -3,7 +3,7 @@ import type { AppServices } from '../../services/services.js';
 import type { Logger } from '../../core/logger.js';
 import { giveBackExpiredLeases } from '../../features/coupons/leases.js';
 import { runInTransaction, type UnitOfWork } from '../../db/transaction.js';
-import { deleteEndedSessions } from '../../features/huddles/service.js';
+import { deleteEndedSessions } from '../../features/huddles/cleanup.js';
 import { deleteExpiredKeys } from '../../features/idempotency/service.js';
 import { deleteSentEvents, outboxStats } from '../../features/outbox/housekeeping.js';
 import { PASS_DEADLINE_MS, relayHealth, relayOnce, type RelayDeps } from '../../features/outbox/relay.js';
@@ -157,7 +157,7 @@ export function startWorkers(services: AppServices): Workers {
           services.backgroundPool,
           services.transactions,
           { deadline: Date.now() + PASS_DEADLINE_MS },
-          (trx) => services.algorithms.huddleOperations.cleanupHuddles(trx, null, staleAfterMs, cleanupBatchSize),
+          (trx) => services.huddleOperations.cleanupHuddles(trx, null, staleAfterMs, cleanupBatchSize),
         );
         if (value.participantsRemoved + value.sessionsEnded > 0) log.info(value, 'stale huddles cleaned up');
         return value.objectives === cleanupBatchSize;
@@ -173,7 +173,7 @@ export function startWorkers(services: AppServices): Workers {
     // Every third of the lease TTL, as holders renew: a killed process's lease is back within a TTL of expiring.
     loop('budget-lease-expiry', config.coupons.budgetLeaseTtlMs / 3, log, () =>
       inSpan('budget lease expiry pass', { root: true }, async () => {
-        const given = await giveBackExpiredLeases(services.backgroundPool, services.algorithms.budgetLeasing, LEASE_EXPIRY_BATCH);
+        const given = await giveBackExpiredLeases(services.backgroundPool, services.budgetLeases.leasing, LEASE_EXPIRY_BATCH);
         if (given.leases > 0) log.info(given, 'expired budget leases given back');
         return given.campaigns === LEASE_EXPIRY_BATCH;
       }),
@@ -187,7 +187,7 @@ export function startWorkers(services: AppServices): Workers {
     loops.push(
       loop('payment-reconciler', config.payments.reconcileIntervalMs, log, () =>
         inSpan('payment reconciler pass', { root: true }, async () => {
-          const pass = await services.algorithms.checkout.reconcile(reconcile);
+          const pass = await services.checkout.reconcile(reconcile);
           if (pass.resent > 0) log.info(pass, 'payment reconciler pass');
           return pass.resent === RECONCILE_BATCH;
         }),

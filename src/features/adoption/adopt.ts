@@ -234,6 +234,8 @@ function emptyReport(tenantId: string, dryRun: boolean): AdoptionReport {
  * Adopts the legacy tables into the project's schema for `tenantId` (the coupon data's tenant;
  * documents carry their own). A second run finds its adoption recorded and changes nothing; a
  * dry run does everything and rolls it back.
+ *
+ * @example const report = await adoptLegacyData(db, { tenantId, dryRun: true })
  */
 export async function adoptLegacyData(db: Kysely<DB>, options: { tenantId: string; dryRun: boolean }): Promise<AdoptionReport> {
   try {

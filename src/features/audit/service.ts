@@ -29,6 +29,8 @@ export interface AuditValues {
 /**
  * The audit row as the CTE `audit_row` of a statement the mutation runs anyway, written when
  * `when` holds. It rides in the mutation's own transaction: a rollback takes it away with the change.
+ *
+ * @example sql`with ${auditRowCte(p, sql`exists (select 1 from inserted)`)} select 1`
  */
 export function auditRowCte(p: Slots<AuditValues>, when: RawBuilder<unknown>) {
   return sql`audit_row as (
@@ -48,7 +50,11 @@ const toRecord = (row: AuditLogRow): AuditRecord => ({
   createdAt: row.created_at,
 });
 
-/** A tenant's rows (every tenant's with null), oldest first, after the row id `after`. */
+/**
+ * A tenant's rows (every tenant's with null), oldest first, after the row id `after`.
+ *
+ * @example const rows = await listAudit(trx, tenantId, 50, null)
+ */
 export async function listAudit(db: Kysely<DB>, tenantId: string | null, limit: number, after: number | null): Promise<AuditRecord[]> {
   let query = db.selectFrom('audit_log').selectAll().orderBy('id').limit(limit);
   if (tenantId !== null) query = query.where('tenant_id', '=', tenantId);

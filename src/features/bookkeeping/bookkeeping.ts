@@ -16,12 +16,18 @@ export type FinishOfResult = Pick<FinishValues, 'entityIds'> & Partial<Pick<Fini
 /**
  * The CTEs `audit_row` and (keyed) `stored_response`, written when `when` holds: what a unit of
  * work adds to its last statement so that they cost no round trip of their own.
+ *
+ * @example sql`with ${finishCtes(p, true, sql`true`)} select`
  */
 export function finishCtes(p: Slots<FinishValues>, keyed: boolean, when: RawBuilder<unknown>) {
   return keyed ? sql`${auditRowCte(p, when)}, ${storedResponseCte(p, when)}` : auditRowCte(p, when);
 }
 
-/** Thrown by `claimed(false)`: another request holds or held the key, so this unit must not run. */
+/**
+ * Thrown by `claimed(false)`: another request holds or held the key, so this unit must not run.
+ *
+ * @example if (!claimed) throw new KeyHeldElsewhere()
+ */
 export class KeyHeldElsewhere extends Error {
   constructor() {
     super('the Idempotency-Key belongs to another request');
@@ -35,6 +41,8 @@ export class KeyHeldElsewhere extends Error {
  * of work. A unit may carry them in statements it runs anyway, which saves a round trip each:
  * the claim in its first statement (`claimCte`, then `claimed()` with what it found), the rest in
  * its last (`finishCtes` with the values of `finish()`). What it leaves, runMutation writes itself.
+ *
+ * @example const bookkeeping = new Bookkeeping<IssueResult>(claim, finishBase, finishOfResult)
  */
 export class Bookkeeping<T> {
   private done = false;
@@ -80,7 +88,11 @@ const finishAlone = {
   keyed: prepare<FinishValues, never>('mutation.finish+key', (p) => sql`with ${finishCtes(p, true, sql`true`)} select`),
 };
 
-/** Writes the audit row and the stored response in one statement of their own. */
+/**
+ * Writes the audit row and the stored response in one statement of their own.
+ *
+ * @example await writeFinish(trx, bookkeeping, result)
+ */
 export async function writeFinish<T>(trx: Transaction<DB>, bookkeeping: Bookkeeping<T>, result: T): Promise<void> {
   await (bookkeeping.keyed ? finishAlone.keyed : finishAlone.plain).execute(trx, bookkeeping.finish(result));
 }

@@ -55,7 +55,7 @@ export interface SettleDeps {
 }
 
 /**
- * How a checkout is carried out (AppServices.algorithms): transaction 1, what follows it, the
+ * How a checkout is carried out (AppServices.checkout; buildServices takes a stand-in): transaction 1, what follows it, the
  * reconciler's pass and Stripe's webhooks. The naive twins of test/naive/ stand in for it to show
  * the tests fail.
  */

@@ -5,6 +5,24 @@ import type { ChargeRequest, PaymentAnswer, PaymentProvider } from '../payments/
 import { toOrder, type Order } from './orders.js';
 import type { PaymentInHand } from './outcome.js';
 
+/** The key every call about the order sends: Stripe's scope is the account, and the order's id is unique in it. */
+const paymentKeyOf = (orderId: string) => `checkout-${orderId}`;
+
+/**
+ * The charge request of an order's payment, the same on every call about it: made by transaction 1
+ * from the order (its key made here), and again from the payment's row (with the key it stored) by
+ * every later step.
+ *
+ * @example chargeRequestOf({ tenantId, orderId, amountYen: 1200, paymentMethod: 'pm_card_visa' })
+ */
+export const chargeRequestOf = (payment: Omit<ChargeRequest, 'idempotencyKey'> & { idempotencyKey?: string }): ChargeRequest => ({
+  idempotencyKey: payment.idempotencyKey ?? paymentKeyOf(payment.orderId),
+  tenantId: payment.tenantId,
+  orderId: payment.orderId,
+  amountYen: payment.amountYen,
+  paymentMethod: payment.paymentMethod,
+});
+
 /** A payment whose outcome is not known, as committed: what every step about it starts from. */
 export interface PendingPayment extends PaymentInHand {
   /** The create request, the same on every call (its key included). */
@@ -45,13 +63,13 @@ export async function loadPayment(
   if (!row) return null;
   const order = toOrder(row);
   if (order.status !== 'PENDING_PAYMENT' || row.intent_status !== 'pending') return { order, payment: null };
-  const request: ChargeRequest = {
+  const request = chargeRequestOf({
     idempotencyKey: row.idempotency_key!,
     tenantId: where.tenantId,
     orderId: order.id,
     amountYen: row.intent_amount_yen!,
     paymentMethod: row.payment_method!,
-  };
+  });
   return {
     order,
     payment: {

@@ -5,7 +5,7 @@ import { runInTransaction, type TransactionSettings } from '../../db/transaction
 import type { Logger } from '../../core/logger.js';
 import type { PaymentProvider, ReportedIntent } from '../payments/provider.js';
 import { cancelKeyOf, settleAnswer, type OutcomeDeps, type Settlement } from './outcome.js';
-import { questionFor, type PendingPayment } from './pending.js';
+import { chargeRequestOf, questionFor, type PendingPayment } from './pending.js';
 import { recordDeclined } from './record.js';
 import { reconcileRefunds } from './refunds.js';
 import { sweepRefunds } from './refund-sweep.js';
@@ -116,13 +116,13 @@ const toClaimed = (due: DuePayment): ClaimedPayment => ({
   orderId: due.order_id,
   amountYen: due.amount_yen,
   intentId: due.provider_intent_id,
-  request: {
+  request: chargeRequestOf({
     idempotencyKey: due.idempotency_key,
     tenantId: due.tenant_id,
     orderId: due.order_id,
     amountYen: due.amount_yen,
     paymentMethod: due.payment_method,
-  },
+  }),
   keyYoung: due.key_young,
   setAside: false,
   actionExpired: due.action_expired,

@@ -4,6 +4,7 @@ import { RollbackAndReturn } from '../../db/transaction.js';
 import { badInput } from '../../core/errors.js';
 import { MINIMUM_CHARGE_YEN, type ChargeRequest } from '../payments/provider.js';
 import { ORDER_CREATED_TOPIC, orderPayload, toOrder, type Order, type OrderColumns } from './orders.js';
+import { chargeRequestOf } from './pending.js';
 import { recordPaid } from './record.js';
 import { couponExpired } from '../coupons/member-coupons.js';
 
@@ -36,9 +37,6 @@ export const reservationEntities = (reservation: Reservation): string[] =>
   reservation.status === 'COUPON_UNAVAILABLE'
     ? []
     : [reservation.order.id, ...(reservation.order.couponId ? [reservation.order.couponId] : [])];
-
-/** The key every call about the order sends: Stripe's scope is the account, and the order's id is unique in it. */
-export const paymentKeyOf = (orderId: string) => `checkout-${orderId}`;
 
 /** Thrown inside transaction 1, so that the coupon's hold rolls back with everything else. */
 const belowMinimumCharge = (amountYen: number, discountYen: number, chargedYen: number) =>
@@ -80,13 +78,12 @@ export async function reserveOrder(trx: Transaction<DB>, request: CheckoutReques
   }
   const chargedYen = Math.max(amountYen - discountYen, 0);
   if (chargedYen > 0 && chargedYen < MINIMUM_CHARGE_YEN) throw belowMinimumCharge(amountYen, discountYen, chargedYen);
-  const payment: ChargeRequest = {
-    idempotencyKey: paymentKeyOf(orderId),
+  const payment = chargeRequestOf({
     tenantId,
     orderId,
     amountYen: chargedYen,
     paymentMethod: request.paymentMethod,
-  };
+  });
   const inserted = await sql<OrderColumns>`
     with placed as (
       insert into orders (tenant_id, id, member_id, status, amount_yen, discount_yen, charged_yen, coupon_id, created_at)

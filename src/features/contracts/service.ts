@@ -35,6 +35,11 @@ const toDocument = (row: ContractDocumentRow): ContractDocument => ({
   createdAt: row.created_at,
 });
 
+/**
+ * Inserts a contract of the tenant.
+ *
+ * @example const contract = await insertContract(trx, tenantId, 'Lease 2027')
+ */
 export async function insertContract(trx: Transaction<DB>, tenantId: string, title: string): Promise<Contract> {
   const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', tenantId).executeTakeFirst();
   if (!tenant) throw notFound('Tenant');
@@ -46,6 +51,8 @@ export async function insertContract(trx: Transaction<DB>, tenantId: string, tit
  * Takes the tenant's next document number. The upsert locks the tenant's sequence row until the
  * caller's transaction ends: concurrent numberings queue on that one row, and a rollback returns
  * the number, so numbers never repeat and never skip.
+ *
+ * @example const docNumber = await takeNextDocNumber(trx, tenantId)
  */
 export async function takeNextDocNumber(trx: Transaction<DB>, tenantId: string): Promise<number> {
   const row = await trx
@@ -66,6 +73,8 @@ export async function takeNextDocNumber(trx: Transaction<DB>, tenantId: string):
  * Issues the contract's next document. A contract of another tenant is NOT_FOUND: the lookup is
  * keyed by the session's tenant, so it cannot even be seen. The existence check comes before the
  * number is taken, keeping the sequence row's lock as short as possible.
+ *
+ * @example const document = await createContractDocument(trx, tenantId, contractId)
  */
 export async function createContractDocument(trx: Transaction<DB>, tenantId: string, contractId: string): Promise<ContractDocument> {
   const contract = await trx
@@ -84,15 +93,25 @@ export async function createContractDocument(trx: Transaction<DB>, tenantId: str
   return toDocument(row);
 }
 
-/** How documents are issued (AppServices.algorithms); the naive-numbering test stands `max() + 1` in for it. */
+/** How documents are issued (AppServices.documentIssuing; buildServices takes a stand-in); the naive-numbering test stands `max() + 1` in for it. */
 export const documentIssuing = { createContractDocument };
 export type DocumentIssuing = typeof documentIssuing;
 
+/**
+ * One contract of the tenant, or null.
+ *
+ * @example const contract = await findContract(trx, tenantId, contractId)
+ */
 export async function findContract(db: Kysely<DB>, tenantId: string, id: string): Promise<Contract | null> {
   const row = await db.selectFrom('contracts').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
   return row ? toContract(row) : null;
 }
 
+/**
+ * The tenant's contracts, newest first.
+ *
+ * @example const contracts = await listContracts(trx, tenantId, 100)
+ */
 export async function listContracts(db: Kysely<DB>, tenantId: string, limit: number): Promise<Contract[]> {
   const rows = await db
     .selectFrom('contracts')
@@ -108,6 +127,8 @@ export async function listContracts(db: Kysely<DB>, tenantId: string, limit: num
 /**
  * The first `first` documents of each contract, in number order, in one statement whatever the
  * number of contracts: each contract is a lateral index scan on (tenant_id, contract_id, doc_number).
+ *
+ * @example const byContract = await listDocumentsOfContracts(trx, tenantId, contractIds, 20)
  */
 export async function listDocumentsOfContracts(
   db: Kysely<DB>,
@@ -129,13 +150,25 @@ export async function listDocumentsOfContracts(
   return byContract;
 }
 
-/** What createContract's audit row names. */
+/**
+ * What createContract's audit row names.
+ *
+ * @example contractEntities({ contract }) // [contract.id]
+ */
 export const contractEntities = ({ contract }: { contract: Contract }): string[] => [contract.id];
 
-/** What createContractDocument's audit row names: the document and its contract. */
+/**
+ * What createContractDocument's audit row names: the document and its contract.
+ *
+ * @example documentEntities({ document }) // [document.id, document.contractId]
+ */
 export const documentEntities = ({ document }: { document: ContractDocument }): string[] => [document.id, document.contractId];
 
-/** createContract's unit of work (runMutation calls it): a contract in the session's tenant. */
+/**
+ * createContract's unit of work (runMutation calls it): a contract in the session's tenant.
+ *
+ * @example const { contract } = await createContract(trx, { tenantId, title: 'Lease 2027' })
+ */
 export async function createContract(
   trx: Transaction<DB>,
   { tenantId, title }: { tenantId: string; title: string },
@@ -147,6 +180,8 @@ export async function createContract(
  * createContractDocument's unit of work (runMutation calls it): the contract's next document, as
  * `issuing` numbers it (the original, or the naive twin a race test stands in). It carries no
  * bookkeeping of its own.
+ *
+ * @example const { document } = await issueNextDocument(trx, { tenantId, contractId }, bookkeeping, documentIssuing)
  */
 export async function issueNextDocument(
   trx: Transaction<DB>,

@@ -22,12 +22,16 @@ export interface BudgetChangeResult {
   campaign: Campaign;
 }
 
-/** What changeCampaignBudget's audit row names. */
+/**
+ * What changeCampaignBudget's audit row names.
+ *
+ * @example budgetChangeEntities(result) // [campaignId]
+ */
 export const budgetChangeEntities = ({ campaign }: BudgetChangeResult): string[] => [campaign.id];
 
 export const CAMPAIGN_BUDGET_CHANGED_TOPIC = 'campaign.budget_changed';
 
-/** How a budget is changed (AppServices.algorithms); test/naive keeps the change that rewrites slots without their locks. */
+/** How a budget is changed (AppServices.budgetChanger; buildServices takes a stand-in); test/naive keeps the change that rewrites slots without their locks. */
 export interface BudgetChanger {
   change(trx: Transaction<DB>, request: BudgetChangeRequest): Promise<BudgetChangeResult>;
 }
@@ -65,6 +69,8 @@ interface ChangeRow extends CampaignRow {
  * A lease a refill made between the lease locks and the slot locks is not among the locked ones:
  * the leased yen of slot 0 then differs from the locked leases', the statement writes nothing and
  * raises SQLSTATE 40001 (campaign_budget_raced), and the transaction runs again.
+ *
+ * @example await changeCampaignBudget(trx, { tenantId, campaignId, budgetYen: 50_000 })
  */
 export async function changeCampaignBudget(trx: Transaction<DB>, request: BudgetChangeRequest): Promise<BudgetChangeResult> {
   const { tenantId, campaignId, budgetYen } = request;

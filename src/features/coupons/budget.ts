@@ -1,4 +1,5 @@
 import { sql, type RawBuilder } from 'kysely';
+import { LRUCache } from 'lru-cache';
 import type { BudgetLeasing } from './leases.js';
 
 /**
@@ -8,12 +9,16 @@ import type { BudgetLeasing } from './leases.js';
  * can never disagree: a row has room when one more coupon fits in it.
  */
 
-/** A budget slot row `alias` has room for `amount` (leased-out yen is not its to issue). */
+/**
+ * A budget slot row `alias` has room for `amount` (leased-out yen is not its to issue).
+ *
+ * @example sql`select 1 from campaign_budget_slots s where ${slotHasRoom('s', sql`${amountYen}`)}`
+ */
 export const slotHasRoom = (alias: string, amount: RawBuilder<unknown>) =>
   sql`${sql.raw(alias)}.issued_yen + ${sql.raw(alias)}.leased_yen + ${amount} <= ${sql.raw(alias)}.budget_yen`;
 
 /** A lease row `alias` has room for `amount`. */
-export const leaseHasRoom = (alias: string, amount: RawBuilder<unknown>) =>
+const leaseHasRoom = (alias: string, amount: RawBuilder<unknown>) =>
   sql`${sql.raw(alias)}.issued_yen + ${amount} <= ${sql.raw(alias)}.budget_yen`;
 
 /**
@@ -22,8 +27,42 @@ export const leaseHasRoom = (alias: string, amount: RawBuilder<unknown>) =>
  */
 export type CampaignShape = 'one row' | 'slots' | 'leases';
 
-export const shapeOf = (budgetSlots: number, budgetLeaseCoupons: number): CampaignShape =>
+const shapeOf = (budgetSlots: number, budgetLeaseCoupons: number): CampaignShape =>
   budgetLeaseCoupons > 0 ? 'leases' : budgetSlots > 1 ? 'slots' : 'one row';
+
+/** Campaigns remembered at once: more than a process issues on in a while. */
+const SHAPES_REMEMBERED = 10_000;
+
+/**
+ * The shapes of the campaigns this process issued on, so that an issue runs the statement built
+ * for its campaign's shape. A campaign's shape never changes; a statement that meets another shape
+ * writes nothing and says so, and the shape is learned again.
+ *
+ * @example shapes.get(tenantId, campaignId) ?? 'any'
+ */
+export class CampaignShapes {
+  private readonly known = new LRUCache<string, CampaignShape>({ max: SHAPES_REMEMBERED });
+
+  get(tenantId: string, campaignId: string): CampaignShape | undefined {
+    return this.known.get(`${tenantId}\u0000${campaignId}`);
+  }
+
+  /**
+   * Remembers the campaign's shape from a statement's row that read the campaign (its budget
+   * columns are null when it did not).
+   *
+   * @example shapes.learnFrom({ tenantId, campaignId }, row)
+   */
+  learnFrom(
+    { tenantId, campaignId }: { tenantId: string; campaignId: string },
+    row: { budget_slots: number | null; budget_lease_coupons: number | null },
+  ): void {
+    if (row.budget_slots === null || row.budget_lease_coupons === null) return;
+    const shape = shapeOf(row.budget_slots, row.budget_lease_coupons);
+    const key = `${tenantId}\u0000${campaignId}`;
+    if (this.known.peek(key) !== shape) this.known.set(key, shape);
+  }
+}
 
 /**
  * What an issue's statement is built for: one shape (it then holds only that shape's parts: every
@@ -32,7 +71,11 @@ export const shapeOf = (budgetSlots: number, budgetLeaseCoupons: number): Campai
  */
 export type BuiltFor = CampaignShape | 'any';
 
-/** The campaign row `alias` has `shape`. */
+/**
+ * The campaign row `alias` has `shape`.
+ *
+ * @example sql`select 1 from campaigns c where ${hasShape('c', 'slots')}`
+ */
 export function hasShape(alias: string, shape: CampaignShape) {
   const c = sql.raw(alias);
   if (shape === 'leases') return sql`${c}.budget_lease_coupons > 0`;
@@ -58,6 +101,8 @@ const withLeases = (shape: BuiltFor) => shape === 'any' || shape === 'leases';
  * may issue against. Whole coupons make this exact: every slot holds whole coupons (the yen no
  * coupon can use on slot 0 only), and yen moves between the budget row and leases only in whole
  * coupons, so no row has room exactly when less than one coupon is left in all of them together.
+ *
+ * @example sql`select ${campaignHasRoom(rows, sql`c.discount_yen`, 'slots')} from campaigns c`
  */
 export function campaignHasRoom(at: BudgetRowsOf, amount: RawBuilder<unknown>, shape: BuiltFor) {
   const slots = sql`exists (select 1 from campaign_budget_slots r where ${ofCampaign(at, 'r')} and ${slotHasRoom('r', amount)})`;
@@ -86,6 +131,8 @@ export function campaignHasRoom(at: BudgetRowsOf, amount: RawBuilder<unknown>, s
  * A row whose room went meanwhile is not written: `taken` stays empty and the caller raises (the
  * statement rolls back whole and runs again on a fresh snapshot, or refuses when nothing else
  * could have room).
+ *
+ * @example sql`with ask as (…), ${takeBudgetCtes(rows, 'ask', spread, 'slots')} select * from taken`
  */
 export function takeBudgetCtes(at: BudgetRowsOf, ask: string, spread: unknown, shape: BuiltFor) {
   const a = sql.raw(ask);
@@ -139,7 +186,11 @@ export function takeBudgetCtes(at: BudgetRowsOf, ask: string, spread: unknown, s
     )`;
 }
 
-/** Taking nothing from a row that went full while the issue waited is final only for a campaign of one budget row without leases. */
+/**
+ * Taking nothing from a row that went full while the issue waited is final only for a campaign of one budget row without leases.
+ *
+ * @example sql`case when ${tookNothingIsFinal('ask', 'one row')} then 'BUDGET_EXCEEDED' end`
+ */
 export function tookNothingIsFinal(ask: string, shape: BuiltFor) {
   if (shape !== 'any') return sql.lit(shape === 'one row');
   return sql`(select ${hasShape('a', 'one row')} from ${sql.raw(ask)} a)`;

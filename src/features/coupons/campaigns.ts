@@ -26,7 +26,7 @@ export const MAX_BUDGET_SLOTS = 64;
 export const MAX_BUDGET_LEASE_COUPONS = 10_000;
 
 /**
- * How a campaign's budget is split over its slot rows (AppServices.algorithms; test/naive keeps the
+ * How a campaign's budget is split over its slot rows (AppServices.budgetSplit; test/naive keeps the
  * even split by yen, which strands up to a coupon in every slot).
  */
 export type BudgetSplit = (budgetYen: number, discountYen: number, slots: number) => number[];
@@ -77,6 +77,11 @@ function checkPeriod(input: NewCampaign, now: Date): { startsAt: Date } {
   return { startsAt };
 }
 
+/**
+ * Inserts a campaign and its budget slot rows, the budget split by `split`.
+ *
+ * @example const campaign = await insertCampaign(trx, tenantId, newCampaign, splitByCoupons)
+ */
 export async function insertCampaign(
   trx: Transaction<DB>,
   tenantId: string,
@@ -121,6 +126,11 @@ export async function insertCampaign(
   return toCampaign(row, 0);
 }
 
+/**
+ * A campaign row as the API's campaign, with the yen issued from its budget.
+ *
+ * @example const campaign = toCampaign(row, issuedYen)
+ */
 export const toCampaign = (row: CampaignRow, issuedYen: number): Campaign => ({
   id: row.id,
   tenantId: row.tenant_id,
@@ -149,20 +159,38 @@ function campaignsWithIssued(db: Kysely<DB>, tenantId: string) {
     .where('c.tenant_id', '=', tenantId);
 }
 
+/**
+ * One campaign of the tenant, or null.
+ *
+ * @example const campaign = await findCampaign(trx, tenantId, campaignId)
+ */
 export async function findCampaign(db: Kysely<DB>, tenantId: string, id: string): Promise<Campaign | null> {
   const row = await campaignsWithIssued(db, tenantId).where('c.id', '=', id).executeTakeFirst();
   return row ? toCampaign(row, row.issued_yen ?? 0) : null;
 }
 
+/**
+ * The tenant's campaigns, newest first.
+ *
+ * @example const campaigns = await listCampaigns(trx, tenantId, 100)
+ */
 export async function listCampaigns(db: Kysely<DB>, tenantId: string, limit: number): Promise<Campaign[]> {
   const rows = await campaignsWithIssued(db, tenantId).orderBy('c.created_at', 'desc').orderBy('c.id').limit(limit).execute();
   return rows.map((row) => toCampaign(row, row.issued_yen ?? 0));
 }
 
-/** What createCampaign's audit row names. */
+/**
+ * What createCampaign's audit row names.
+ *
+ * @example campaignEntities({ campaign }) // [campaign.id]
+ */
 export const campaignEntities = ({ campaign }: { campaign: Campaign }): string[] => [campaign.id];
 
-/** createCampaign's unit of work (runMutation calls it): the campaign and its budget rows, split as `split` says. */
+/**
+ * createCampaign's unit of work (runMutation calls it): the campaign and its budget rows, split as `split` says.
+ *
+ * @example const { campaign } = await createCampaign(trx, { tenantId, campaign: newCampaign }, bookkeeping, splitByCoupons)
+ */
 export async function createCampaign(
   trx: Transaction<DB>,
   { tenantId, campaign }: { tenantId: string; campaign: NewCampaign },

@@ -1,11 +1,8 @@
-import type { Bookkeeping } from '../bookkeeping/bookkeeping.js';
-import { isPrimaryGone, type AS_TRANSACTION, type PinConnection } from '../../db/transaction.js';
+import { isPrimaryGone, type PinConnection } from '../../db/transaction.js';
 import { turnNotBack } from '../../core/errors.js';
+import type { CampaignShapes } from './budget.js';
 import { isBatchShape, runBatch, type BatchMember, type MemberRow } from './issue-batch.js';
-import type { IssueRequest, IssueResult } from './issue.js';
-import { answerOf, issueValuesOf, learnShape, type IssueBatcher, type IssueContext, type IssueRow } from './issue-statement.js';
-
-type Answer = IssueResult | typeof AS_TRANSACTION;
+import type { IssueRow } from './issue-statement.js';
 
 /**
  * Fewer members than this run alone: a batch's statement does more work per run than one issue's
@@ -24,17 +21,34 @@ export const MIN_BATCH = 4;
  */
 export const SIDE_BY_SIDE = 2;
 
+/**
+ * The request's admission turn (docs/design.md §8), given back while an issue waits for a batch
+ * and taken again after: `back` is false when none came back.
+ */
+export interface AdmissionTurn {
+  stepOut<T>(wait: () => Promise<T>): Promise<{ value: T; back: boolean }>;
+}
+
+/** One issue offered to its tenant's line. */
+export interface LineIssue {
+  /** Takes its request's connection: a member holds none while it waits. */
+  pin: PinConnection;
+  tenantId: string;
+  campaignId: string;
+  /** Its statement's values, made in its own request's context (its trace); its time is the statement's now(). */
+  member: BatchMember;
+  /** Its request's admission turn, given back while it waits. */
+  turn: AdmissionTurn;
+}
+
+/** What the line did with an issue: its row, decided in a batch, or what `alone` answered when it ran in a statement of its own. */
+export type Coalesced<A> = { row: IssueRow } | { ran: A };
+
 /** How a waiting member's turn came: it leads the next batch, its row was decided in a batch, it runs alone, or the batch's answer was lost. */
 type Turn = { kind: 'lead'; batch: Waiting[] } | { kind: 'decided'; row: IssueRow } | { kind: 'alone' } | { kind: 'lost'; error: unknown };
 
 interface Waiting {
-  /** Takes its request's connection: a member holds none while it waits. */
-  pin: PinConnection;
-  request: IssueRequest;
-  bookkeeping: Bookkeeping<IssueResult>;
-  context: IssueContext;
-  /** Its values, made in its own request's context (its trace) when it began to wait; its time is the statement's now(). */
-  member: BatchMember;
+  issue: LineIssue;
   turn: (turn: Turn) => void;
 }
 
@@ -52,8 +66,8 @@ interface Waiting {
  * campaigns, each of which alone would have too few waiting at a time to pay for a batch
  * (docs/benchmarks.md, batched issues).
  *
- * An issue waits for its batch on no pool connection and, given `context.stepOut`, on no admission
- * turn either: neither caps how many can wait, so a batch grows with the load, not with DB_POOL_MAX
+ * An issue waits for its batch on no pool connection and, stepping out of its admission turn, on
+ * no turn either: neither caps how many can wait, so a batch grows with the load, not with DB_POOL_MAX
  * or MAX_IN_FLIGHT. The leader takes its connection when the batch is handed to it; a member takes
  * its turn again when its answer is decided, and one that gets none back is answered TRY_AGAIN if it
  * still had a statement to send (a decided member answers its row: it has committed).
@@ -65,8 +79,10 @@ interface Waiting {
  *
  * Only campaigns whose shape this process has learned, and whose budget is slot rows (one or
  * several), are batched; campaigns with leases take from this process's own lease already.
+ *
+ * @example const coalescer = new IssueCoalescer(config.coupons.issueBatchMax, shapes, countRace)
  */
-export class IssueCoalescer implements IssueBatcher {
+export class IssueCoalescer {
   /** Per tenant with a statement in flight: how many are, and the issues waiting for the first of them to end. */
   private readonly lines = new Map<string, Line>();
 
@@ -76,11 +92,25 @@ export class IssueCoalescer implements IssueBatcher {
    */
   readonly counts = { batches: 0, members: 0, failed: 0, sizes: [] as number[] };
 
-  constructor(readonly maxMembers: number) {}
+  /**
+   * @param maxMembers COUPON_ISSUE_BATCH_MAX: the most issues one statement carries (1: no batching).
+   * @param shapes The shapes this process learned: only campaigns of a batch shape are batched.
+   * @param onFailedBatch Told when a batch failed whole and its members run alone (counted as a race).
+   */
+  constructor(
+    readonly maxMembers: number,
+    private readonly shapes: CampaignShapes,
+    private readonly onFailedBatch: () => void = () => {},
+  ) {}
+
+  /** Whether an issue on the campaign may meet others in a batch: batching is on, and the campaign's shape is known and batchable. */
+  private batches(tenantId: string, campaignId: string): boolean {
+    return this.maxMembers >= 2 && isBatchShape(this.shapes.get(tenantId, campaignId));
+  }
 
   /** Issues on the campaign waiting for its tenant's statements in flight. */
   waiting(tenantId: string, campaignId: string): number {
-    return this.lines.get(tenantId)?.waiting.filter((w) => w.request.campaignId === campaignId).length ?? 0;
+    return this.lines.get(tenantId)?.waiting.filter((w) => w.issue.campaignId === campaignId).length ?? 0;
   }
 
   /** The tenant's statements in flight from this process (its line's lone issues and batches). */
@@ -88,38 +118,34 @@ export class IssueCoalescer implements IssueBatcher {
     return this.lines.get(tenantId)?.inFlight ?? 0;
   }
 
-  /** The issue, batched with others on its campaign when they meet; `alone` runs it in a statement of its own. */
-  async issue(
-    pin: PinConnection,
-    request: IssueRequest,
-    bookkeeping: Bookkeeping<IssueResult>,
-    context: IssueContext,
-    alone: () => Promise<Answer>,
-  ): Promise<Answer> {
-    const shape = context.shapes.get(request.tenantId, request.campaignId);
-    if (this.maxMembers < 2 || !isBatchShape(shape)) return alone();
-    const tenant = request.tenantId;
+  /**
+   * Runs the issue in its tenant's line: `alone()` at once while the line has room, else in the
+   * next batch, whose row for it comes back (or `alone()`'s answer when the batch left it out).
+   *
+   * @example const outcome = await coalescer.issue({ pin, tenantId, campaignId, member, turn }, () => issueAlone())
+   */
+  async issue<A>(issue: LineIssue, alone: () => Promise<A>): Promise<Coalesced<A>> {
+    if (!this.batches(issue.tenantId, issue.campaignId)) return { ran: await alone() };
+    const tenant = issue.tenantId;
     const line = this.lineOf(tenant);
     if (line.inFlight < SIDE_BY_SIDE) {
       line.inFlight++;
       try {
-        return await alone();
+        return { ran: await alone() };
       } finally {
         this.next(tenant);
       }
     }
-    const member = { values: issueValuesOf(request, bookkeeping, context), claim: bookkeeping.claim };
-    const waitForTurn = () =>
-      new Promise<Turn>((resolve) => line.waiting.push({ pin, request, bookkeeping, context, member, turn: resolve }));
-    const { value: turn, back } = context.stepOut ? await context.stepOut(waitForTurn) : { value: await waitForTurn(), back: true };
+    const waitForTurn = () => new Promise<Turn>((resolve) => line.waiting.push({ issue, turn: resolve }));
+    const { value: turn, back } = await issue.turn.stepOut(waitForTurn);
     switch (turn.kind) {
       case 'decided':
-        return answerOf(turn.row, request, bookkeeping, context.leases);
+        return { row: turn.row };
       case 'lost':
         throw turn.error;
       case 'alone':
         if (!back) throw turnNotBack();
-        return alone();
+        return { ran: await alone() };
       case 'lead':
         if (!back) {
           // Without a turn the leader sends nothing: its batch's members run alone, and the line moves on.
@@ -150,7 +176,7 @@ export class IssueCoalescer implements IssueBatcher {
     const rest: Waiting[] = [];
     const taken = new Set<string>();
     for (const waiting of line.waiting) {
-      const { values, claim } = waiting.member;
+      const { values, claim } = waiting.issue.member;
       const ids = [
         `m${values.memberId}`,
         ...(claim ? [`k${claim.keyTenantId}\u0000${claim.keyUserId}\u0000${claim.keyRole}\u0000${claim.key}`] : []),
@@ -169,27 +195,27 @@ export class IssueCoalescer implements IssueBatcher {
   }
 
   /** Runs the batch on the leader's connection (batch[0]), hands each member its turn, and returns the leader's own answer. */
-  private async lead(tenant: string, batch: Waiting[], alone: () => Promise<Answer>): Promise<Answer> {
+  private async lead<A>(tenant: string, batch: Waiting[], alone: () => Promise<A>): Promise<Coalesced<A>> {
     const [leader] = batch as [Waiting, ...Waiting[]];
     if (batch.length < MIN_BATCH) {
       // Too few to pay for the batch's statement: each runs alone, side by side, and the leader's holds the line.
       for (const waiting of batch) if (waiting !== leader) waiting.turn({ kind: 'alone' });
       try {
-        return await alone();
+        return { ran: await alone() };
       } finally {
         this.next(tenant);
       }
     }
     // Member order is lock order: every batch takes its members' rows in the same order (and its slots in campaign order).
-    const members = [...batch].sort((a, b) => (a.member.values.memberId < b.member.values.memberId ? -1 : 1));
+    const members = [...batch].sort((a, b) => (a.issue.member.values.memberId < b.issue.member.values.memberId ? -1 : 1));
     let rows: MemberRow[];
     this.counts.batches++;
     this.counts.members += batch.length;
     try {
-      rows = await leader.pin((db) =>
+      rows = await leader.issue.pin((db) =>
         runBatch(
           db,
-          members.map((m) => m.member),
+          members.map((m) => m.issue.member),
         ),
       );
     } catch (error) {
@@ -200,19 +226,19 @@ export class IssueCoalescer implements IssueBatcher {
       }
       // The batch failed whole and kept nothing: each member runs alone, as it would have without batching.
       this.counts.failed++;
-      leader.context.onRace?.();
+      this.onFailedBatch();
       for (const waiting of batch) if (waiting !== leader) waiting.turn({ kind: 'alone' });
-      return alone();
+      return { ran: await alone() };
     }
     this.next(tenant);
     let own: IssueRow | null = null;
     members.forEach((waiting, i) => {
-      learnShape(leader.context.shapes, waiting.request, rows[i]!);
+      this.shapes.learnFrom(waiting.issue, rows[i]!);
       const row = decided(rows[i]!);
       if (waiting === leader) own = row;
       else waiting.turn(row ? { kind: 'decided', row } : { kind: 'alone' });
     });
-    return own ? answerOf(own, leader.request, leader.bookkeeping, leader.context.leases) : alone();
+    return own ? { row: own } : { ran: await alone() };
   }
 }
 

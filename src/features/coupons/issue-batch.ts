@@ -3,9 +3,8 @@ import { prepare, type Slots } from '../../db/prepared.js';
 import type { DB } from '../../db/schema.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
 import { hasShape, slotHasRoom, type CampaignShape } from './budget.js';
-import { COUPON_ISSUED_TOPIC } from './issue.js';
 import { ISSUE_TIME, jsonTimeOf, monthOf, periodRefusal } from './period.js';
-import { couponJson, timeoutGuardCte, type IssueRow, type IssueValues, type Outcome } from './issue-statement.js';
+import { COUPON_ISSUED_TOPIC, couponJson, timeoutGuardCte, type IssueRow, type IssueValues, type Outcome } from './issue-statement.js';
 
 /**
  * The shapes a batch is built for: a campaign whose budget is slot rows, one or several, taken one
@@ -13,6 +12,11 @@ import { couponJson, timeoutGuardCte, type IssueRow, type IssueValues, type Outc
  */
 export type BatchShape = Extract<CampaignShape, 'one row' | 'slots'>;
 
+/**
+ * Whether a campaign of this shape may be issued on in a batch: its budget is slot rows (one or several).
+ *
+ * @example isBatchShape(shapes.get(tenantId, campaignId)) // true for one row or slots
+ */
 export const isBatchShape = (shape: CampaignShape | undefined): shape is BatchShape => shape === 'one row' || shape === 'slots';
 
 /** One member of a batch: its issue's values (its campaign among them), and its claim when it has an Idempotency-Key. */
@@ -278,6 +282,8 @@ const statements = { plain: batchStatement(false), keyed: batchStatement(true) }
  * member order, one for each member. The members are of one tenant and at most once each; their
  * campaigns may differ. Throws what the statement raised (SQLSTATE 40001 when it failed whole, see
  * batchStatement), having kept nothing.
+ *
+ * @example const rows = await runBatch(db, members)
  */
 export async function runBatch(db: Kysely<DB>, members: BatchMember[]): Promise<MemberRow[]> {
   const first = members[0]!.values;

@@ -1,19 +1,19 @@
-import { randomUUID } from 'node:crypto';
-import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
-import { LRUCache } from 'lru-cache';
-import type { FinishBase, Bookkeeping } from '../bookkeeping/bookkeeping.js';
+import { sql, type RawBuilder } from 'kysely';
+import type { FinishBase } from '../bookkeeping/bookkeeping.js';
 import { prepare } from '../../db/prepared.js';
-import type { DB } from '../../db/schema.js';
-import { SqlState, sqlStateOf } from '../../db/sqlstate.js';
-import { AS_TRANSACTION, RollbackAndReturn, type PinConnection, type TransactionSettings } from '../../db/transaction.js';
-import { notFound } from '../../core/errors.js';
-import { traceparentOf, tracing } from '../../core/tracing.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
-import { campaignHasRoom, hasShape, shapeOf, takeBudgetCtes, tookNothingIsFinal, type BuiltFor, type CampaignShape } from './budget.js';
-import { MAX_BUDGET_SLOTS } from './campaigns.js';
-import { productLeasing, type BudgetLeases, type BudgetLeasing } from './leases.js';
+import { campaignHasRoom, hasShape, takeBudgetCtes, tookNothingIsFinal, type BuiltFor } from './budget.js';
+import { productLeasing, type BudgetLeasing } from './leases.js';
 import { ISSUE_TIME, jsonTimeOf, monthOf, periodRefusal } from './period.js';
-import { COUPON_ISSUED_TOPIC, type IssueRequest, type IssueResult } from './issue.js';
+
+/**
+ * The SQL of issueCoupon for one member: the statement an issue runs, whether in its own implicit
+ * transaction or inside one (issue.ts runs it and reads its row). A batch's statement is in
+ * issue-batch.ts and shares this file's parts.
+ */
+
+/** The outbox topic of an issued coupon, written by the statement that issues it. */
+export const COUPON_ISSUED_TOPIC = 'coupon.issued';
 
 /** The SQLSTATE of coupon_issue_refused() (db/migrations/008_one_statement_issue.sql); its message is the outcome. */
 export const ISSUE_REFUSED = 'CR001';
@@ -49,10 +49,10 @@ export type Outcome =
   | 'ISSUE';
 
 /** The answers a statement reads in its snapshot and writes nothing for (keyed: its claim, committed expired). */
-export const SNAPSHOT_REFUSALS = ['NOT_FOUND', 'NOT_STARTED', 'ENDED', 'MONTHLY_CAP', 'BUDGET_EXCEEDED'] as const;
+const SNAPSHOT_REFUSALS = ['NOT_FOUND', 'NOT_STARTED', 'ENDED', 'MONTHLY_CAP', 'BUDGET_EXCEEDED'] as const;
 
 /** SNAPSHOT_REFUSALS as a SQL list. */
-export const snapshotRefusals = sql.raw(SNAPSHOT_REFUSALS.map((outcome) => `'${outcome}'`).join(', '));
+const snapshotRefusals = sql.raw(SNAPSHOT_REFUSALS.map((outcome) => `'${outcome}'`).join(', '));
 
 export interface IssueRow {
   outcome: Outcome;
@@ -70,7 +70,11 @@ export interface IssueRow {
   own_lease_left: number | null;
 }
 
-/** A coupon row `k` as JSON writes IssueResult (its time as Date.prototype.toJSON does), so that a replay reads as the first answer did. */
+/**
+ * A coupon row `k` as JSON writes IssueResult (its time as Date.prototype.toJSON does), so that a replay reads as the first answer did.
+ *
+ * @example sql`select ${couponJson('ALREADY_ISSUED', 'k', sql`c.coupons_expire_at`)} from coupons k`
+ */
 export const couponJson = (status: string, k: string, expiresAt: RawBuilder<Date | null>) =>
   sql`jsonb_build_object('status', ${sql.lit(status)}, 'coupon', jsonb_build_object('id', ${sql.raw(k)}.id, 'campaignId', ${sql.raw(k)}.campaign_id,
     'memberId', ${sql.raw(k)}.member_id, 'month', ${sql.raw(k)}.month, 'amountYen', ${sql.raw(k)}.amount_yen,
@@ -80,6 +84,8 @@ export const couponJson = (status: string, k: string, expiresAt: RawBuilder<Date
  * The CTE `guard` (one row, `ok`): the session's lock and statement timeouts are both in force and
  * within the request's (a pooler's older server connection may lack the role's defaults). A
  * statement writes nothing without them and answers AS_TRANSACTION; one issue's and a batch's alike.
+ *
+ * @example sql`with ${timeoutGuardCte(p)} select ok from guard`
  */
 export const timeoutGuardCte = (p: { lockTimeoutMs: unknown; statementTimeoutMs: unknown }) => sql`guard as (
       select current_setting('lock_timeout')::interval between interval '1 millisecond' and make_interval(secs => ${p.lockTimeoutMs}::int / 1000.0)
@@ -89,8 +95,7 @@ export const timeoutGuardCte = (p: { lockTimeoutMs: unknown; statementTimeoutMs:
 
 /**
  * The whole issue as one statement (docs/design.md §4), the same in both ways it runs: as its own
- * implicit transaction (one-statement.ts), and inside a transaction when that cannot run
- * (issue-transaction.ts). The lock order is the Idempotency-Key, the coupon's unique index entry,
+ * implicit transaction, and inside a transaction when that cannot run (both in issue.ts). The lock order is the Idempotency-Key, the coupon's unique index entry,
  * the member's month row, then one budget row (a slot, the budget row or a lease) last, so the
  * budget row is held only for what is left of the statement and its commit.
  *
@@ -215,199 +220,25 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing, shape: BuiltFor)
   });
 }
 
-type Statements = Record<BuiltFor, { plain: ReturnType<typeof issueStatement>; keyed: ReturnType<typeof issueStatement> }>;
+/** The issue's statements for one way of taking from leases: per shape built for, without and with an Idempotency-Key. */
+export type IssueStatements = Record<BuiltFor, { plain: ReturnType<typeof issueStatement>; keyed: ReturnType<typeof issueStatement> }>;
 const BUILT_FOR: BuiltFor[] = ['any', 'one row', 'slots', 'leases'];
-const statementsByLeasing = new Map<BudgetLeasing, Statements>();
-const statementsFor = (leasing: BudgetLeasing): Statements => {
+const statementsByLeasing = new Map<BudgetLeasing, IssueStatements>();
+/**
+ * The issue's statements for `leasing`, prepared once per process.
+ *
+ * @example statementsFor(leases.leasing).slots.plain.execute(db, values)
+ */
+export const statementsFor = (leasing: BudgetLeasing): IssueStatements => {
   let statements = statementsByLeasing.get(leasing);
   if (!statements) {
     const built = BUILT_FOR.map((shape) => [
       shape,
       { plain: issueStatement(false, leasing, shape), keyed: issueStatement(true, leasing, shape) },
     ]);
-    statements = Object.fromEntries(built) as Statements;
+    statements = Object.fromEntries(built) as IssueStatements;
     statementsByLeasing.set(leasing, statements);
   }
   return statements;
 };
 statementsFor(productLeasing);
-
-/** Campaigns remembered at once: more than a process issues on in a while. */
-const SHAPES_REMEMBERED = 10_000;
-
-/**
- * The shapes of the campaigns this process issued on, so that an issue runs the statement built
- * for its campaign's shape. A campaign's shape never changes; a statement that meets another shape
- * writes nothing and says so, and the shape is learned again.
- */
-export class CampaignShapes {
-  private readonly known = new LRUCache<string, CampaignShape>({ max: SHAPES_REMEMBERED });
-
-  get(tenantId: string, campaignId: string): CampaignShape | undefined {
-    return this.known.get(`${tenantId}\u0000${campaignId}`);
-  }
-
-  learned(tenantId: string, campaignId: string, shape: CampaignShape): void {
-    const key = `${tenantId}\u0000${campaignId}`;
-    if (this.known.peek(key) !== shape) this.known.set(key, shape);
-  }
-}
-
-/** What runs a one-statement issue together with others on its campaign (coalescer.ts); `alone` runs it in a statement of its own. */
-export interface IssueBatcher {
-  issue(
-    pin: PinConnection,
-    request: IssueRequest,
-    bookkeeping: Bookkeeping<IssueResult>,
-    context: IssueContext,
-    alone: () => Promise<IssueResult | typeof AS_TRANSACTION>,
-  ): Promise<IssueResult | typeof AS_TRANSACTION>;
-}
-
-/** What an issue runs under, whichever way: the timeouts its statement checks for, and the process's leases. */
-export interface IssueContext {
-  timeouts: Pick<TransactionSettings, 'lockTimeoutMs' | 'statementTimeoutMs'>;
-  leases: Pick<BudgetLeases, 'holder' | 'issued' | 'leasing'>;
-  /** The shapes of campaigns this process knows. */
-  shapes: CampaignShapes;
-  /** Epoch ms: the request's deadline. */
-  deadline: number;
-  /** Told each time a one-statement issue met a race and runs again (SQLSTATE 40001, for a metric). */
-  onRace?: () => void;
-  /** Batches this process's concurrent one-statement issues per campaign; without it each issue is a statement of its own. */
-  coalescer?: IssueBatcher;
-  /**
-   * Gives the request's admission turn back while `wait` runs, then waits for one again (the
-   * operation's OperationTurn): an issue waiting for another's batch holds no turn, so the batch
-   * can grow past MAX_IN_FLIGHT. `back` is false when no turn came back.
-   */
-  stepOut?: <T>(wait: () => Promise<T>) => Promise<{ value: T; back: boolean }>;
-}
-
-type Refusal = 'NOT_STARTED' | 'ENDED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED';
-
-const refusal = (status: Refusal) => new RollbackAndReturn<IssueResult>({ status, coupon: null });
-
-/** The statement ran into a concurrent write (a budget row gone full while it waited, a double tap): it rolled back whole and may run again. */
-export function isRacedIssue(error: unknown): boolean {
-  return sqlStateOf(error) === SqlState.serializationFailure;
-}
-
-/**
- * Runs the issue's statement once on `executor`: the connection of a one-statement unit, or a
- * transaction. ISSUED and ALREADY_ISSUED are returned; a refusal is a RollbackAndReturn (nothing
- * written; keyed, in one statement: its claim, committed expired); a key another request holds
- * throws KeyHeldElsewhere (bookkeeping.claimed); a race throws the statement's SQLSTATE 40001
- * (isRacedIssue), which a one-statement unit answers by running again and a transaction by
- * rerunning the transaction; AS_TRANSACTION when the session lacks the timeouts.
- */
-export async function runIssue(
-  executor: Kysely<DB> | Transaction<DB>,
-  request: IssueRequest,
-  bookkeeping: Bookkeeping<IssueResult>,
-  context: IssueContext,
-): Promise<IssueResult | typeof AS_TRANSACTION> {
-  const { tenantId, campaignId } = request;
-  const { leases, shapes } = context;
-  const values = issueValuesOf(request, bookkeeping, context);
-  const statements = statementsFor(leases.leasing);
-  const run = async (shape: BuiltFor): Promise<IssueRow> => {
-    const statement = statements[shape];
-    try {
-      const row = bookkeeping.claim
-        ? (await statement.keyed.execute(executor, { ...values, ...bookkeeping.claim })).rows[0]!
-        : (await statement.plain.execute(executor, values)).rows[0]!;
-      learnShape(shapes, request, row);
-      return row;
-    } catch (error) {
-      if (sqlStateOf(error) !== ISSUE_REFUSED) throw error;
-      const outcome = (error as Error).message;
-      if (outcome === 'MONTHLY_CAP' || outcome === 'BUDGET_EXCEEDED') throw refusal(outcome);
-      throw error;
-    }
-  };
-  let row = await run(shapes.get(tenantId, campaignId) ?? 'any');
-  // It wrote nothing: the campaign is not of the shape this process knew it by (learned again now).
-  if (row.outcome === 'OTHER_SHAPE') row = await run('any');
-  if (row.outcome === 'OTHER_SHAPE') throw new Error('issueCoupon: the statement built for any campaign answered OTHER_SHAPE');
-  return answerOf(row, request, bookkeeping, leases);
-}
-
-/** The values of one issue's statement (and of its member in a batch, issue-batch.ts), made in the request's own context. */
-export function issueValuesOf(
-  request: IssueRequest,
-  bookkeeping: Bookkeeping<IssueResult>,
-  { timeouts, leases }: IssueContext,
-): IssueValues {
-  const { tenantId, memberId, campaignId, timeZone } = request;
-  return {
-    tenantId,
-    campaignId,
-    memberId,
-    timeZone,
-    couponId: randomUUID(),
-    lockTimeoutMs: timeouts.lockTimeoutMs,
-    statementTimeoutMs: timeouts.statementTimeoutMs,
-    leaseHolder: leases.holder,
-    spread: Math.floor(Math.random() * MAX_BUDGET_SLOTS),
-    traceparent: tracing.enabled ? traceparentOf() : null,
-    ...bookkeeping.finishInStatement(),
-  };
-}
-
-/** Remembers the campaign's shape from a row that read the campaign. */
-export function learnShape(
-  shapes: CampaignShapes,
-  { tenantId, campaignId }: IssueRequest,
-  row: Pick<IssueRow, 'budget_slots' | 'budget_lease_coupons'>,
-) {
-  if (row.budget_slots !== null && row.budget_lease_coupons !== null) {
-    shapes.learned(tenantId, campaignId, shapeOf(row.budget_slots, row.budget_lease_coupons));
-  }
-}
-
-/**
- * The answer of an issue's row, the same for one statement and for a member of a batch: ISSUED
- * and ALREADY_ISSUED are returned, a refusal is thrown as a RollbackAndReturn, a key another
- * request holds as KeyHeldElsewhere (bookkeeping.claimed), a missing campaign as NOT_FOUND.
- */
-export function answerOf(
-  row: IssueRow,
-  { tenantId, campaignId }: IssueRequest,
-  bookkeeping: Bookkeeping<IssueResult>,
-  leases: IssueContext['leases'],
-): IssueResult | typeof AS_TRANSACTION {
-  switch (row.outcome) {
-    case 'AS_TRANSACTION':
-      return AS_TRANSACTION;
-    case 'KEY_HELD':
-      return bookkeeping.claimed(false) as never;
-    case 'NOT_FOUND':
-      throw notFound('Campaign');
-    case 'OTHER_SHAPE':
-      throw new Error('issueCoupon: an issue answered OTHER_SHAPE where it must not');
-    case 'NOT_STARTED':
-    case 'ENDED':
-    case 'MONTHLY_CAP':
-    case 'BUDGET_EXCEEDED':
-      throw refusal(row.outcome);
-    case 'ALREADY_ISSUED':
-    case 'ISSUE': {
-      if (row.outcome === 'ISSUE' && row.budget_lease_coupons) {
-        leases.issued({ tenantId, campaignId, leaseCoupons: row.budget_lease_coupons, ownLeft: row.own_lease_left });
-      }
-      return {
-        status: row.outcome === 'ISSUE' ? 'ISSUED' : 'ALREADY_ISSUED',
-        coupon: {
-          id: row.id!,
-          campaignId: row.campaign_id!,
-          memberId: row.member_id!,
-          month: row.month!,
-          amountYen: row.amount_yen!,
-          issuedAt: row.issued_at!,
-          expiresAt: row.expires_at,
-        },
-      };
-    }
-  }
-}

@@ -6,7 +6,7 @@ import type { DB } from '../../db/schema.js';
 import type { Logger } from '../../core/logger.js';
 import { untraced } from '../../core/tracing.js';
 
-/** Which leases an issue may take from, and which a refill and the expiry pass give back (AppServices.algorithms; test/naive has the stand-in that strands budget). */
+/** Which leases an issue may take from, and which a refill and the expiry pass give back (a BudgetLeases constructor argument; test/naive has the stand-in that strands budget). */
 export interface BudgetLeasing {
   name: string;
   /** The leases (rows `alias`) an issue of the process named `holder` may take from (src/features/coupons/budget.ts takes its own first). */
@@ -63,6 +63,8 @@ export interface GivenBack {
  * the row's issued, the rest back to its room): the background loop's pass, so that a killed
  * process's lease returns within a TTL of expiring even while nobody issues on its campaign. One
  * statement per campaign, lease rows locked before the budget row.
+ *
+ * @example const { campaigns, leases } = await giveBackExpiredLeases(db, productLeasing, 100)
  */
 export async function giveBackExpiredLeases(db: Kysely<DB>, leasing: BudgetLeasing, limit: number): Promise<GivenBack> {
   const campaigns = await sql<{ tenant_id: string; campaign_id: string }>`
@@ -124,6 +126,8 @@ export type IssueLeases = Pick<BudgetLeases, 'holder' | 'leasing' | 'issued'>;
  * none (src/features/coupons/budget.ts); a refill, a release and an expiry pass lock the lease rows they
  * change first and the budget row last, and nothing waits for a lease row while it holds a budget
  * row, so no two of them can wait for each other.
+ *
+ * @example const leases = new BudgetLeases(db, config.coupons.budgetLeaseTtlMs, log, productLeasing)
  */
 export class BudgetLeases {
   readonly holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;

@@ -51,6 +51,8 @@ export interface LedgerReport {
  * budget. Voided coupons (adopted duplicates) are not facts. Damage adopted with the data (a
  * campaign already overspent, a member already over the cap) is listed as legacy and does not
  * make the ledger fail. With a tenant id it checks that tenant; with null, every tenant.
+ *
+ * @example const report = await ledgerCheck(db, tenantId)
  */
 export async function ledgerCheck(db: Kysely<DB>, tenantId: string | null): Promise<LedgerReport> {
   const tenantFilter = tenantId === null ? sql`true` : sql`t.id = ${tenantId}`;

@@ -23,7 +23,11 @@ export interface CouponWithStatus extends Coupon {
   status?: CouponStatus;
 }
 
-/** A held coupon stays HELD past its expiry: the order that held it in time may still be paid with it. */
+/**
+ * A held coupon stays HELD past its expiry: the order that held it in time may still be paid with it.
+ *
+ * @example couponStatusOf(row) // 'AVAILABLE'
+ */
 export function couponStatusOf(row: CouponStatusColumns): CouponStatus {
   if (row.voided_at !== null) return 'VOIDED';
   if (row.redeemed_at !== null) return 'REDEEMED';
@@ -31,6 +35,11 @@ export function couponStatusOf(row: CouponStatusColumns): CouponStatus {
   return row.expired ? 'EXPIRED' : 'AVAILABLE';
 }
 
+/**
+ * A coupon row as the API's coupon, with its status when the row carries it.
+ *
+ * @example const coupon = toCoupon(row)
+ */
 export const toCoupon = (row: CouponColumns | (CouponColumns & CouponStatusColumns)): CouponWithStatus => ({
   id: row.id,
   campaignId: row.campaign_id,
@@ -46,6 +55,8 @@ export const toCoupon = (row: CouponColumns | (CouponColumns & CouponStatusColum
  * SQL true when the coupon row `coupon` is past its campaign's couponsExpireAt on the database's
  * clock (now(): the statement's, or its transaction's). A primary-key probe of the campaign: what a
  * redeem or a checkout's hold adds to the coupon's own row.
+ *
+ * @example sql`select 1 from coupons where not ${couponExpired('coupons')}`
  */
 export const couponExpired = (coupon: string) =>
   sql<boolean>`exists (select 1 from campaigns c where c.tenant_id = ${sql.raw(coupon)}.tenant_id and c.id = ${sql.raw(coupon)}.campaign_id
@@ -65,7 +76,11 @@ function couponsWithExpiry(db: Kysely<DB>, tenantId: string) {
     .where('k.tenant_id', '=', tenantId);
 }
 
-/** The status of each coupon of `ids` in the tenant, as last committed: for coupons read without it. */
+/**
+ * The status of each coupon of `ids` in the tenant, as last committed: for coupons read without it.
+ *
+ * @example const statuses = await couponStatuses(trx, tenantId, [couponId])
+ */
 export async function couponStatuses(db: Kysely<DB>, tenantId: string, ids: readonly string[]): Promise<Map<string, CouponStatus>> {
   const rows = await couponsWithExpiry(db, tenantId)
     .where('k.id', 'in', [...ids])
@@ -73,6 +88,11 @@ export async function couponStatuses(db: Kysely<DB>, tenantId: string, ids: read
   return new Map(rows.map((row) => [row.id, couponStatusOf(row)]));
 }
 
+/**
+ * A member's coupons, newest first.
+ *
+ * @example const coupons = await listMemberCoupons(trx, tenantId, memberId, 100)
+ */
 export async function listMemberCoupons(db: Kysely<DB>, tenantId: string, memberId: string, limit: number): Promise<CouponWithStatus[]> {
   const rows = await couponsWithExpiry(db, tenantId)
     .where('k.member_id', '=', memberId)
@@ -84,7 +104,11 @@ export async function listMemberCoupons(db: Kysely<DB>, tenantId: string, member
   return rows.map(toCoupon);
 }
 
-/** The member's coupon `couponId` with its status, as last committed; undefined when the member has no such coupon. */
+/**
+ * The member's coupon `couponId` with its status, as last committed; undefined when the member has no such coupon.
+ *
+ * @example const coupon = await findMemberCouponById(trx, tenantId, memberId, couponId)
+ */
 export function findMemberCouponById(db: Kysely<DB>, tenantId: string, memberId: string, couponId: string) {
   return couponsWithExpiry(db, tenantId).where('k.id', '=', couponId).where('k.member_id', '=', memberId).executeTakeFirst();
 }

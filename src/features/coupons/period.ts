@@ -13,21 +13,37 @@ import { SqlState, sqlStateOf } from '../../db/sqlstate.js';
 /** The instant an issue's statement decides and stamps at: its now(), to the millisecond the API shows. */
 export const ISSUE_TIME = sql<Date>`date_trunc('milliseconds', now())`;
 
-/** The business month (`YYYY-MM`) of `instant` in the IANA time zone `timeZone` (2026-09-30T15:00:00Z is 2026-10 in Asia/Tokyo). */
+/**
+ * The business month (`YYYY-MM`) of `instant` in the IANA time zone `timeZone` (2026-09-30T15:00:00Z is 2026-10 in Asia/Tokyo).
+ *
+ * @example sql`select ${monthOf(sql`now()`, 'Asia/Tokyo')} as month`
+ */
 export const monthOf = (instant: RawBuilder<Date>, timeZone: unknown) =>
   sql<string>`to_char(${instant} at time zone ${timeZone}::text, 'YYYY-MM')`;
 
-/** `instant` as Date.prototype.toJSON writes it, so that a stored answer or an event reads as the first answer did. */
+/**
+ * `instant` as Date.prototype.toJSON writes it, so that a stored answer or an event reads as the first answer did.
+ *
+ * @example sql`jsonb_build_object('issuedAt', ${jsonTimeOf(sql`k.issued_at`)})`
+ */
 export const jsonTimeOf = (instant: RawBuilder<unknown>) =>
   sql<string>`to_char(${instant} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
-/** What the campaign row `alias`'s period answers at `instant`: NOT_STARTED before its start, ENDED from its end on, else null. */
+/**
+ * What the campaign row `alias`'s period answers at `instant`: NOT_STARTED before its start, ENDED from its end on, else null.
+ *
+ * @example sql`select ${periodRefusal('c', ISSUE_TIME)} from campaigns c`
+ */
 export function periodRefusal(alias: string, instant: RawBuilder<Date>) {
   const c = sql.raw(alias);
   return sql<string | null>`case when ${instant} < ${c}.starts_at then 'NOT_STARTED' when ${instant} >= ${c}.ends_at then 'ENDED' end`;
 }
 
-/** The business time zone names a zone Node knows but the database does not: start-up stops, naming the variable (exit 2). */
+/**
+ * The business time zone names a zone Node knows but the database does not: start-up stops, naming the variable (exit 2).
+ *
+ * @example throw new UnknownTimeZoneError('Mars/Olympus')
+ */
 export class UnknownTimeZoneError extends Error {
   override name = 'UnknownTimeZoneError';
   readonly exitCode = 2;

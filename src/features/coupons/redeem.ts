@@ -13,7 +13,11 @@ export interface RedeemResult {
   redeemedAt: Date | null;
 }
 
-/** What redeemCoupon's audit row names: the coupon and its campaign. */
+/**
+ * What redeemCoupon's audit row names: the coupon and its campaign.
+ *
+ * @example redeemEntities(result) // [couponId, campaignId]
+ */
 export const redeemEntities = ({ coupon }: RedeemResult): string[] => [coupon.id, coupon.campaignId];
 
 export interface RedeemRequest {
@@ -47,6 +51,8 @@ type RedeemedColumns = Pick<
  * order's payment decides whether it is redeemed for that order or given back (docs/design.md §11).
  * So is a coupon past its campaign's couponsExpireAt (EXPIRED), judged on the database's clock in
  * the UPDATE itself, so that no redeem lands after the instant whatever the server's clock says.
+ *
+ * @example await redeemCoupon(trx, { tenantId, memberId, couponId, now: new Date() })
  */
 export async function redeemCoupon(trx: Transaction<DB>, request: RedeemRequest): Promise<RedeemResult> {
   const { tenantId, memberId, couponId, now } = request;
@@ -85,7 +91,7 @@ async function whyNotRedeemed(trx: Transaction<DB>, { tenantId, memberId, coupon
   throw new RollbackAndReturn<RedeemResult>({ status: coupon.status as Exclude<RedeemStatus, 'REDEEMED'>, coupon, redeemedAt: null });
 }
 
-/** How a coupon is redeemed (AppServices.algorithms); the naive test stands the read-check-write version in for it. */
+/** How a coupon is redeemed (AppServices.couponRedeemer; buildServices takes a stand-in); the naive test stands the read-check-write version in for it. */
 export interface CouponRedeemer {
   redeem(trx: Transaction<DB>, request: RedeemRequest): Promise<RedeemResult>;
 }

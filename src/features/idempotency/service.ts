@@ -5,7 +5,7 @@ import type { DB } from '../../db/schema.js';
 import { tryAgain } from '../../core/errors.js';
 
 /** The caller a key belongs to; '' stands for "none" (the operator has no tenant). */
-export interface KeyScope {
+export interface KeyOwner {
   tenantId: string;
   userId: string;
   role: string;
@@ -22,6 +22,11 @@ export type Claim = { kind: 'replay'; response: unknown } | { kind: 'reused' };
 
 const PRINTABLE_KEY = /^[\x20-\x7e]{1,255}$/;
 
+/**
+ * Whether an Idempotency-Key has the allowed length and characters.
+ *
+ * @example isValidKey('0b6c3d5e-checkout-1') // true
+ */
 export function isValidKey(key: string): boolean {
   return PRINTABLE_KEY.test(key);
 }
@@ -42,6 +47,8 @@ function canonical(value: unknown): string {
  * Hash of the operation (its name and its document in canonical print, so whitespace and comments
  * do not count) and its variables: the same key with another request is refused. The GraphQL
  * layer prints the document; the key knows nothing of GraphQL.
+ *
+ * @example const print = fingerprint('IssueCoupon', print(document), variables)
  */
 export function fingerprint(operationName: string | null | undefined, printedDocument: string, variables: unknown): string {
   return createHash('sha256')
@@ -62,10 +69,15 @@ export interface ClaimValues {
   ttlHours: number;
 }
 
-export const claimValues = (scope: KeyScope, request: IdempotentRequest, ttlHours: number): ClaimValues => ({
-  keyTenantId: scope.tenantId,
-  keyUserId: scope.userId,
-  keyRole: scope.role,
+/**
+ * The values of a key's claim: whose key it is, the key, the request's fingerprint and operation, and its lifetime.
+ *
+ * @example const claim = claimValues({ tenantId, userId, role: 'user' }, { key, fingerprint, operation: 'issueCoupon' }, 24)
+ */
+export const claimValues = (owner: KeyOwner, request: IdempotentRequest, ttlHours: number): ClaimValues => ({
+  keyTenantId: owner.tenantId,
+  keyUserId: owner.userId,
+  keyRole: owner.role,
   key: request.key,
   fingerprint: request.fingerprint,
   operation: request.operation,
@@ -85,6 +97,8 @@ export const claimValues = (scope: KeyScope, request: IdempotentRequest, ttlHour
  * commits with the change or rolls back with it. Where `kept` is false the claim commits already
  * expired: the answer (a refusal) is not kept, the next request with the key runs afresh, and one
  * that waited for this claim takes the key when it commits.
+ *
+ * @example sql`with ${claimCte(p, { from: sql`facts f`, when: sql`f.ok`, response, kept })} select …`
  */
 export function claimCte(
   p: Slots<ClaimValues>,
@@ -106,7 +120,11 @@ export function claimCte(
 
 const claimAlone = prepare<ClaimValues, { key: string }>('idempotency.claim', (p) => sql`with ${claimCte(p)} select key from claim`);
 
-/** The claim in a statement of its own, for a unit whose first statement does not carry it: true when claimed afresh. */
+/**
+ * The claim in a statement of its own, for a unit whose first statement does not carry it: true when claimed afresh.
+ *
+ * @example const claimedAfresh = await claimKey(trx, claim)
+ */
 export async function claimKey(trx: Transaction<DB>, claim: ClaimValues): Promise<boolean> {
   return (await claimAlone.execute(trx, claim)).rows.length === 1;
 }
@@ -116,6 +134,8 @@ export async function claimKey(trx: Transaction<DB>, claim: ClaimValues): Promis
  * refusal. TRY_AGAIN when the key was freed between the claim and this read (it expired and the
  * expiry pass deleted it, or a refused request took it and committed it expired with no response):
  * nothing is left to replay, and the resend claims the key afresh.
+ *
+ * @example const held = await heldKey(db, claim) // { kind: 'answered', response } or { kind: 'reused' }
  */
 export async function heldKey(trx: Kysely<DB>, claim: ClaimValues): Promise<Claim> {
   const existing = await trx
@@ -148,6 +168,8 @@ export interface ResponseValues {
 /**
  * The response stored under its key, as the CTE `stored_response` of the unit's last statement
  * (written when `when` holds): it commits with the change it describes, or not at all.
+ *
+ * @example sql`with ${storedResponseCte(p, sql`true`)} select 1`
  */
 export function storedResponseCte(p: Slots<ResponseValues>, when: RawBuilder<unknown>) {
   return sql`stored_response as (
@@ -160,6 +182,8 @@ export function storedResponseCte(p: Slots<ResponseValues>, when: RawBuilder<unk
  * Deletes up to `limit` expired keys; returns how many. A key another transaction holds is skipped,
  * not waited for: a keyed refusal's claim expires at once, so the pass meets keys that requests are
  * claiming again, and neither should wait for the other.
+ *
+ * @example const deleted = await deleteExpiredKeys(db, 1000)
  */
 export async function deleteExpiredKeys(db: Kysely<DB> | Transaction<DB>, limit: number): Promise<number> {
   const result = await sql`

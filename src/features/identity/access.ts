@@ -40,6 +40,8 @@ export const NO_SCOPES: AccessScopes = { member: false, tenantAdmin: false, oper
 /**
  * The scopes a session holds. A session naming a tenant that does not exist holds none, so every
  * tenant operation answers NOT_FOUND instead of failing on a foreign key.
+ *
+ * @example const scopes = scopesOf(session, await knownTenants.has(db, session.tenantId))
  */
 export function scopesOf(session: Session | null, tenantExists: boolean): AccessScopes {
   if (session === null) return NO_SCOPES;
@@ -48,7 +50,11 @@ export function scopesOf(session: Session | null, tenantExists: boolean): Access
   return { member: session.role === 'user' && session.userId !== null, tenantAdmin: session.role === 'admin', operator: false };
 }
 
-/** Who a field admits, in words: "a member (…) or the tenant's admin (…)". */
+/**
+ * Who a field admits, in words: "a member (…) or the tenant's admin (…)".
+ *
+ * @example describeScopes(['member', 'tenantAdmin']) // 'a member or a tenant admin'
+ */
 export function describeScopes(scopes: readonly AccessScope[]): string {
   return scopes.map((scope) => SCOPE_DESCRIPTIONS[scope]).join(' or ');
 }

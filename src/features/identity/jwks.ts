@@ -22,7 +22,11 @@ export interface RemoteKeySetOptions {
 
 const JWKS_DEFAULTS = { cooldownMs: 10_000, timeoutMs: 5_000, defaultMaxAgeMs: 600_000 } as const;
 
-/** The keys could not be fetched: the token is not proven bad, so the caller should try again. */
+/**
+ * The keys could not be fetched: the token is not proven bad, so the caller should try again.
+ *
+ * @example throw new KeysUnavailableError(30_000)
+ */
 export class KeysUnavailableError extends Error {
   constructor(readonly retryAfterMs: number) {
     super('The JWT signing keys could not be fetched');
@@ -32,6 +36,11 @@ export class KeysUnavailableError extends Error {
 
 type LocalKeySet = ReturnType<typeof createLocalJWKSet>;
 
+/**
+ * A JWKS fetched from its URL and kept, fetched again on an unknown key id at most once a cooldown.
+ *
+ * @example const getKey = new RemoteKeySet('https://auth.example/.well-known/jwks.json').resolver(log)
+ */
 export class RemoteKeySet {
   private readonly now: () => number;
   private readonly cooldownMs: number;

@@ -17,6 +17,11 @@ export interface JwtVerifier {
   hasuraClaims(token: string, log?: Logger): Promise<Record<string, unknown>>;
 }
 
+/**
+ * Verifies a token against the configured keys and claims: its JWT claims, or an UNAUTHENTICATED error.
+ *
+ * @example const claims = await createJwtVerifier(config.identity.jwt).hasuraClaims(token, log)
+ */
 export function createJwtVerifier(jwt: JwtConfig, options?: RemoteKeySetOptions): JwtVerifier {
   const keysFor = keyLookup(jwt, options);
   return {
@@ -29,7 +34,11 @@ export function createJwtVerifier(jwt: JwtConfig, options?: RemoteKeySetOptions)
 // Keyed by the configuration object, so the key cache lives exactly as long as the app's config.
 const verifiers = new WeakMap<JwtConfig, JwtVerifier>();
 
-/** The verifier of this configuration, created on first use. */
+/**
+ * The verifier of this configuration, created on first use.
+ *
+ * @example const claims = await jwtVerifierFor(config.identity.jwt).hasuraClaims(token, log)
+ */
 export function jwtVerifierFor(jwt: JwtConfig): JwtVerifier {
   let verifier = verifiers.get(jwt);
   if (verifier === undefined) {

@@ -22,7 +22,11 @@ const ROLES: readonly string[] = ['user', 'admin', 'operator'];
 const TENANT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const USER_ID = /^[\x21-\x7e]{1,128}$/;
 
-/** Constant-time comparison of a presented secret; hashing first makes the lengths equal too. */
+/**
+ * Constant-time comparison of a presented secret; hashing first makes the lengths equal too.
+ *
+ * @example secretMatches(request.headers.get('x-hasura-admin-secret'), config.identity.adminSecret)
+ */
 export function secretMatches(presented: string | null, expected: string): boolean {
   if (presented === null) return false;
   return timingSafeEqual(digest(presented), expectedDigest(expected));
@@ -48,6 +52,8 @@ function expectedDigest(expected: string): Buffer {
  * given twice in two cases is refused rather than one of them winning. A role other than
  * `operator` without a tenant is refused: a tenant id that went missing (a header past a proxy's
  * limit, a claim left out) grants nothing.
+ *
+ * @example const session = sessionFromVariables(body.session_variables)
  */
 export function sessionFromVariables(variables: Record<string, unknown>): Session | null {
   const lower = new Map<string, unknown>();
@@ -76,7 +82,11 @@ export function sessionFromVariables(variables: Record<string, unknown>): Sessio
   return { role: role as Role, tenantId, userId };
 }
 
-/** A presented x-action-secret is right only when ACTION_SECRET is set and equal to it. */
+/**
+ * A presented x-action-secret is right only when ACTION_SECRET is set and equal to it.
+ *
+ * @example if (!actionSecretMatches(presented, config)) throw unauthenticated()
+ */
 export function actionSecretMatches(presented: string, config: AppConfig): boolean {
   return config.identity.actionSecret !== null && secretMatches(presented, config.identity.actionSecret);
 }
@@ -87,6 +97,8 @@ export function actionSecretMatches(presented: string, config: AppConfig): boole
  * credential among others, so sending none is no fault. /actions trusts the secret alone: outside
  * dev mode it needs ACTION_SECRET configured and sent; dev mode (no secret configured) takes a
  * request without one.
+ *
+ * @example const refusal = actionSecretRefusal(request.headers.get('x-hasura-action-secret'), config, '/actions')
  */
 export function actionSecretRefusal(presented: string | null, config: AppConfig, route: '/graphql' | '/actions'): AppError | null {
   if (route === '/graphql') {
@@ -98,7 +110,11 @@ export function actionSecretRefusal(presented: string | null, config: AppConfig,
   return accepted ? null : unauthenticated('Missing or invalid x-action-secret');
 }
 
-/** The token of an `Authorization: Bearer <token>` header, or null. */
+/**
+ * The token of an `Authorization: Bearer <token>` header, or null.
+ *
+ * @example const token = bearerToken(request.headers.get('authorization'))
+ */
 export function bearerToken(authorization: string | null): string | null {
   const match = authorization === null ? null : /^bearer\s+(\S+)\s*$/i.exec(authorization);
   return match ? match[1]! : null;
@@ -147,7 +163,11 @@ async function sessionFromJwt(token: string, jwt: JwtConfig, requestedRole: stri
 /** One resolution per request, whoever asks (trusted documents, admission). */
 const sessionsOfRequests = new WeakMap<Request, Promise<Session | null>>();
 
-/** `resolveSession` of a request's headers, worked out once per request. */
+/**
+ * `resolveSession` of a request's headers, worked out once per request.
+ *
+ * @example const session = await sessionOfRequest(request, config, log)
+ */
 export function sessionOfRequest(request: Request, config: AppConfig, log?: Logger): Promise<Session | null> {
   let found = sessionsOfRequests.get(request);
   if (found === undefined) {
@@ -161,6 +181,8 @@ export function sessionOfRequest(request: Request, config: AppConfig, log?: Logg
  * Decides who is calling, from exactly one trusted source (docs/design.md §6). Returns null for an
  * anonymous caller (introspection still works); throws for credentials that are presented and
  * wrong, so a forged header never degrades into anonymous access.
+ *
+ * @example const session = await resolveSession(request.headers, config, log)
  */
 export async function resolveSession(headers: Headers, config: AppConfig, log?: Logger): Promise<Session | null> {
   const forwarded = hasuraHeaders(headers);

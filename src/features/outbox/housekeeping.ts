@@ -9,7 +9,11 @@ export interface OutboxStats {
   oldestPendingAgeSeconds: number | null;
 }
 
-/** Pending and dead counts and the age of the oldest pending event, for one tenant or all. */
+/**
+ * Pending and dead counts and the age of the oldest pending event, for one tenant or all.
+ *
+ * @example const stats = await outboxStats(db, tenantId)
+ */
 export async function outboxStats(db: Kysely<DB>, tenantId: string | null): Promise<OutboxStats> {
   let query = db
     .selectFrom('outbox_events')
@@ -28,6 +32,8 @@ export async function outboxStats(db: Kysely<DB>, tenantId: string | null): Prom
  * Deletes up to `limit` events sent more than `olderThanHours` ago (OUTBOX_RETENTION_HOURS);
  * pending and dead events are never deleted. No request touches a sent event, and SKIP LOCKED
  * passes over any row another pass holds, so the delete waits for nobody and nobody for it.
+ *
+ * @example const deleted = await deleteSentEvents(trx, 24 * 7, 1000)
  */
 export async function deleteSentEvents(trx: Transaction<DB>, olderThanHours: number, limit: number): Promise<number> {
   const result = await sql`
@@ -64,7 +70,11 @@ function deadEvents(db: Kysely<DB> | Transaction<DB>, filter: RequeueFilter) {
   return query;
 }
 
-/** How many dead events match `filter`. */
+/**
+ * How many dead events match `filter`.
+ *
+ * @example const dead = await countDead(db, { tenantId, topic: 'coupon.issued' })
+ */
 export async function countDead(db: Kysely<DB>, filter: RequeueFilter): Promise<number> {
   const row = await deadEvents(db, filter)
     .select(sql<number>`count(*)::int`.as('n'))
@@ -75,6 +85,8 @@ export async function countDead(db: Kysely<DB>, filter: RequeueFilter): Promise<
 /**
  * Gives dead events matching `filter` back to the relay: pending, due now, with a fresh time
  * budget (OUTBOX_RETRY_FOR counts from `requeued_at`) and no attempts. Returns how many.
+ *
+ * @example const requeued = await requeueDead(db, { tenantId, topic: 'coupon.issued' })
  */
 export async function requeueDead(db: Kysely<DB>, filter: RequeueFilter): Promise<number> {
   let total = 0;

@@ -41,6 +41,11 @@ export interface RelayHealth {
   lastPassFailedAll: boolean;
 }
 
+/**
+ * How the outbox relay of this process last did, for /ready and the metrics.
+ *
+ * @example relayHealth().healthySince
+ */
 export function relayHealth(): RelayHealth {
   return { healthySince: null, lastPassFailedAll: false };
 }
@@ -67,6 +72,8 @@ export interface Claim {
  * waiting on each other or taking the same event; the claim commits at once and leases the events
  * (next_attempt_at moves past the lease), so delivery happens outside any transaction and a relay
  * that dies mid-batch leaves its events to the next one when the lease runs out.
+ *
+ * @example const claim = await claimBatch(deps)
  */
 export async function claimBatch(deps: RelayDeps): Promise<Claim> {
   const claimId = randomUUID();
@@ -123,6 +130,8 @@ export async function claimBatch(deps: RelayDeps): Promise<Claim> {
  * A pass that delivers brings the next batch of retries failed by an outage forward to now
  * (RelayHealth): once the receiver is back, the backlog goes out as fast as it takes it, instead of
  * sitting out the delays it earned while the receiver was down.
+ *
+ * @example const pass = await deliverClaim(deps, claim)
  */
 export async function deliverClaim(deps: RelayDeps, claim: Claim): Promise<PassResult> {
   const outcomes = await Promise.allSettled(claim.events.map((event) => tracedDelivery(deps.sink, event)));
@@ -227,6 +236,8 @@ function tracedDelivery(sink: OutboxSink, event: OutboxEvent): Promise<void> {
 /**
  * One relay pass. With tracing on, a pass that found events is a root span of its own (sampled like
  * a request); the claim, which runs every poll interval and mostly finds nothing, makes no spans.
+ *
+ * @example const { delivered } = await relayOnce(deps)
  */
 export async function relayOnce(deps: RelayDeps): Promise<PassResult> {
   const claim = await untraced(() => claimBatch(deps));

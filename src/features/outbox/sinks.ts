@@ -19,6 +19,11 @@ export interface OutboxSink {
   deliver(event: OutboxEvent): Promise<void>;
 }
 
+/**
+ * An outbox sink that writes each event to the log: the development default.
+ *
+ * @example await logSink(log).deliver(event)
+ */
 export function logSink(log: Logger): OutboxSink {
   return {
     name: 'log',
@@ -33,6 +38,8 @@ export function logSink(log: Logger): OutboxSink {
  * retry), `webhook-timestamp` (seconds, now) and `webhook-signature`, one `v1,<base64 HMAC-SHA256>`
  * of `id.timestamp.body` per secret, space-separated: during a rotation a receiver holding either
  * the new or the old secret verifies it.
+ *
+ * @example const headers = signatureHeaders(signers, event.id, body)
  */
 export function signatureHeaders(signers: Webhook[], id: string, body: string, now = new Date()): Record<string, string> {
   if (signers.length === 0) return {};
@@ -50,6 +57,8 @@ export function signatureHeaders(signers: Webhook[], id: string, body: string, n
  * receiver can tell a forged event from this server's. The event id is also the Idempotency-Key, so a
  * receiver can drop the repeats that at-least-once delivery produces (a relay that dies after sending,
  * before marking).
+ *
+ * @example await webhookSink('https://hooks.example/outbox', 5000, [secret]).deliver(event)
  */
 export function webhookSink(url: string, timeoutMs: number, secrets: string[] = []): OutboxSink {
   const signers = secrets.map((secret) => new Webhook(secret));

@@ -4,6 +4,8 @@
  * tenant ids are unique only within a database, so a process serving two databases keeps two.
  * Tenants are never deleted, so a hit stays true; a miss is never kept (the tenant may be created
  * the next moment).
+ *
+ * @example if (!knownTenants.has(tenantId)) knownTenants.add(tenantId)
  */
 export class KnownTenants {
   private readonly ids = new Set<string>();

@@ -19,7 +19,11 @@ const toTenant = (row: TenantRow): Tenant => ({
   createdAt: row.created_at,
 });
 
-/** Creates the tenant, or returns null when the id is taken (the primary key decides, not a read). */
+/**
+ * Creates the tenant, or returns null when the id is taken (the primary key decides, not a read).
+ *
+ * @example const tenant = await insertTenant(trx, { id: 'shop-1', name: 'Shop', monthlyCapYen: 2000 })
+ */
 export async function insertTenant(
   trx: Transaction<DB>,
   input: { id: string; name: string; monthlyCapYen: number },
@@ -33,11 +37,24 @@ export async function insertTenant(
   return row ? toTenant(row) : null;
 }
 
-/** What createTenant's audit row names; the row belongs to the new tenant, not to the operator's session (`auditTenant`). */
+/**
+ * What createTenant's audit row names; the row belongs to the new tenant, not to the operator's session (`auditTenant`).
+ *
+ * @example tenantEntities({ tenant }) // [tenant.id]
+ */
 export const tenantEntities = ({ tenant }: { tenant: Tenant }): string[] => [tenant.id];
+/**
+ * The tenant a createTenant audit row belongs to: the one created.
+ *
+ * @example tenantOfCreated({ tenant }) // tenant.id
+ */
 export const tenantOfCreated = ({ tenant }: { tenant: Tenant }): string => tenant.id;
 
-/** createTenant's unit of work (runMutation calls it): the tenant, or BAD_USER_INPUT on `id` when the id is taken. */
+/**
+ * createTenant's unit of work (runMutation calls it): the tenant, or BAD_USER_INPUT on `id` when the id is taken.
+ *
+ * @example const { tenant } = await createTenant(trx, { id: 'shop-1', name: 'Shop', monthlyCapYen: 2000 })
+ */
 export async function createTenant(
   trx: Transaction<DB>,
   input: { id: string; name: string; monthlyCapYen: number },
@@ -47,6 +64,11 @@ export async function createTenant(
   return { tenant };
 }
 
+/**
+ * One tenant by its id, or null.
+ *
+ * @example const tenant = await findTenant(db, 'shop-1')
+ */
 export async function findTenant(db: Kysely<DB>, id: string): Promise<Tenant | null> {
   const row = await db.selectFrom('tenants').selectAll().where('id', '=', id).executeTakeFirst();
   return row ? toTenant(row) : null;

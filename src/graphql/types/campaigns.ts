@@ -115,10 +115,10 @@ defineMutation('createCampaign', {
     if (values.discountYen > values.budgetYen) throw badInput('discountYen must not exceed budgetYen', 'discountYen');
     return values;
   },
-  unit: (values, { session, services }) => ({
+  call: (values, { session, services }) => ({
     work: createCampaign,
     input: { tenantId: session.tenantId, campaign: values },
-    needs: services.algorithms.budgetSplit,
+    needs: services.budgetSplit,
     entities: campaignEntities,
   }),
 });
@@ -158,8 +158,8 @@ defineMutation('changeCampaignBudget', {
     campaignId: requireIdentifier(input.campaignId, 'campaignId'),
     budgetYen: requireYen(input.budgetYen, 'budgetYen'),
   }),
-  unit: (values, { session, services }) => ({
-    work: services.algorithms.budgetChanger.change,
+  call: (values, { session, services }) => ({
+    work: services.budgetChanger.change,
     input: { tenantId: session.tenantId, ...values },
     entities: budgetChangeEntities,
   }),

@@ -113,7 +113,7 @@ defineMutation('createContract', {
   input: CreateContractInput,
   type: CreateContractPayload,
   prepare: (input) => requireText(input.title, 'title', TITLE_MAX_LENGTH),
-  unit: (title, { session }) => ({
+  call: (title, { session }) => ({
     work: createContract,
     input: { tenantId: session.tenantId, title },
     entities: contractEntities,
@@ -125,10 +125,10 @@ defineMutation('createContractDocument', {
   description: "Issues the contract's next document with the tenant's next number. A contract of another tenant is NOT_FOUND.",
   input: CreateContractDocumentInput,
   type: CreateContractDocumentPayload,
-  unit: ({ contractId }, { session, services }) => ({
+  call: ({ contractId }, { session, services }) => ({
     work: issueNextDocument,
     input: { tenantId: session.tenantId, contractId },
-    needs: services.algorithms.documentIssuing,
+    needs: services.documentIssuing,
     entities: documentEntities,
   }),
 });

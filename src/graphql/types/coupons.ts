@@ -99,26 +99,15 @@ export const issueCouponForSession = defineMutation('issueCoupon', {
   input: IssueCouponInput,
   type: IssueCouponPayload,
   prepare: (input) => requireIdentifier(input.campaignId, 'campaignId'),
-  unit: (campaignId, { session, services, deadline, turn }) => {
-    const issuer = services.algorithms.couponIssuer;
-    return {
-      work: issuer.issue,
-      oneStatement: issuer.oneStatement,
-      isolation: issuer.isolation,
-      claimsKey: issuer.claimsKey,
-      input: { tenantId: session.tenantId, memberId: session.userId, campaignId, timeZone: services.config.coupons.businessTimeZone },
-      needs: {
-        timeouts: services.transactions,
-        leases: services.budgetLeases,
-        shapes: services.campaignShapes,
-        coalescer: services.issueCoalescer,
-        stepOut: turn.stepOut.bind(turn),
-        deadline,
-        onRace: () => services.metrics.transactionRetries.inc({ sqlstate: '40001' }),
-      },
-      entities: issueEntities,
-    };
-  },
+  call: (campaignId, { session, services, deadline, turn }) => ({
+    work: services.couponIssuer.issue,
+    oneStatement: services.couponIssuer.issueInOneStatement,
+    isolation: services.couponIssuer.isolation,
+    claimsKey: services.couponIssuer.claimsKey,
+    input: { tenantId: session.tenantId, memberId: session.userId, campaignId, timeZone: services.config.coupons.businessTimeZone },
+    needs: { deadline, turn },
+    entities: issueEntities,
+  }),
   answered: (result, { services }) => services.metrics.couponOutcomes.inc({ status: result.status }),
 });
 

@@ -3,12 +3,11 @@ import { badInput } from '../../core/errors.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requireText } from '../validate.js';
+import { cleanupEntities, type CleanupResult } from '../../features/huddles/cleanup.js';
 import {
-  cleanupEntities,
   cleanupPass,
   huddleEntities,
   findActiveSession,
-  type CleanupResult,
   type HuddleResult,
   type HuddleSession,
   type Participant,
@@ -71,8 +70,8 @@ function huddleMutation(name: MemberOperation, description: string) {
     input: HuddleInput,
     type: HuddlePayload,
     prepare: (input) => requireText(input.objectiveId, 'objectiveId', OBJECTIVE_ID_MAX_LENGTH),
-    unit: (objectiveId, { session, services }) => ({
-      work: services.algorithms.huddleOperations[name],
+    call: (objectiveId, { session, services }) => ({
+      work: services.huddleOperations[name],
       input: { tenantId: session.tenantId, memberId: session.userId, objectiveId },
       entities: huddleEntities,
     }),
@@ -101,14 +100,14 @@ defineMutation('cleanupHuddles', {
   description:
     "Runs one stale-huddle cleanup pass now (the worker runs one every HUDDLE_CLEANUP_INTERVAL_MS): the tenant's, or every tenant's for the platform operator. Admins only.",
   type: CleanupResultType,
-  unit: (_none, { session, services }) => ({
+  call: (_none, { session, services }) => ({
     work: cleanupPass,
     input: {
       tenantId: session.tenantId,
       staleAfterMs: services.config.huddles.staleAfterMs,
       batchSize: services.config.huddles.cleanupBatchSize,
     },
-    needs: services.algorithms.huddleOperations,
+    needs: services.huddleOperations,
     entities: cleanupEntities,
   }),
 });

@@ -152,7 +152,7 @@ defineMutation('checkout', {
       provider: services.payments,
     };
   },
-  unit: (prepared, { session, services }) => ({
+  call: (prepared, { session, services }) => ({
     work: reserveCheckout,
     input: {
       tenantId: session.tenantId,
@@ -165,7 +165,7 @@ defineMutation('checkout', {
       reconcileAfterMs: services.config.payments.reconcileAfterMs,
     },
     needs: {
-      algorithm: services.algorithms.checkout,
+      algorithm: services.checkout,
       deps: { provider: prepared.provider, timeoutMs: services.config.payments.timeoutMs },
     },
     entities: reservationEntities,
@@ -176,7 +176,7 @@ defineMutation('checkout', {
     const leave = ctx.services.paymentsWaiting.enter();
     try {
       const run = await commit();
-      return await ctx.services.algorithms.checkout.settle(run.value, run.replayed, settleDeps(ctx, prepared.provider));
+      return await ctx.services.checkout.settle(run.value, run.replayed, settleDeps(ctx, prepared.provider));
     } finally {
       leave();
     }
@@ -202,7 +202,7 @@ defineMutation('confirmCheckout', {
     if (services.payments === null) throw paymentsUnavailable();
     return { orderId, provider: services.payments };
   },
-  unit: ({ orderId }, { session, services }) => ({
+  call: ({ orderId }, { session, services }) => ({
     work: findOwnPayment,
     input: { tenantId: session.tenantId, memberId: session.userId, orderId, reconcileForMs: services.config.payments.reconcileForMs },
     entities: paymentEntities,

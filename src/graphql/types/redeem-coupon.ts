@@ -42,8 +42,8 @@ defineMutation('redeemCoupon', {
     "another member's coupon is NOT_FOUND.",
   input: RedeemCouponInput,
   type: RedeemCouponPayload,
-  unit: ({ couponId }, { session, services }) => ({
-    work: services.algorithms.couponRedeemer.redeem,
+  call: ({ couponId }, { session, services }) => ({
+    work: services.couponRedeemer.redeem,
     input: { tenantId: session.tenantId, memberId: session.userId, couponId, now: services.clock() },
     entities: redeemEntities,
   }),

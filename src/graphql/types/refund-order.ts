@@ -70,7 +70,7 @@ defineMutation('refundOrder', {
       input.amountYen === null || input.amountYen === undefined ? null : requireYen(input.amountYen, 'amountYen', AMOUNT_MAX_YEN);
     return { orderId: input.orderId, amountYen, refundId: randomUUID(), provider: services.payments };
   },
-  unit: (prepared, { session, services }) => ({
+  call: (prepared, { session, services }) => ({
     work: reserveRefund,
     input: {
       tenantId: session.tenantId,

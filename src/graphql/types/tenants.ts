@@ -42,7 +42,7 @@ defineMutation('createTenant', {
     name: requireText(input.name, 'name', 200),
     monthlyCapYen: requireYen(input.monthlyCapYen ?? DEFAULT_MONTHLY_CAP_YEN, 'monthlyCapYen'),
   }),
-  unit: (values) => ({
+  call: (values) => ({
     work: createTenant,
     input: values,
     entities: tenantEntities,

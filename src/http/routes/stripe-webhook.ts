@@ -37,7 +37,7 @@ export function stripeWebhookRoute(services: AppServices): Route {
         if (!(error instanceof BodyTooLargeError)) throw error;
         return refusal(STRIPE_WEBHOOK_PATH, error.message, 413, { connection: 'close' }, 'MAX_BODY_BYTES');
       }
-      const result = await services.algorithms.checkout.webhook(deps, raw, request.headers.get('stripe-signature'));
+      const result = await services.checkout.webhook(deps, raw, request.headers.get('stripe-signature'));
       return Response.json(result.body, { status: result.status });
     },
   };
