@@ -191,3 +191,48 @@ describe('the import rules', () => {
     expect(listed!.trim().split('\n')).toEqual(rules.map((rule) => `- \`${rule.name}\`: ${rule.comment}`));
   });
 });
+
+const KNIP = path.join(ROOT, 'node_modules/knip/bin/knip.js');
+
+/** Runs knip as `npm run lint` does, in `cwd`: its exit code and the exports it names unused, by file. */
+async function unusedExports(cwd: string): Promise<{ code: number; unused: string[] }> {
+  const args = [KNIP, '--reporter', 'json'];
+  const run = await promisify(execFile)(process.execPath, args, { cwd, maxBuffer: 64 * 1024 * 1024 }).then(
+    ({ stdout }) => ({ code: 0, stdout }),
+    (error: { code?: number; stdout?: string }) => ({ code: error.code ?? -1, stdout: error.stdout ?? '' }),
+  );
+  const report = JSON.parse(run.stdout) as { issues: { file: string; exports: { name: string }[]; types: { name: string }[] }[] };
+  const unused = report.issues.flatMap((issue) => [...issue.exports, ...issue.types].map((item) => `${issue.file}: ${item.name}`));
+  return { code: run.code, unused };
+}
+
+// An export nothing imports is dead code, or a name that says a module is used where it is not:
+// `npm run lint` fails on it (knip.json names the entry points; a test file's exports count too).
+describe('unused exports', () => {
+  let copy: string;
+
+  beforeAll(async () => {
+    copy = await mkdtemp(path.join(tmpdir(), 'knip-'));
+    for (const folder of ['src', 'test', 'scripts']) await cp(path.join(ROOT, folder), path.join(copy, folder), { recursive: true });
+    const rootFiles = (await readdir(ROOT)).filter(
+      (file) => file.endsWith('.ts') || ['knip.json', 'tsconfig.json', 'package.json'].includes(file),
+    );
+    for (const file of rootFiles) await cp(path.join(ROOT, file), path.join(copy, file));
+    await symlink(path.join(ROOT, 'node_modules'), path.join(copy, 'node_modules'));
+    await appendFile(
+      path.join(copy, 'src/core/clock.ts'),
+      '\nexport const plantedUnused = 1;\nexport interface PlantedUnusedShape {\n  n: number;\n}\n',
+    );
+  }, 60_000);
+  afterAll(() => rm(copy, { recursive: true, force: true }));
+
+  it('are none in the tree as it is', async () => {
+    expect(await unusedExports(ROOT)).toEqual({ code: 0, unused: [] });
+  });
+
+  it('fail the lint when planted: a value and a type that nothing imports are named', async () => {
+    const { code, unused } = await unusedExports(copy);
+    expect(code).toBe(1);
+    expect(unused).toEqual(['src/core/clock.ts: plantedUnused', 'src/core/clock.ts: PlantedUnusedShape']);
+  });
+});

@@ -17,7 +17,7 @@ export interface DatabaseHost {
  * host that answers; `read-write` the first whose sessions accept writes (`transaction_read_only`
  * off); `primary` the first that is not in recovery (a standby).
  */
-export type SessionTarget = 'any' | 'read-write' | 'primary';
+type SessionTarget = 'any' | 'read-write' | 'primary';
 
 export interface DatabaseTarget {
   hosts: DatabaseHost[];

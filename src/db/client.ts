@@ -17,15 +17,15 @@ import { SqlState, sqlStateOf, stopsWrites } from './sqlstate.js';
  */
 
 /** TCP keepalive: the kernel starts probing a database connection after it has been idle this long. */
-export const KEEPALIVE_IDLE_MS = 10_000;
+const KEEPALIVE_IDLE_MS = 10_000;
 
 /** How long a new connection (TCP, TLS, authentication, the target check) may take by default. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 3_000;
 
 /** While every host fails, new connections are tried at most this often; requests in between fail at once. */
-export const UNREACHABLE_RETRY_MS = 1_000;
+const UNREACHABLE_RETRY_MS = 1_000;
 
-export type HostFailureKind = 'timeout' | 'refused' | 'standby' | 'error';
+type HostFailureKind = 'timeout' | 'refused' | 'standby' | 'error';
 
 export interface HostFailure {
   /** host:port */

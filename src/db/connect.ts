@@ -22,7 +22,7 @@ export function describeDatabaseUrl(connectionString: string): string {
   return describeTarget(parseDatabaseUrl(connectionString));
 }
 
-export class DatabaseUnreachableError extends Error {
+class DatabaseUnreachableError extends Error {
   override name = 'DatabaseUnreachableError';
 }
 
@@ -63,7 +63,7 @@ export async function connectOutsidePool(
 }
 
 /** One connection and `select 1`, outside any pool (see connectOutsidePool). */
-export async function pingDatabase(
+async function pingDatabase(
   connectionString: string,
   timeoutMs: number,
   onHostFailed?: (host: string, port: number, reason: string) => void,

@@ -114,7 +114,7 @@ class TimedPostgresDialect extends PostgresDialect {
  * Connections of the background loops: one per loop (outbox relay, huddle cleanup, key expiry,
  * lease expiry, retention, payment reconciler), so they never wait for each other either.
  */
-export const BACKGROUND_CONNECTIONS = 6;
+const BACKGROUND_CONNECTIONS = 6;
 
 export interface DatabaseOptions extends PoolOptions {
   plugins?: KyselyPlugin[];
@@ -124,7 +124,7 @@ export interface DatabaseOptions extends PoolOptions {
   logOutages?: boolean;
 }
 
-export const DEFAULT_HEALTH_CHECK_INTERVAL_MS = 2_000;
+const DEFAULT_HEALTH_CHECK_INTERVAL_MS = 2_000;
 
 /** During an outage every request meets the same trouble: one line of each kind per this interval says it. */
 const TROUBLE_LOG_INTERVAL_MS = 1_000;

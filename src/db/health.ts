@@ -19,7 +19,7 @@ import { isConnectionFailure, SqlState, sqlStateOf, stopsWrites } from './sqlsta
  * It checks every DB_HEALTH_CHECK_INTERVAL_MS, and at once when a connection stalls or a host
  * fails (DatabasePath's 'trouble') or a failing host answers again ('recovered').
  */
-export interface HealthState {
+interface HealthState {
   available: boolean;
   /** Why the last check failed. */
   reason: string | null;
@@ -138,7 +138,7 @@ class HealthWatch implements DatabaseHealth {
   }
 }
 
-export function watchHealth(path: DatabasePath, probe: () => Promise<void>, options: HealthOptions): DatabaseHealth {
+function watchHealth(path: DatabasePath, probe: () => Promise<void>, options: HealthOptions): DatabaseHealth {
   return new HealthWatch(path, probe, options);
 }
 

@@ -12,7 +12,7 @@ import { SqlState, sqlStateOf } from './sqlstate.js';
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../db/migrations/', import.meta.url));
 
 /** The first line of a migration that must run outside a transaction (CREATE INDEX CONCURRENTLY). */
-export const NO_TRANSACTION_MARKER = /^--\s*migrate:\s*no-transaction\b/;
+const NO_TRANSACTION_MARKER = /^--\s*migrate:\s*no-transaction\b/;
 
 export interface Migration {
   version: string;
@@ -84,13 +84,13 @@ export async function runMigrationSql(db: Kysely<DB>, migration: LoadedMigration
  * work with the schema as it is, so they stop here (exit 2) rather than migrate a database someone
  * pointed them at.
  */
-export class SchemaNotReadyError extends Error {
+class SchemaNotReadyError extends Error {
   override name = 'SchemaNotReadyError';
   readonly exitCode = 2;
 }
 
 /** The migrations this code has that the database has not recorded; all of them when it has none. */
-export async function pendingMigrations(db: Kysely<DB>, dir = MIGRATIONS_DIR): Promise<string[]> {
+async function pendingMigrations(db: Kysely<DB>, dir = MIGRATIONS_DIR): Promise<string[]> {
   const known = (await listMigrations(dir)).map((migration) => migration.version);
   const table = await sql<{ name: string | null }>`select to_regclass('schema_migrations')::text as name`.execute(db);
   if (!table.rows[0]?.name) return known;

@@ -39,7 +39,7 @@ export class PoolReentryError extends Error {
 }
 
 /** The pool has ended (the process is stopping): nothing may open a connection on it any more. */
-export class PoolClosedError extends Error {
+class PoolClosedError extends Error {
   constructor(pool: string) {
     super(`The database pool ${pool} is closed: the process is stopping`);
     this.name = 'PoolClosedError';
@@ -68,7 +68,7 @@ export interface PoolOptions {
   preparedStatements: boolean;
 }
 
-export const DEFAULT_STATEMENT_TIMEOUT_MS = 5_000;
+const DEFAULT_STATEMENT_TIMEOUT_MS = 5_000;
 
 /** How long closing a pool waits for its connections before it cuts them. */
 export const POOL_END_LIMIT_MS = 2_000;

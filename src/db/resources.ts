@@ -9,7 +9,7 @@ import { resourceShortageWords } from './sqlstate.js';
  * succeeds again (database.ts): a request that happens to fit in a page with room left proves
  * nothing about the next one.
  */
-export interface ResourceEpisode {
+interface ResourceEpisode {
   sqlState: string;
   /** What ran out, in the words a client reads (sqlstate.ts). */
   reason: string;

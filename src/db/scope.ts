@@ -10,7 +10,7 @@ import { currentRequestScope, outsideRequestScope } from '../core/request-scope.
  */
 
 /** Transaction-scoped settings, in whole milliseconds. */
-export interface TransactionTimeouts {
+interface TransactionTimeouts {
   lockTimeoutMs: number;
   statementTimeoutMs: number;
   idleInTransactionTimeoutMs: number;

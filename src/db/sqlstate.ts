@@ -25,7 +25,7 @@ export const SqlState = {
  * with what ran out in words a client can act on. A code of these classes not listed here is
  * answered by its class's words.
  */
-export const RESOURCE_SHORTAGES: Readonly<Record<string, string>> = {
+const RESOURCE_SHORTAGES: Readonly<Record<string, string>> = {
   '53000': 'the database ran out of a resource',
   '53100': 'the database is out of disk space',
   '53200': 'the database is out of memory',

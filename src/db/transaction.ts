@@ -21,7 +21,7 @@ export interface TransactionSettings {
   maxDelayMs: number;
 }
 
-export const defaultBackoff = { baseDelayMs: 5, maxDelayMs: 250 } as const;
+const defaultBackoff = { baseDelayMs: 5, maxDelayMs: 250 } as const;
 
 /** The settings every transaction of this process runs with, from DB_LOCK_TIMEOUT_MS and friends. */
 export function transactionSettingsOf(config: Pick<AppConfig, 'database' | 'requests'>): TransactionSettings {
@@ -35,7 +35,7 @@ export function transactionSettingsOf(config: Pick<AppConfig, 'database' | 'requ
 }
 
 export type Isolation = 'read committed' | 'serializable';
-export type AccessMode = 'read write' | 'read only';
+type AccessMode = 'read write' | 'read only';
 
 export interface RunOptions {
   /** Epoch milliseconds after which no attempt starts and no statement may run. */

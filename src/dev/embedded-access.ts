@@ -36,7 +36,7 @@ export function postgresUser(): RunAs | null {
 }
 
 /** The first folder on the way down to `dir` (itself included) that `user` may not enter, or null. */
-export async function firstBlockedFolder(dir: string, user: RunAs): Promise<string | null> {
+async function firstBlockedFolder(dir: string, user: RunAs): Promise<string | null> {
   const ancestors: string[] = [];
   for (let current = path.resolve(dir); ; current = path.dirname(current)) {
     ancestors.unshift(current);

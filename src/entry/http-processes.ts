@@ -22,7 +22,7 @@ import type { Logger } from '../core/logger.js';
 export const REPLACED = { type: 'replaced' } as const;
 export const STOPPING = { type: 'stopping' } as const;
 export const STOP = 'stop';
-export const HEARTBEAT = { type: 'heartbeat' } as const;
+const HEARTBEAT = { type: 'heartbeat' } as const;
 
 /** How often a process beats, and the primary looks, as a share of the timeout: several beats may be late before one counts. */
 const HEARTBEATS_PER_TIMEOUT = 5;

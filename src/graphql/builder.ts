@@ -6,7 +6,7 @@ import { accessRefusal, accessScopes, type AccessContexts } from './guards.js';
 import type { Context } from './context.js';
 
 /** A list whose size no argument states costs this many times its selection (Pothos's own default). */
-export const UNSIZED_LIST_MULTIPLIER = 10;
+const UNSIZED_LIST_MULTIPLIER = 10;
 
 export const builder = new SchemaBuilder<{
   Context: Context;

@@ -7,7 +7,7 @@ import { recordMutation, runMutation, type MutationRun, type MutationCall } from
 type Types = typeof builder extends PothosSchemaTypes.SchemaBuilder<infer T extends SchemaTypes> ? T : never;
 
 /** The context a mutation's call sees: the session narrowed to the scopes it admits. */
-export type ScopedContext<Access extends Partial<AccessScopes>> = AccessContexts[keyof Access & AccessScope];
+type ScopedContext<Access extends Partial<AccessScopes>> = AccessContexts[keyof Access & AccessScope];
 
 export interface MutationDefinition<
   Access extends Partial<AccessScopes>,

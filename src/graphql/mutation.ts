@@ -23,14 +23,14 @@ import { assertTurnHeld } from './read.js';
  * throwing (RollbackAndReturn for a refusal that is data). It may carry the bookkeeping in its own
  * statements (see Bookkeeping); what it leaves is written after it.
  */
-export type MutationWork<Input, T, Needs> = (trx: Transaction<DB>, input: Input, bookkeeping: Bookkeeping<T>, needs: Needs) => Promise<T>;
+type MutationWork<Input, T, Needs> = (trx: Transaction<DB>, input: Input, bookkeeping: Bookkeeping<T>, needs: Needs) => Promise<T>;
 
 /**
  * The unit of work's hot path as one statement in its own implicit transaction (runInOneStatement): tried
  * first; when it answers AS_TRANSACTION, `work` runs as a transaction instead. It carries the
  * claim and the audit row (and the stored response) in its statement, or writes nothing.
  */
-export type OneStatementWork<Input, T, Needs> = (
+type OneStatementWork<Input, T, Needs> = (
   pin: PinConnection,
   input: Input,
   bookkeeping: Bookkeeping<T>,

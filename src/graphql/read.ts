@@ -30,7 +30,7 @@ export function assertTurnHeld(ctx: Pick<Context, 'turn'>): void {
 }
 
 /** Stops a request whose answer nobody will read, or that has used its whole deadline. */
-export function assertStillWanted(ctx: Pick<Context, 'signal' | 'deadline'>): void {
+function assertStillWanted(ctx: Pick<Context, 'signal' | 'deadline'>): void {
   if (ctx.signal.aborted) {
     throw tryAgain('The client closed the request', { reason: 'cancelled', retryAfterMs: 0 });
   }

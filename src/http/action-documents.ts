@@ -15,7 +15,7 @@ const MAX_SELECTION_DEPTH = 4;
  * The full selection of an object type: every field without required arguments, recursing into
  * objects, but never into a type already on the path (no cycles) nor deeper than the limit.
  */
-export function fullSelection(type: GraphQLObjectType, depth = 0, path: ReadonlySet<string> = new Set()): string {
+function fullSelection(type: GraphQLObjectType, depth = 0, path: ReadonlySet<string> = new Set()): string {
   const inner = new Set(path).add(type.name);
   const fields = Object.values(type.getFields())
     .filter((field) => field.args.every((arg) => !isNonNullType(arg.type) || arg.defaultValue !== undefined))
@@ -31,7 +31,7 @@ export function fullSelection(type: GraphQLObjectType, depth = 0, path: Readonly
 }
 
 /** The GraphQL document an action runs: the mutation with every argument as a variable. */
-export function actionDocument(field: GraphQLField<unknown, unknown>): string {
+function actionDocument(field: GraphQLField<unknown, unknown>): string {
   const variables = field.args.map((arg) => `$${arg.name}: ${arg.type.toString()}`).join(', ');
   const args = field.args.map((arg) => `${arg.name}: $${arg.name}`).join(', ');
   const returned = getNamedType(field.type);

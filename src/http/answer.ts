@@ -15,7 +15,7 @@ export interface Answer {
 }
 
 /** An answer of the body's text, its length among the headers as a Fetch Response's is (the compressor judges by it). */
-export function answerOf(status: number, headers: Record<string, string>, body: string): Answer {
+function answerOf(status: number, headers: Record<string, string>, body: string): Answer {
   return { status, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, body };
 }
 

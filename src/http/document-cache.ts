@@ -11,7 +11,7 @@ import { LRUCache } from 'lru-cache';
  * Heap bytes one parsed token holds (its Token, its share of the AST nodes and their locations),
  * measured on graphql 16 with documents from 9 to 1,000 tokens: 290 to 500. Rounded up.
  */
-export const BYTES_PER_TOKEN = 512;
+const BYTES_PER_TOKEN = 512;
 /** A parse error: the GraphQLError with its location, beside the source it keeps. */
 const BYTES_PER_ERROR = 2_048;
 /** Parse errors get this share of DOCUMENT_CACHE_BYTES, parsed documents the rest. */

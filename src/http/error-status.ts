@@ -14,7 +14,7 @@ export const actionStatusOf: Record<ErrorCode, number> = {
 };
 
 /** Retry-After carries whole seconds; anything sooner than a second is 1. */
-export function retryAfterSeconds(retryAfterMs: number): number {
+function retryAfterSeconds(retryAfterMs: number): number {
   return Math.max(1, Math.ceil(retryAfterMs / 1000));
 }
 

@@ -22,7 +22,7 @@ import Negotiator from 'negotiator';
  * - The page has an ETag with `no-cache`: a reload of the same URL is a bodiless 304, and a
  *   restart with another configuration (other headers, another build) is seen at once.
  */
-export const GRAPHIQL_PATH = '/graphiql';
+const GRAPHIQL_PATH = '/graphiql';
 const ASSETS_PATH = `${GRAPHIQL_PATH}/assets/`;
 
 const brotli = promisify(zlib.brotliCompress);
@@ -149,7 +149,7 @@ const ICON_MAX_PIXELS = 48;
  * The images of an ICO file up to ICON_MAX_PIXELS wide: Yoga's icon also holds 64 to 256 pixel
  * images, 113 KB where a tab needs 15. Anything that does not read as an ICO is kept as it is.
  */
-export function smallIconImages(ico: Buffer): Buffer {
+function smallIconImages(ico: Buffer): Buffer {
   const HEADER = 6;
   const ENTRY = 16;
   if (ico.length < HEADER || ico.readUInt16LE(0) !== 0 || ico.readUInt16LE(2) !== 1) return ico;

@@ -11,7 +11,7 @@ export const DEMO_HEADERS = {
 export const DEMO_CONTRACT_ID = '11111111-1111-4111-8111-111111111111';
 
 /** Where the walkthrough's ConfirmCheckout takes the order id CheckoutWith3DS answered. */
-export const ORDER_ID_PLACEHOLDER = 'paste the order id from CheckoutWith3DS';
+const ORDER_ID_PLACEHOLDER = 'paste the order id from CheckoutWith3DS';
 
 const DEFAULT_QUERY = `# Headers (below) act as the demo member of tenant "acme". Put the cursor in an
 # operation and press Ctrl+Enter (or pick it from the run button's list); each

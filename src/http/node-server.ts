@@ -37,7 +37,7 @@ export class DrainState {
   }
 }
 
-export interface DrainOptions {
+interface DrainOptions {
   /**
    * How long to go on accepting once /ready fails: a load balancer's time to see it and stop
    * sending (SHUTDOWN_GRACE_MS). 0 when nothing routes by /ready (an HTTP process the cluster's
@@ -54,7 +54,7 @@ export interface DrainOptions {
   failReady?: boolean;
 }
 
-export interface DrainReport {
+interface DrainReport {
   /** Connections still open when the drain's time ran out, closed by force. */
   forced: number;
 }

@@ -23,7 +23,7 @@ import { useTrustedDocuments } from './plugins/trusted-documents.js';
 import { useValidationCache } from './plugins/validation-cache.js';
 
 /** What the HTTP layer hands to Yoga: the request's report; on /actions the session from Hasura's body, already authenticated. */
-export interface ServerContext extends IdentifiedContext, ReportingServerContext {
+interface ServerContext extends IdentifiedContext, ReportingServerContext {
   actionSessionVariables?: Record<string, unknown>;
 }
 
@@ -41,7 +41,7 @@ function identify(services: AppServices) {
  * One GraphQL context per request: the session and deadline admission decided on (see
  * plugins/admission-gate.ts), the client's signal, the runners on the root pool.
  */
-export function operationContext(services: AppServices) {
+function operationContext(services: AppServices) {
   const { log } = services;
   const database = databaseRunners(services.pool, services.transactions);
   return ({ request, identified, report }: ServerContext & { request: Request }): Context => {

@@ -4,7 +4,7 @@ import { parseEnv } from 'node:util';
 import { ConfigError } from '../core/config/error.js';
 
 /** The file read when ENV_FILE names none: `.env` in the current folder (npm runs scripts from the project's root). */
-export const DEFAULT_ENV_FILE = '.env';
+const DEFAULT_ENV_FILE = '.env';
 
 /**
  * Reads a `.env` file into `env` before the configuration is read: every entry point calls it

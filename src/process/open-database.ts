@@ -13,7 +13,7 @@ import type { Logger } from '../core/logger.js';
 import { untraced } from '../core/tracing.js';
 import { assertTimeZoneKnown } from '../features/coupons/period.js';
 
-export const PROJECT_ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const PROJECT_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const DEFAULT_DATA_DIR = path.join(PROJECT_ROOT, '.data', 'postgres');
 
 /**
@@ -37,7 +37,7 @@ export interface OpenedDatabase {
  * current schema and never change it (a ledger check pointed at the wrong database must not create
  * tables there); adoption brings its own migrations.
  */
-export type SchemaPolicy = 'migrate' | 'require-current' | 'leave';
+type SchemaPolicy = 'migrate' | 'require-current' | 'leave';
 
 export interface OpenDatabaseOptions {
   config: AppConfig;

@@ -14,7 +14,7 @@ export interface AdmissionOptions {
 }
 
 /** The share of callers without a session (docs/design.md §8). */
-export interface AnonymousShare {
+interface AnonymousShare {
   /** Their operations executing at once, together (ANONYMOUS_MAX_IN_FLIGHT). */
   maxInFlight: number;
   /** Their operations waiting, together (ANONYMOUS_QUEUE_MAX). */
@@ -64,7 +64,7 @@ const INITIAL_SERVICE_MS = 20;
 const SERVICE_EWMA_WEIGHT = 0.1;
 
 /** The group of every caller without a session; its members are client addresses. */
-export const ANONYMOUS_GROUP = 'anonymous';
+const ANONYMOUS_GROUP = 'anonymous';
 
 /**
  * Fair admission of GraphQL operations, at two levels. At most `capacity` operations execute at
@@ -293,7 +293,7 @@ export function admissionKey(session: Session | null, clientAddress: string): Ad
   return { group: `tenant:${session.tenantId}`, member: `${session.role}:${session.userId ?? ''}` };
 }
 
-/** How the server admits operations (AppServices.algorithms); the fairness tests stand a first-come line in for it. */
+/** How the server admits operations (a stand-in of buildServices); the fairness tests stand a first-come line in for it. */
 export type AdmissionPolicy = (options: AdmissionOptions) => Admission;
 
 export const fairAdmission: AdmissionPolicy = (options) => new FairAdmission(options);

@@ -47,7 +47,7 @@ export interface StandIns {
  * Checkout's payment provider: Stripe with STRIPE_SECRET_KEY; without it the simulated one in
  * development, and none elsewhere (checkout then refuses, and start-up says so).
  */
-export function paymentProviderOf(config: AppConfig): PaymentProvider | null {
+function paymentProviderOf(config: AppConfig): PaymentProvider | null {
   const { secretKey, apiUrl } = config.payments;
   if (secretKey !== null) return stripeProvider({ secretKey, apiUrl });
   return config.process.development ? simulatedProvider() : null;

@@ -16,7 +16,7 @@ import { waitFor } from './wait.js';
  */
 
 /** The server process's environment: the stub, the test backend's database, and what the case adds. */
-export const serverEnv = (backend: TestBackend, stub: StripeStub, extra: Record<string, string> = {}) =>
+const serverEnv = (backend: TestBackend, stub: StripeStub, extra: Record<string, string> = {}) =>
   stubPayments(stub, { DATABASE_URL: backend.databaseUrl, RUN_WORKERS: 'false', ...extra });
 
 export const startCheckoutServer = (backend: TestBackend, stub: StripeStub, extra: Record<string, string> = {}) =>

@@ -198,7 +198,7 @@ export const FAULT_SETTINGS = { PAYMENTS_TIMEOUT_MS: '2000', PAYMENTS_RECONCILE_
 export const STUB_SLOW_MS = 3_000;
 
 /** The payment methods of the fault scenario: each with the outcome it ends in, once everything is settled. */
-export const FAULT_METHODS = [
+const FAULT_METHODS = [
   'pm_card_visa',
   'pm_card_chargeDeclined',
   // Executes past PAYMENTS_TIMEOUT_MS: the charge is made after the request gave up.

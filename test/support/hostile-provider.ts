@@ -18,7 +18,7 @@ export interface HostileRequest {
   fields: Record<string, string>;
 }
 
-export type HostileAnswer =
+type HostileAnswer =
   | { kind: 'json'; status?: number; body: unknown }
   /** A 200 that begins like `body` and goes on with `bytes` of padding inside a string. */
   | { kind: 'huge'; body: Record<string, unknown>; bytes: number }

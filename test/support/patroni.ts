@@ -17,7 +17,7 @@ import { spawnRecorded } from './processes.js';
 
 const execFileAsync = promisify(execFile);
 
-export const PG_BIN_DIR = process.env['PATRONI_PG_BIN_DIR'] ?? '/usr/lib/postgresql/15/bin';
+const PG_BIN_DIR = process.env['PATRONI_PG_BIN_DIR'] ?? '/usr/lib/postgresql/15/bin';
 const PATRONI = '/usr/bin/patroni';
 const PATRONICTL = '/usr/bin/patronictl';
 const ETCD = '/usr/bin/etcd';
@@ -54,7 +54,7 @@ export interface PatroniNode {
   process: ChildProcess | null;
 }
 
-export interface Member {
+interface Member {
   name: string;
   role: string;
   state: string;

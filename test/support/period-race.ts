@@ -41,7 +41,7 @@ export interface PeriodRaceShape {
   budgetLeaseCoupons: number;
 }
 
-export interface Answer {
+interface Answer {
   campaignId: string;
   memberId: string;
   /** The client's clock: epoch ms when the request was sent and when its answer came. */

@@ -27,7 +27,7 @@ export function spawnRecorded(command: string, args: readonly string[], options:
 }
 
 /** Records a process spawned with `detached: true`; a process without a pid (spawn failed) has nothing to end. */
-export function recordProcess(child: ChildProcess): ChildProcess {
+function recordProcess(child: ChildProcess): ChildProcess {
   if (child.pid === undefined) return child;
   const startTime = statOf(child.pid)?.startTime;
   if (startTime === undefined) return child; // already gone

@@ -13,7 +13,7 @@ import {
 } from 'graphql';
 
 /** A value of the type that coerces: what a client would send, with every optional field left out. */
-export function sampleValue(type: GraphQLInputType): unknown {
+function sampleValue(type: GraphQLInputType): unknown {
   if (isNonNullType(type)) return sampleValue(type.ofType);
   if (isListType(type)) return [sampleValue(type.ofType)];
   if (isInputObjectType(type)) {

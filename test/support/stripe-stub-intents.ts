@@ -65,7 +65,7 @@ const DECLINES: Record<string, string> = {
 };
 const PAYS = new Set(['pm_card_visa', 'pm_card_mastercard', 'pm_card_jp']);
 /** Cards that ask for 3-D Secure on every payment. */
-export const AUTHENTICATES = new Set(['pm_card_threeDSecure2Required', 'pm_card_authenticationRequired']);
+const AUTHENTICATES = new Set(['pm_card_threeDSecure2Required', 'pm_card_authenticationRequired']);
 
 export const stripeError = (status: number, error: Record<string, unknown>): Answer => ({ status, body: { error } });
 

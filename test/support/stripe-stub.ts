@@ -3,7 +3,6 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { listenOnLoopback, type LoopbackServer } from './ports.js';
 import {
-  AUTHENTICATES,
   chargeJson,
   intentJson,
   refundJson,
@@ -16,8 +15,6 @@ import {
   type StubRefund,
 } from './stripe-stub-intents.js';
 import { StubWebhooks } from './stripe-stub-webhooks.js';
-
-export type { StubCharge, StubIntent, StubRefund };
 
 /**
  * A local server that speaks Stripe's API as far as checkout uses it (form-encoded, Bearer key,
@@ -44,7 +41,7 @@ export type { StubCharge, StubIntent, StubRefund };
  * `hold()` holds the next request before it executes, for a test to act (or kill the server) meanwhile.
  */
 
-export type Fault = 'slow' | 'lost502' | 'reset' | 'error500';
+type Fault = 'slow' | 'lost502' | 'reset' | 'error500';
 /** `list-refunds`: one PaymentIntent's refunds; `account-refunds`: the account's, by creation time (the reconciler's sweep). */
 export type CallKind = 'create' | 'lookup' | 'cancel' | 'search' | 'refund' | 'list-refunds' | 'account-refunds';
 
@@ -121,7 +118,7 @@ function send(response: ServerResponse, answer: Answer) {
 }
 
 /** The fault and its count a payment method carries, and the method itself. */
-export function parseFault(method: string): { method: string; fault: Fault | null; times: number } {
+function parseFault(method: string): { method: string; fault: Fault | null; times: number } {
   const match = /^(.*)__(slow|lost502|reset|error500)(?:_(\d+))?$/.exec(method);
   if (!match) return { method, fault: null, times: 0 };
   const fault = match[2] as Fault;
@@ -309,6 +306,3 @@ function unauthorized(request: IncomingMessage): Answer {
     message: `Invalid API Key provided: ${presented}\n    at authenticate (/srv/api/auth.rb:12:in 'check')`,
   });
 }
-
-/** The 3-D Secure test cards the stub knows. */
-export const THREE_D_SECURE_CARDS = [...AUTHENTICATES];

@@ -21,7 +21,7 @@ export interface Workers {
  * How long stopping waits for a pass in progress. A pass is itself bounded (PASS_DEADLINE_MS, the
  * client-side limit of each statement, the webhook's timeout); a shutdown need not wait all of it.
  */
-export const WORKERS_STOP_LIMIT_MS = 5_000;
+const WORKERS_STOP_LIMIT_MS = 5_000;
 
 /**
  * Runs `pass` again and again: at once while it reports more work, otherwise after `intervalMs`.
@@ -107,7 +107,7 @@ async function reportDeadEvents(services: AppServices): Promise<void> {
 }
 
 /** Payments one reconciler pass resends at most: each is a call of up to PAYMENTS_TIMEOUT_MS, made side by side. */
-export const RECONCILE_BATCH = 50;
+const RECONCILE_BATCH = 50;
 
 /** The reconciler's dependencies, on the background loops' connections; null without a payment provider. */
 export function reconcileDeps(services: AppServices): ReconcileDeps | null {

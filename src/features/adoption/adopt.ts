@@ -11,7 +11,7 @@ import { DEFAULT_MONTHLY_CAP_YEN } from '../tenants/service.js';
  * completely or leaves the database as it was.
  */
 
-export const LEGACY_SCHEMA = 'legacy';
+const LEGACY_SCHEMA = 'legacy';
 const LEGACY_TABLES = ['campaigns', 'issued_coupons', 'contract_documents'] as const;
 /** Legacy names the project does not use itself: always legacy wherever they are found in public. */
 const LEGACY_ONLY = new Set(['issued_coupons']);

@@ -2,7 +2,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Slots } from '../../db/prepared.js';
 import type { AuditLogRow, DB } from '../../db/schema.js';
 
-export interface AuditEntry {
+interface AuditEntry {
   tenantId: string;
   actorUserId: string | null;
   role: string;

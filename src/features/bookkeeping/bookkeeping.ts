@@ -19,7 +19,7 @@ export type FinishOfResult = Pick<FinishValues, 'entityIds'> & Partial<Pick<Fini
  *
  * @example sql`with ${finishCtes(p, true, sql`true`)} select`
  */
-export function finishCtes(p: Slots<FinishValues>, keyed: boolean, when: RawBuilder<unknown>) {
+function finishCtes(p: Slots<FinishValues>, keyed: boolean, when: RawBuilder<unknown>) {
   return keyed ? sql`${auditRowCte(p, when)}, ${storedResponseCte(p, when)}` : auditRowCte(p, when);
 }
 

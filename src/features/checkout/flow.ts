@@ -11,7 +11,7 @@ import { reconcileOnce, type ReconcileDeps, type ReconcilePass } from './reconci
 import { reserveOrder, type CheckoutRequest, type Reservation } from './reserve.js';
 import { handleStripeEvent, type WebhookDeps, type WebhookResult } from './webhook.js';
 
-export type CheckoutStatus = 'PAID' | 'DECLINED' | 'PENDING' | 'REQUIRES_ACTION' | 'COUPON_UNAVAILABLE';
+type CheckoutStatus = 'PAID' | 'DECLINED' | 'PENDING' | 'REQUIRES_ACTION' | 'COUPON_UNAVAILABLE';
 
 /** The answer of a checkout (and of confirmCheckout). PENDING is an answer, not an error: the outcome is not known yet. */
 export interface CheckoutResult {
@@ -28,7 +28,7 @@ export function resultOf(order: Order): CheckoutResult {
   return { status, order, clientSecret: null };
 }
 
-export interface ReserveDeps {
+interface ReserveDeps {
   provider: PaymentProvider;
   timeoutMs: number;
 }

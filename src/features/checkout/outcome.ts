@@ -5,7 +5,7 @@ import type { Logger } from '../../core/logger.js';
 import type { DB } from '../../db/schema.js';
 import { SqlState, sqlStateOf } from '../../db/sqlstate.js';
 import type { PaymentAnswer, PaymentProvider, ReportedIntent } from '../payments/provider.js';
-import { currentOrder, type Order } from './orders.js';
+import type { Order } from './orders.js';
 import { recordDeclined, recordLearned, recordNoOutcome, recordPaid, recordRequiresAction, setPaymentAside } from './record.js';
 import { clientSecretOf, failureCodeOf, intentMismatch } from './verify.js';
 
@@ -177,9 +177,4 @@ export async function settleAnswer(
   }
   const failureCode = failureCodeOf(answer.failureCode) ?? carried.failureCode;
   return settleIntent(deps, payment, answer.intent as ReportedIntent & { id: string }, { ...carried, failureCode });
-}
-
-/** The order as committed, for an answer that recorded nothing. */
-export function orderNow(deps: Pick<OutcomeDeps, 'inTransaction'>, payment: PaymentInHand): Promise<Order> {
-  return deps.inTransaction((trx) => currentOrder(trx, payment.tenantId, payment.orderId));
 }

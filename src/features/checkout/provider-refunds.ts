@@ -20,13 +20,13 @@ import { intentMismatch, isUuid, orderNamedBy, REFUND_ID } from './verify.js';
  */
 
 /** What one list came to for its order: refunds recorded now, and why listed ones were not believed (logged). */
-export interface ListedRefunds {
+interface ListedRefunds {
   recorded: number;
   refused: string[];
 }
 
 /** The order a list of refunds is recorded against, and its PaymentIntent. */
-export interface RefundedOrder {
+interface RefundedOrder {
   tenantId: string;
   orderId: string;
   intentId: string;
@@ -172,7 +172,7 @@ export async function recordOrderRefunds(deps: RefundSyncDeps, intent: ReportedI
  * on a busy machine at every sweep (its refunds never recorded). Oldest first, so what a failed
  * chunk leaves is the newest, and is asked for again.
  */
-export const REFUNDS_PER_TRANSACTION = 100;
+const REFUNDS_PER_TRANSACTION = 100;
 
 async function recordInChunks(deps: RefundSyncDeps, order: RefundedOrder, refunds: ReportedRefund[]): Promise<RefundSync> {
   const sorted = oldestFirst(refunds);

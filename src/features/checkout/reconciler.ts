@@ -12,7 +12,7 @@ import { sweepRefunds } from './refund-sweep.js';
 import { paymentStats } from './stats.js';
 import { intentMismatch } from './verify.js';
 
-export interface ReconcileOptions {
+interface ReconcileOptions {
   /** PAYMENTS_TIMEOUT_MS: one call's limit. */
   timeoutMs: number;
   /** PAYMENTS_RECONCILE_AFTER_MS: the first look's wait, doubled for each look after it. */
@@ -56,7 +56,7 @@ export interface ReconcilePass {
 /** A pass never runs longer than this (its statements' limit); the calls have PAYMENTS_TIMEOUT_MS each. */
 export const PASS_DEADLINE_MS = 10_000;
 /** The longest wait between two looks at one payment. */
-export const LONGEST_RESEND_WAIT_MS = 3_600_000;
+const LONGEST_RESEND_WAIT_MS = 3_600_000;
 /** How often the same count of payments set aside is logged again. */
 const REPORT_AGAIN_MS = 10 * 60_000;
 
@@ -73,7 +73,7 @@ interface DuePayment {
 }
 
 /** A payment as the reconciler claimed it, and whether its customer's time to authenticate is over. */
-export interface ClaimedPayment extends PendingPayment {
+interface ClaimedPayment extends PendingPayment {
   actionExpired: boolean;
   resends: number;
 }
@@ -130,7 +130,7 @@ const toClaimed = (due: DuePayment): ClaimedPayment => ({
 });
 
 /** The reconciler's way of recording: the background connections, a pass's deadline, every call its full limit. */
-export function backgroundOutcomeDeps(deps: ReconcileDeps): OutcomeDeps {
+function backgroundOutcomeDeps(deps: ReconcileDeps): OutcomeDeps {
   return {
     provider: deps.provider,
     inTransaction: async (work) =>
@@ -148,7 +148,7 @@ export function backgroundOutcomeDeps(deps: ReconcileDeps): OutcomeDeps {
 const NOTHING_SETTLED: Settlement = { order: null, requiresAction: false, clientSecret: null };
 
 /** The failure code of an order whose payment, searched for after its key's lifetime, was never made. */
-export const NO_PAYMENT_FOUND = 'no_payment_found';
+const NO_PAYMENT_FOUND = 'no_payment_found';
 
 /**
  * The PaymentIntents a search found for an order, the one that says most first (a charge, then one

@@ -30,7 +30,7 @@ export const SWEEP_PAGES = 10;
  * same second, or committed at Stripe a moment after it was stamped, may be listed after the sweep
  * read. What is read again and known costs one indexed look-up per PaymentIntent.
  */
-export const SWEEP_OVERLAP_SECONDS = 120;
+const SWEEP_OVERLAP_SECONDS = 120;
 
 export interface SweepDeps {
   /** The background loops' connections. */

@@ -35,7 +35,7 @@ export interface RefundReservation {
   refund: RefundRequest;
 }
 
-export const refundKeyOf = (refundId: string) => `refund-${refundId}`;
+const refundKeyOf = (refundId: string) => `refund-${refundId}`;
 
 /** What refundOrder's audit row names: the order and the refund. */
 export const refundEntities = (reservation: RefundReservation): string[] => [reservation.order.id, reservation.refund.refundId];
@@ -97,7 +97,7 @@ async function recordRefunded(trx: Transaction<DB>, request: RefundRequest, prov
 }
 
 /** The failure code of a refund whose provider refund id another refund of the order records: it counts there. */
-export const ALREADY_RECORDED = 'already_recorded';
+const ALREADY_RECORDED = 'already_recorded';
 
 /** Refused by the provider for good: no refund was made, and its reservation is given back. */
 async function recordRefundFailed(trx: Transaction<DB>, request: RefundRequest, failureCode: string): Promise<Order> {

@@ -37,7 +37,7 @@ export interface WebhookDeps {
   counted(result: WebhookOutcome): void;
 }
 
-export type WebhookOutcome = 'acted' | 'repeat' | 'ignored' | 'refused' | 'busy' | 'off';
+type WebhookOutcome = 'acted' | 'repeat' | 'ignored' | 'refused' | 'busy' | 'off';
 
 export interface WebhookResult {
   status: number;
@@ -59,9 +59,6 @@ const PAYMENT_EVENTS: readonly string[] = [
  * API version) say the same of one refund.
  */
 const REFUND_EVENTS: readonly string[] = ['charge.refunded', 'refund.created', 'refund.updated'];
-
-/** The events this server acts on (the ones to enable on the dashboard's endpoint); Stripe's other events are recorded and answered. */
-export const STRIPE_EVENTS = [...PAYMENT_EVENTS, ...REFUND_EVENTS];
 
 /** A second delivery of an event finds the first one acting for this long before it may act in its place. */
 const CLAIM_HELD_SECONDS = 30;
@@ -235,7 +232,7 @@ export function webhookDeps(parts: WebhookParts): WebhookDeps {
  * for up to three days, and a repeat older than this would find no record (and act on nothing new:
  * the order it names is settled).
  */
-export const PROVIDER_EVENTS_KEPT_DAYS = 30;
+const PROVIDER_EVENTS_KEPT_DAYS = 30;
 
 /** One retention batch of handled events past PROVIDER_EVENTS_KEPT_DAYS; how many were deleted. */
 export async function deleteOldProviderEvents(trx: Transaction<DB>, limit: number): Promise<number> {

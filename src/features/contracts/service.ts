@@ -19,7 +19,7 @@ export interface Contract {
 }
 
 /** Document numbers are eight digits; a tenant's first document gets this one. */
-export const FIRST_DOC_NUMBER = 10_000_000;
+const FIRST_DOC_NUMBER = 10_000_000;
 
 const toContract = (row: ContractRow): Contract => ({
   id: row.id,
@@ -40,7 +40,7 @@ const toDocument = (row: ContractDocumentRow): ContractDocument => ({
  *
  * @example const contract = await insertContract(trx, tenantId, 'Lease 2027')
  */
-export async function insertContract(trx: Transaction<DB>, tenantId: string, title: string): Promise<Contract> {
+async function insertContract(trx: Transaction<DB>, tenantId: string, title: string): Promise<Contract> {
   const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', tenantId).executeTakeFirst();
   if (!tenant) throw notFound('Tenant');
   const row = await trx.insertInto('contracts').values({ tenant_id: tenantId, title }).returningAll().executeTakeFirstOrThrow();
@@ -76,7 +76,7 @@ export async function takeNextDocNumber(trx: Transaction<DB>, tenantId: string):
  *
  * @example const document = await createContractDocument(trx, tenantId, contractId)
  */
-export async function createContractDocument(trx: Transaction<DB>, tenantId: string, contractId: string): Promise<ContractDocument> {
+async function createContractDocument(trx: Transaction<DB>, tenantId: string, contractId: string): Promise<ContractDocument> {
   const contract = await trx
     .selectFrom('contracts')
     .select('id')

@@ -14,7 +14,7 @@ export interface BudgetChangeRequest {
   budgetYen: number;
 }
 
-export type BudgetChangeStatus = 'CHANGED' | 'BELOW_ISSUED';
+type BudgetChangeStatus = 'CHANGED' | 'BELOW_ISSUED';
 
 export interface BudgetChangeResult {
   status: BudgetChangeStatus;

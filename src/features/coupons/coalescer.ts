@@ -44,12 +44,13 @@ export interface LineIssue {
 /** What the line did with an issue: its row, decided in a batch, or what `alone` answered when it ran in a statement of its own. */
 export type Coalesced<A> = { row: IssueRow } | { ran: A };
 
-/** How a waiting member's turn came: it leads the next batch, its row was decided in a batch, it runs alone, or the batch's answer was lost. */
-type Turn = { kind: 'lead'; batch: Waiting[] } | { kind: 'decided'; row: IssueRow } | { kind: 'alone' } | { kind: 'lost'; error: unknown };
+/** What the line tells a waiting issue: it leads the next batch, its row was decided in a batch, it runs alone, or the batch's answer was lost. */
+type LineWord =
+  { kind: 'lead'; batch: Waiting[] } | { kind: 'decided'; row: IssueRow } | { kind: 'alone' } | { kind: 'lost'; error: unknown };
 
 interface Waiting {
   issue: LineIssue;
-  turn: (turn: Turn) => void;
+  tell: (word: LineWord) => void;
 }
 
 /**
@@ -136,24 +137,24 @@ export class IssueCoalescer {
         this.next(tenant);
       }
     }
-    const waitForTurn = () => new Promise<Turn>((resolve) => line.waiting.push({ issue, turn: resolve }));
-    const { value: turn, back } = await issue.turn.stepOut(waitForTurn);
-    switch (turn.kind) {
+    const waitForWord = () => new Promise<LineWord>((resolve) => line.waiting.push({ issue, tell: resolve }));
+    const { value: word, back } = await issue.turn.stepOut(waitForWord);
+    switch (word.kind) {
       case 'decided':
-        return { row: turn.row };
+        return { row: word.row };
       case 'lost':
-        throw turn.error;
+        throw word.error;
       case 'alone':
         if (!back) throw turnNotBack();
         return { ran: await alone() };
       case 'lead':
         if (!back) {
           // Without a turn the leader sends nothing: its batch's members run alone, and the line moves on.
-          for (const waiting of turn.batch.slice(1)) waiting.turn({ kind: 'alone' });
+          for (const waiting of word.batch.slice(1)) waiting.tell({ kind: 'alone' });
           this.next(tenant);
           throw turnNotBack();
         }
-        return this.lead(tenant, turn.batch, alone);
+        return this.lead(tenant, word.batch, alone);
     }
   }
 
@@ -191,15 +192,15 @@ export class IssueCoalescer {
     line.waiting = rest;
     line.inFlight++;
     this.counts.sizes[batch.length] = (this.counts.sizes[batch.length] ?? 0) + 1;
-    batch[0]!.turn({ kind: 'lead', batch });
+    batch[0]!.tell({ kind: 'lead', batch });
   }
 
-  /** Runs the batch on the leader's connection (batch[0]), hands each member its turn, and returns the leader's own answer. */
+  /** Runs the batch on the leader's connection (batch[0]), tells each member its row or to run alone, and returns the leader's own answer. */
   private async lead<A>(tenant: string, batch: Waiting[], alone: () => Promise<A>): Promise<Coalesced<A>> {
     const [leader] = batch as [Waiting, ...Waiting[]];
     if (batch.length < MIN_BATCH) {
       // Too few to pay for the batch's statement: each runs alone, side by side, and the leader's holds the line.
-      for (const waiting of batch) if (waiting !== leader) waiting.turn({ kind: 'alone' });
+      for (const waiting of batch) if (waiting !== leader) waiting.tell({ kind: 'alone' });
       try {
         return { ran: await alone() };
       } finally {
@@ -221,13 +222,13 @@ export class IssueCoalescer {
     } catch (error) {
       this.next(tenant);
       if (isPrimaryGone(error)) {
-        for (const waiting of batch) if (waiting !== leader) waiting.turn({ kind: 'lost', error });
+        for (const waiting of batch) if (waiting !== leader) waiting.tell({ kind: 'lost', error });
         throw error;
       }
       // The batch failed whole and kept nothing: each member runs alone, as it would have without batching.
       this.counts.failed++;
       this.onFailedBatch();
-      for (const waiting of batch) if (waiting !== leader) waiting.turn({ kind: 'alone' });
+      for (const waiting of batch) if (waiting !== leader) waiting.tell({ kind: 'alone' });
       return { ran: await alone() };
     }
     this.next(tenant);
@@ -236,7 +237,7 @@ export class IssueCoalescer {
       this.shapes.learnFrom(waiting.issue, rows[i]!);
       const row = decided(rows[i]!);
       if (waiting === leader) own = row;
-      else waiting.turn(row ? { kind: 'decided', row } : { kind: 'alone' });
+      else waiting.tell(row ? { kind: 'decided', row } : { kind: 'alone' });
     });
     return own ? { row: own } : { ran: await alone() };
   }

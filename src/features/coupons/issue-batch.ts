@@ -26,7 +26,7 @@ export interface BatchMember {
 }
 
 /** What a member's row may answer besides one issue's: ALONE, it was not decided here and runs again in a statement of its own. */
-export type MemberOutcome = Outcome | 'ALONE';
+type MemberOutcome = Outcome | 'ALONE';
 
 export interface MemberRow extends Omit<IssueRow, 'outcome'> {
   /** The member's place in the batch, from 1. */

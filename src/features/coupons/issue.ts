@@ -18,7 +18,7 @@ import type { BudgetLeases } from './leases.js';
  * or in a batch of its tenant's issues (coalescer.ts).
  */
 
-export type IssueStatus = 'ISSUED' | 'ALREADY_ISSUED' | 'NOT_STARTED' | 'ENDED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED';
+type IssueStatus = 'ISSUED' | 'ALREADY_ISSUED' | 'NOT_STARTED' | 'ENDED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED';
 
 export interface Coupon {
   id: string;

@@ -28,7 +28,7 @@ export interface CouponWithStatus extends Coupon {
  *
  * @example couponStatusOf(row) // 'AVAILABLE'
  */
-export function couponStatusOf(row: CouponStatusColumns): CouponStatus {
+function couponStatusOf(row: CouponStatusColumns): CouponStatus {
   if (row.voided_at !== null) return 'VOIDED';
   if (row.redeemed_at !== null) return 'REDEEMED';
   if (row.held_by_order_id !== null) return 'HELD';

@@ -4,7 +4,7 @@ import { RollbackAndReturn } from '../../db/transaction.js';
 import { notFound } from '../../core/errors.js';
 import { couponExpired, findMemberCouponById, toCoupon, type CouponWithStatus } from './member-coupons.js';
 
-export type RedeemStatus = 'REDEEMED' | 'ALREADY_REDEEMED' | 'VOIDED' | 'HELD' | 'EXPIRED';
+type RedeemStatus = 'REDEEMED' | 'ALREADY_REDEEMED' | 'VOIDED' | 'HELD' | 'EXPIRED';
 
 export interface RedeemResult {
   status: RedeemStatus;
@@ -20,7 +20,7 @@ export interface RedeemResult {
  */
 export const redeemEntities = ({ coupon }: RedeemResult): string[] => [coupon.id, coupon.campaignId];
 
-export interface RedeemRequest {
+interface RedeemRequest {
   tenantId: string;
   /** The session's member: only the coupon's owner redeems it. */
   memberId: string;
@@ -54,7 +54,7 @@ type RedeemedColumns = Pick<
  *
  * @example await redeemCoupon(trx, { tenantId, memberId, couponId, now: new Date() })
  */
-export async function redeemCoupon(trx: Transaction<DB>, request: RedeemRequest): Promise<RedeemResult> {
+async function redeemCoupon(trx: Transaction<DB>, request: RedeemRequest): Promise<RedeemResult> {
   const { tenantId, memberId, couponId, now } = request;
   const redeemed = await sql<RedeemedColumns>`
     with redeemed as (

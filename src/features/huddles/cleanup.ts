@@ -92,7 +92,7 @@ export async function staleObjectives(
  *
  * @example const result = await cleanupObjective(trx, stale[0], staleAfterMs)
  */
-export async function cleanupObjective(trx: Transaction<DB>, objective: StaleObjective, staleAfterMs: number): Promise<CleanupResult> {
+async function cleanupObjective(trx: Transaction<DB>, objective: StaleObjective, staleAfterMs: number): Promise<CleanupResult> {
   const { tenantId, objectiveId } = objective;
   await lockObjective(trx, tenantId, objectiveId);
   const session = await activeSessionRow(trx, tenantId, objectiveId);

@@ -17,7 +17,7 @@ export interface HuddleSession {
   participants: Participant[];
 }
 
-export type HuddleStatus = 'JOINED' | 'ALREADY_JOINED' | 'HEARTBEAT_RECORDED' | 'LEFT' | 'NOT_IN_HUDDLE';
+type HuddleStatus = 'JOINED' | 'ALREADY_JOINED' | 'HEARTBEAT_RECORDED' | 'LEFT' | 'NOT_IN_HUDDLE';
 
 export interface HuddleResult {
   status: HuddleStatus;
@@ -97,7 +97,7 @@ async function startOrFindSession(trx: Transaction<DB>, tenantId: string, object
  *
  * @example await joinHuddle(trx, { tenantId, memberId, objectiveId })
  */
-export async function joinHuddle(trx: Transaction<DB>, { tenantId, memberId, objectiveId }: Member): Promise<HuddleResult> {
+async function joinHuddle(trx: Transaction<DB>, { tenantId, memberId, objectiveId }: Member): Promise<HuddleResult> {
   await lockObjective(trx, tenantId, objectiveId);
   const session = await startOrFindSession(trx, tenantId, objectiveId);
   const joined = await sql<{ fresh: boolean }>`
@@ -116,7 +116,7 @@ export async function joinHuddle(trx: Transaction<DB>, { tenantId, memberId, obj
  *
  * @example await heartbeatHuddle(trx, { tenantId, memberId, objectiveId })
  */
-export async function heartbeatHuddle(trx: Transaction<DB>, { tenantId, memberId, objectiveId }: Member): Promise<HuddleResult> {
+async function heartbeatHuddle(trx: Transaction<DB>, { tenantId, memberId, objectiveId }: Member): Promise<HuddleResult> {
   const updated = await sql<{ session_id: string }>`
     update huddle_participants p set last_heartbeat_at = now()
       from huddle_sessions s
@@ -136,7 +136,7 @@ export async function heartbeatHuddle(trx: Transaction<DB>, { tenantId, memberId
  *
  * @example await leaveHuddle(trx, { tenantId, memberId, objectiveId })
  */
-export async function leaveHuddle(trx: Transaction<DB>, { tenantId, memberId, objectiveId }: Member): Promise<HuddleResult> {
+async function leaveHuddle(trx: Transaction<DB>, { tenantId, memberId, objectiveId }: Member): Promise<HuddleResult> {
   await lockObjective(trx, tenantId, objectiveId);
   const session = await activeSessionRow(trx, tenantId, objectiveId);
   if (!session) return { status: 'NOT_IN_HUDDLE', session: null };

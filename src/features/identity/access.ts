@@ -35,7 +35,7 @@ const SCOPE_DESCRIPTIONS: Record<AccessScope, string> = {
   operator: 'the platform operator (role operator)',
 };
 
-export const NO_SCOPES: AccessScopes = { member: false, tenantAdmin: false, operator: false };
+const NO_SCOPES: AccessScopes = { member: false, tenantAdmin: false, operator: false };
 
 /**
  * The scopes a session holds. A session naming a tenant that does not exist holds none, so every

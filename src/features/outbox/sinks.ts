@@ -41,7 +41,7 @@ export function logSink(log: Logger): OutboxSink {
  *
  * @example const headers = signatureHeaders(signers, event.id, body)
  */
-export function signatureHeaders(signers: Webhook[], id: string, body: string, now = new Date()): Record<string, string> {
+function signatureHeaders(signers: Webhook[], id: string, body: string, now = new Date()): Record<string, string> {
   if (signers.length === 0) return {};
   const timestamp = new Date(Math.floor(now.getTime() / 1000) * 1000);
   return {

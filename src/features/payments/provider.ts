@@ -54,7 +54,7 @@ export type PaymentAnswer =
   | { kind: 'refused'; reason: string };
 
 /** The answer to a search of the provider's PaymentIntents by an order's id. */
-export type SearchAnswer =
+type SearchAnswer =
   { kind: 'found'; intents: ReportedIntent[] } | { kind: 'unknown'; reason: string } | { kind: 'refused'; reason: string };
 
 /** One refund, the same on every call about it. */

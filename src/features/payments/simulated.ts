@@ -11,7 +11,7 @@ import type {
 } from './provider.js';
 
 /** Stripe's test payment methods the simulated provider knows, and what each does. */
-export const SIMULATED_PAYMENT_METHODS: Readonly<Record<string, 'succeeds' | 'authenticates' | string>> = {
+const SIMULATED_PAYMENT_METHODS: Readonly<Record<string, 'succeeds' | 'authenticates' | string>> = {
   pm_card_visa: 'succeeds',
   pm_card_mastercard: 'succeeds',
   pm_card_jp: 'succeeds',
@@ -23,13 +23,13 @@ export const SIMULATED_PAYMENT_METHODS: Readonly<Record<string, 'succeeds' | 'au
 };
 
 /** The code Stripe gives a payment whose authentication failed. */
-export const AUTHENTICATION_FAILED = 'payment_intent_authentication_failure';
+const AUTHENTICATION_FAILED = 'payment_intent_authentication_failure';
 
 /** Keys and intents remembered at most; the oldest are forgotten first (a development server runs for hours, not months). */
 const KEPT = 100_000;
 
 /** How a person finishes or fails an authentication the simulated provider asked for (the development page). */
-export interface SimulatedAuthentication {
+interface SimulatedAuthentication {
   /** The payment a client secret belongs to, while it waits for its customer; null otherwise. */
   waiting(clientSecret: string): { intentId: string; amountYen: number } | null;
   /** As the customer's browser would: succeeded, or back to requires_payment_method with AUTHENTICATION_FAILED. */

@@ -26,7 +26,7 @@ export interface StripeOptions {
  * searches by), and no payment method that would redirect the customer away. A card that asks for
  * 3-D Secure answers `requires_action`: the customer's browser finishes it with the client secret.
  */
-export function paymentIntentParams(request: ChargeRequest): Stripe.PaymentIntentCreateParams {
+function paymentIntentParams(request: ChargeRequest): Stripe.PaymentIntentCreateParams {
   return {
     amount: request.amountYen,
     currency: 'jpy',
@@ -60,7 +60,7 @@ export function reportedIntent(raw: unknown): ReportedIntent {
 }
 
 /** A refund as received; its PaymentIntent is an id, or the object itself where the list expanded it. */
-export function reportedRefund(raw: unknown): ReportedRefund {
+function reportedRefund(raw: unknown): ReportedRefund {
   const refund = record(raw);
   const intent = refund['payment_intent'];
   const expanded = intent !== null && typeof intent === 'object';

@@ -24,10 +24,7 @@ const toTenant = (row: TenantRow): Tenant => ({
  *
  * @example const tenant = await insertTenant(trx, { id: 'shop-1', name: 'Shop', monthlyCapYen: 2000 })
  */
-export async function insertTenant(
-  trx: Transaction<DB>,
-  input: { id: string; name: string; monthlyCapYen: number },
-): Promise<Tenant | null> {
+async function insertTenant(trx: Transaction<DB>, input: { id: string; name: string; monthlyCapYen: number }): Promise<Tenant | null> {
   const row = await trx
     .insertInto('tenants')
     .values({ id: input.id, name: input.name, monthly_cap_yen: input.monthlyCapYen })

@@ -17,7 +17,7 @@ import {
 const CAMPAIGNS_PAGE_DEFAULT = 100;
 const CAMPAIGNS_PAGE_MAX = 500;
 
-export const CampaignType = builder.objectRef<Campaign>('Campaign').implement({
+const CampaignType = builder.objectRef<Campaign>('Campaign').implement({
   fields: (t) => ({
     id: t.exposeID('id'),
     name: t.exposeString('name'),

@@ -61,7 +61,7 @@ const documentsLoader = createContextCache(
     ),
 );
 
-export const ContractDocumentType = builder.objectRef<ContractDocument>('ContractDocument').implement({
+const ContractDocumentType = builder.objectRef<ContractDocument>('ContractDocument').implement({
   fields: (t) => ({
     id: t.expose('id', { type: 'UUID' }),
     contractId: t.expose('contractId', { type: 'UUID' }),
@@ -72,7 +72,7 @@ export const ContractDocumentType = builder.objectRef<ContractDocument>('Contrac
   }),
 });
 
-export const ContractType = builder.objectRef<Contract>('Contract').implement({
+const ContractType = builder.objectRef<Contract>('Contract').implement({
   fields: (t) => ({
     id: t.expose('id', { type: 'UUID' }),
     title: t.exposeString('title'),

@@ -11,7 +11,7 @@ import {
   type Tenant,
 } from '../../features/tenants/service.js';
 
-export const TenantType = builder.objectRef<Tenant>('Tenant').implement({
+const TenantType = builder.objectRef<Tenant>('Tenant').implement({
   fields: (t) => ({
     id: t.exposeID('id'),
     name: t.exposeString('name'),

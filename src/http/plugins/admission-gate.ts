@@ -8,7 +8,7 @@ import type { Session } from '../../features/identity/session.js';
 import { currentRequestScope } from '../../core/request-scope.js';
 
 /** Who an operation runs for and by when, decided before its document is read: what the context is built from. */
-export interface Identified {
+interface Identified {
   session: Session | null;
   /** Epoch ms after which the request gives up. */
   deadline: number;

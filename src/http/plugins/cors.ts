@@ -1,7 +1,7 @@
 import type { CORSOptions } from 'graphql-yoga';
 
 /** The response headers a browser page may read: ids to quote, the replay mark, when to retry. */
-export const EXPOSED_HEADERS = ['x-request-id', 'Idempotent-Replayed', 'Retry-After', 'traceparent'];
+const EXPOSED_HEADERS = ['x-request-id', 'Idempotent-Replayed', 'Retry-After', 'traceparent'];
 
 /**
  * CORS by allow-list (CORS_ORIGINS). A listed origin is answered with itself and credentials; an

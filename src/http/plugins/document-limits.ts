@@ -35,7 +35,7 @@ const selectionCounts = new WeakMap<DocumentNode, number>();
  * Fields, fragment spreads and inline fragments in every definition of the document, counted
  * without recursion (the token limit bounds the walk, not the stack).
  */
-export function selectionCount(document: DocumentNode): number {
+function selectionCount(document: DocumentNode): number {
   let count = selectionCounts.get(document);
   if (count === undefined) {
     count = countSelections(document);

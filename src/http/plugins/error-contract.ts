@@ -11,7 +11,7 @@ import { retryAfterHeader } from '../error-status.js';
 import type { ResultWatch } from './operation-checks.js';
 
 /** A GraphQLError made on purpose (a parse or validation error, ours), not one wrapping a thrown error. */
-export function isOriginalGraphQLError(error: unknown): error is GraphQLError {
+function isOriginalGraphQLError(error: unknown): error is GraphQLError {
   if (!(error instanceof GraphQLError)) return false;
   return error.originalError === undefined || error.originalError === null || error.originalError instanceof GraphQLError;
 }
@@ -120,7 +120,7 @@ export interface ErrorContractOptions {
 }
 
 /** What the contract needs of the request: its id for every error, its report for the outcome. */
-export interface ContractedRequest {
+interface ContractedRequest {
   requestId: string;
   report: RequestReport;
 }

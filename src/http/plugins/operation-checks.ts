@@ -4,7 +4,7 @@ import type { Context } from '../../graphql/context.js';
 import { operationOf } from '../operation.js';
 
 /** The operation about to execute, as every check reads it: its document, the operation that runs and the request's context. */
-export interface ExecutingOperation {
+interface ExecutingOperation {
   args: ExecutionArgs;
   document: DocumentNode;
   operation: OperationDefinitionNode | undefined;

@@ -10,7 +10,7 @@ import { actionDocuments } from '../action-documents.js';
 import { sessionOfRequest } from '../../features/identity/session.js';
 
 /** hash -> document, as graphql-codegen's client preset writes persisted-documents.json (hashes kept bare). */
-export type TrustedManifest = Map<string, string>;
+type TrustedManifest = Map<string, string>;
 
 /**
  * A document's hash without the algorithm prefix. The client preset from version 5 writes and
@@ -18,7 +18,7 @@ export type TrustedManifest = Map<string, string>;
  */
 const bareHash = (hash: string) => (hash.startsWith('sha256:') ? hash.slice('sha256:'.length) : hash);
 
-export function readTrustedManifest(path: string): TrustedManifest {
+function readTrustedManifest(path: string): TrustedManifest {
   let parsed: unknown;
   try {
     parsed = JSON.parse(readFileSync(path, 'utf8'));

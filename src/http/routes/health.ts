@@ -22,7 +22,7 @@ export interface ReadinessInputs {
  * connection being opened could outlast it. Just under a second, so that a first check that opens
  * its connection in time on a busy machine still answers 200.
  */
-export const READY_FIRST_CHECK_WAIT_MS = 900;
+const READY_FIRST_CHECK_WAIT_MS = 900;
 
 /**
  * /ready: 200 while the database answered its last health check, 503 otherwise (a load

@@ -3,7 +3,7 @@ import type { SimulatedProvider } from '../../features/payments/simulated.js';
 import type { Route } from './route.js';
 
 /** Where a person finishes or fails the simulated provider's 3-D Secure step, in development. */
-export const SIMULATED_AUTHENTICATION_PATH = '/dev/authenticate';
+const SIMULATED_AUTHENTICATION_PATH = '/dev/authenticate';
 
 const CLIENT_SECRET = /^pi_sim_[0-9a-f]{24}_secret_[0-9a-f]{24}$/;
 

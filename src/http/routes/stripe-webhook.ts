@@ -4,7 +4,7 @@ import { BodyTooLargeError, readLimitedBody } from '../body.js';
 import { refusal } from '../refusals.js';
 import type { Route } from './route.js';
 
-export const STRIPE_WEBHOOK_PATH = '/webhooks/stripe';
+const STRIPE_WEBHOOK_PATH = '/webhooks/stripe';
 
 /**
  * POST /webhooks/stripe: Stripe's events, read as raw bytes (the signature is over them, not over

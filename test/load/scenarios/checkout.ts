@@ -40,13 +40,13 @@ export const DEFAULT_CARDS: CardMix = { paying: 0.7, declined: 0.2, threeDSecure
 export const THREE_D_SECURE_CARD = 'pm_card_authenticationRequired';
 
 /** How a customer's browser finishes a 3-D Secure step, given the PaymentIntent's client secret. */
-export type Authenticate = (clientSecret: string, result: 'succeed' | 'fail') => Promise<void>;
+type Authenticate = (clientSecret: string, result: 'succeed' | 'fail') => Promise<void>;
 
 /**
  * The simulated provider's page of a development server (`/dev/authenticate`, what the GraphiQL
  * walkthrough opens), answered as the customer's click would.
  */
-export function simulatedAuthentication(client: LoadClient): Authenticate {
+function simulatedAuthentication(client: LoadClient): Authenticate {
   return async (clientSecret, result) => {
     const response = await fetch(new URL('/dev/authenticate', client.url), {
       method: 'POST',

@@ -8,7 +8,7 @@ import { CreateCampaignDocument, CreateTenantDocument, IssueCouponDocument, type
 import type { GraphQLReply, LoadClient } from '../client.js';
 import { replyOutcome, undecided, violationsOf, type InvariantCheck, type LoadScenario } from '../scenario.js';
 
-export interface CampaignSpec {
+interface CampaignSpec {
   id: string;
   discountYen: number;
   budgetYen: number;
@@ -55,7 +55,7 @@ export function referenceScenario(runId: string, members = 300): CouponScenario 
 }
 
 /** A budget in yen as a campaign's name says it: 100000 is 100k, 10000000 is 10m, 6667 stays 6667. */
-export function budgetName(yen: number): string {
+function budgetName(yen: number): string {
   if (yen % 1_000_000 === 0) return `${yen / 1_000_000}m`;
   if (yen % 1_000 === 0) return `${yen / 1_000}k`;
   return String(yen);
@@ -149,7 +149,7 @@ export async function insertCouponScenario(db: Kysely<DB>, settings: Transaction
 }
 
 /** Deterministic shuffle (mulberry32), so a failing run can be repeated with its seed. */
-export function shuffle<T>(items: T[], seed: number): T[] {
+function shuffle<T>(items: T[], seed: number): T[] {
   let state = seed >>> 0;
   const random = () => {
     state = (state + 0x6d2b79f5) >>> 0;
@@ -231,7 +231,7 @@ export class RefusalProbe {
   }
 }
 
-export const ISSUE_COUPON_QUERY = print(IssueCouponDocument);
+const ISSUE_COUPON_QUERY = print(IssueCouponDocument);
 
 /** How the load sends each issue: to /graphql or as a Hasura action, with or without an Idempotency-Key. */
 export interface SendOptions {

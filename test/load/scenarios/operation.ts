@@ -23,7 +23,7 @@ export interface OperationSpec {
 export class OperationError extends Error {}
 
 /** Members by default: many enough that none writes near MEMBER_WRITE_RATE at the load tool's rates. */
-export const DEFAULT_OPERATION_MEMBERS = 100;
+const DEFAULT_OPERATION_MEMBERS = 100;
 
 /**
  * Reads `--document` (one operation, valid against schema/schema.graphql) and `--variables` (a

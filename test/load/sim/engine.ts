@@ -5,7 +5,7 @@
  * order events were scheduled.
  */
 
-export type Wait = { delay: number } | { acquire: Resource } | { compute: Cores; ms: number } | { until: Signal };
+type Wait = { delay: number } | { acquire: Resource } | { compute: Cores; ms: number } | { until: Signal };
 export type Process = Generator<Wait, void, void>;
 
 interface Event {
