@@ -9,7 +9,8 @@ import { CampaignShapes } from '../features/coupons/budget.js';
 import { IssueCoalescer } from '../features/coupons/coalescer.js';
 import { ConditionalIssuer, type CouponIssuer } from '../features/coupons/issue.js';
 import { BudgetLeases, productLeasing, type BudgetLeasing } from '../features/coupons/leases.js';
-import { splitCheckout, type CheckoutAlgorithm } from '../features/checkout/flow.js';
+import { Checkout } from '../features/checkout/checkout.js';
+import type { CheckoutAlgorithm } from '../features/checkout/flow.js';
 import { PaymentWaitingRoom } from '../features/checkout/waiting.js';
 import { couponRedeemer, type CouponRedeemer } from '../features/coupons/redeem.js';
 import type { Database } from '../db/database.js';
@@ -97,8 +98,8 @@ export interface AppServices {
   budgetSplit: BudgetSplit;
   /** changeCampaignBudget. */
   budgetChanger: BudgetChanger;
-  /** checkout, its webhook and its reconciler. */
-  checkout: CheckoutAlgorithm;
+  /** checkout, confirmCheckout, refundOrder, Stripe's webhooks and the reconciler (Checkout, src/features/checkout/checkout.ts). */
+  checkout: Checkout;
 }
 
 /**
@@ -135,6 +136,7 @@ export function buildServices(
   const transactions = transactionSettingsOf(config);
   const budgetLeases = new BudgetLeases(database.db, config.coupons.budgetLeaseTtlMs, log, standIns.budgetLeasing ?? productLeasing);
   const campaignShapes = new CampaignShapes();
+  const payments = paymentProviderOf(config);
   const issueCoalescer = new IssueCoalescer(config.coupons.issueBatchMax, campaignShapes, countRace);
   const couponIssuer =
     standIns.couponIssuer ??
@@ -156,7 +158,7 @@ export function buildServices(
     writeBudget: new TokenBuckets(config.edge.memberWriteRate, config.edge.memberWriteBurst),
     budgetLeases,
     knownTenants: new KnownTenants(),
-    payments: paymentProviderOf(config),
+    payments,
     paymentsWaiting,
     campaignShapes,
     issueCoalescer,
@@ -166,7 +168,16 @@ export function buildServices(
     huddleOperations: standIns.huddleOperations ?? huddleOperations,
     budgetSplit: standIns.budgetSplit ?? splitByCoupons,
     budgetChanger: standIns.budgetChanger ?? budgetChanger,
-    checkout: standIns.checkout ?? splitCheckout,
+    checkout: new Checkout(
+      {
+        provider: payments,
+        limits: config.payments,
+        clock,
+        waiting: paymentsWaiting,
+        refused: (source) => metrics.paymentAnswersRefused.inc({ source }),
+      },
+      standIns.checkout,
+    ),
     metrics,
     transactions,
   };

@@ -55,9 +55,9 @@ export interface SettleDeps {
 }
 
 /**
- * How a checkout is carried out (AppServices.checkout; buildServices takes a stand-in): transaction 1, what follows it, the
- * reconciler's pass and Stripe's webhooks. The naive twins of test/naive/ stand in for it to show
- * the tests fail.
+ * How a checkout is carried out (the steps of checkout.ts's Checkout; buildServices takes a stand-in): transaction 1,
+ * what follows it, the reconciler's pass and Stripe's webhooks. The naive twins of test/naive/ stand
+ * in for it to show the tests fail.
  */
 export interface CheckoutAlgorithm {
   readonly name: string;
@@ -140,22 +140,6 @@ export async function settleCheckout(reservation: Reservation, replayed: boolean
     ? await deps.inTransaction((trx) => loadPayment(trx, where, deps.reconcileForMs))
     : reservedPayment(reservation.order, reservation.payment);
   return continuePayment(state!, deps);
-}
-
-/** What transaction 1 runs with besides its request: the checkout algorithm in use and what its reserve needs. */
-export interface ReserveWith {
-  algorithm: CheckoutAlgorithm;
-  deps: ReserveDeps;
-}
-
-/** checkout's unit of work, transaction 1 (runMutation calls it): the reservation, as the algorithm in use makes it. */
-export function reserveCheckout(
-  trx: Transaction<DB>,
-  request: CheckoutRequest,
-  _bookkeeping: unknown,
-  { algorithm, deps }: ReserveWith,
-): Promise<Reservation> {
-  return algorithm.reserve(trx, request, deps);
 }
 
 /** The design: reserve and commit, ask outside, record or compensate, reconcile what is left pending, act once on verified webhooks. */
