@@ -9,8 +9,7 @@ import { CampaignShapes } from '../features/coupons/budget.js';
 import { IssueCoalescer } from '../features/coupons/coalescer.js';
 import { ConditionalIssuer, type CouponIssuer } from '../features/coupons/issue.js';
 import { BudgetLeases, productLeasing, type BudgetLeasing } from '../features/coupons/leases.js';
-import { Checkout } from '../features/checkout/checkout.js';
-import type { CheckoutAlgorithm } from '../features/checkout/flow.js';
+import { Checkout, type CheckoutSteps } from '../features/checkout/checkout.js';
 import { PaymentWaitingRoom } from '../features/checkout/waiting.js';
 import { couponRedeemer, type CouponRedeemer } from '../features/coupons/redeem.js';
 import type { Database } from '../db/database.js';
@@ -39,7 +38,7 @@ export interface StandIns {
   huddleOperations?: HuddleOperations;
   admissionPolicy?: AdmissionPolicy;
   budgetLeasing?: BudgetLeasing;
-  checkout?: CheckoutAlgorithm;
+  checkout?: CheckoutSteps;
   budgetSplit?: BudgetSplit;
   budgetChanger?: BudgetChanger;
 }

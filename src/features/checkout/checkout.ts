@@ -31,6 +31,12 @@ export interface CheckoutParts {
   refused(source: 'answer' | 'webhook'): void;
 }
 
+/**
+ * Makes the steps a Checkout runs from its parts: the split design's ignore them; a naive twin of
+ * test/naive/ that charges inside transaction 1 takes its provider from them.
+ */
+export type CheckoutSteps = (parts: CheckoutParts) => CheckoutAlgorithm;
+
 /** The request's transaction runner: transaction 2 runs through it, under the request's deadline. */
 interface RequestRunner {
   inTransaction<T>(options: RunOptions, work: (trx: Transaction<DB>) => Promise<T>): Promise<RunResult<T>>;
@@ -59,15 +65,20 @@ interface ConfirmNeeds extends PaymentNeeds {
  * the payments (docs/design.md §11). Each mutation's unit of work commits first (transaction 1),
  * then the provider is asked with no transaction, connection or admission turn held, and the answer
  * recorded in transaction 2. `steps` is the algorithm in use: the split design, or a naive twin of
- * test/naive/ handed to buildServices in its place.
+ * test/naive/ handed to buildServices in its place (CheckoutSteps).
  *
  * @example const checkout = new Checkout({ provider, limits: config.payments, clock, waiting, refused }); await checkout.pay(commit, needs)
  */
 export class Checkout {
+  /** The algorithm in use. */
+  readonly steps: CheckoutAlgorithm;
+
   constructor(
-    private readonly parts: CheckoutParts,
-    readonly steps: CheckoutAlgorithm = splitCheckout,
-  ) {}
+    readonly parts: CheckoutParts,
+    stepsOf: CheckoutSteps = () => splitCheckout,
+  ) {
+    this.steps = stepsOf(parts);
+  }
 
   /**
    * checkout's request for transaction 1: the member's input with the server's clock and the reconciler's first resend.
@@ -83,8 +94,7 @@ export class Checkout {
    *
    * @example await checkout.reserve(trx, checkout.requestOf(input))
    */
-  readonly reserve = (trx: Transaction<DB>, request: CheckoutRequest): Promise<Reservation> =>
-    this.steps.reserve(trx, request, { provider: this.provider(), timeoutMs: this.parts.limits.timeoutMs });
+  readonly reserve = (trx: Transaction<DB>, request: CheckoutRequest): Promise<Reservation> => this.steps.reserve(trx, request);
 
   /**
    * checkout after its unit: a place in the waiting room before anything is written (a checkout

@@ -28,11 +28,6 @@ export function resultOf(order: Order): CheckoutResult {
   return { status, order, clientSecret: null };
 }
 
-interface ReserveDeps {
-  provider: PaymentProvider;
-  timeoutMs: number;
-}
-
 /** What the steps after transaction 1 use: none of them holds a connection or a turn while the provider answers. */
 export interface SettleDeps {
   provider: PaymentProvider;
@@ -62,7 +57,7 @@ export interface SettleDeps {
 export interface CheckoutAlgorithm {
   readonly name: string;
   /** Transaction 1's work, inside the mutation's transaction. */
-  reserve(trx: Transaction<DB>, request: CheckoutRequest, deps: ReserveDeps): Promise<Reservation>;
+  reserve(trx: Transaction<DB>, request: CheckoutRequest): Promise<Reservation>;
   /** After transaction 1 committed (or was replayed): the provider, then transaction 2. */
   settle(reservation: Reservation, replayed: boolean, deps: SettleDeps): Promise<CheckoutResult>;
   /** One pass of the reconciler over payments whose outcome is not known. */
