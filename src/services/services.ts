@@ -79,8 +79,6 @@ export interface AppServices {
   knownTenants: KnownTenants;
   /** Checkout's payment provider; null when none is configured (production without STRIPE_SECRET_KEY). */
   payments: PaymentProvider | null;
-  /** Checkouts waiting on the provider, bounded by PAYMENTS_MAX_WAITING. */
-  paymentsWaiting: PaymentWaitingRoom;
   /** The shapes of the campaigns this process issued on (which statement an issue runs). */
   campaignShapes: CampaignShapes;
   /** This process's concurrent issues per tenant, batched into one statement (COUPON_ISSUE_BATCH_MAX). */
@@ -158,7 +156,6 @@ export function buildServices(
     budgetLeases,
     knownTenants: new KnownTenants(),
     payments,
-    paymentsWaiting,
     campaignShapes,
     issueCoalescer,
     couponIssuer,
