@@ -20,7 +20,7 @@ describe('refunds counted from the event’s charge', () => {
     stub = await startStripeStub({ secretKey: 'sk_test_checkout_0123456789' });
     backend = await createTestBackend({
       env: stubPayments(stub, { STRIPE_WEBHOOK_SECRET: SECRET }),
-      standIns: { checkout: refundsFromEventBody },
+      standIns: { checkout: () => refundsFromEventBody },
     });
     stub.webhooks.sendTo((request) => backend.app.fetch(request), SECRET);
   });
@@ -41,7 +41,7 @@ describe('no sweep of the refunds', () => {
   let backend: TestBackend;
   beforeAll(async () => {
     stub = await startStripeStub({ secretKey: 'sk_test_checkout_0123456789' });
-    backend = await createTestBackend({ env: stubPayments(stub), standIns: { checkout: noRefundSweep } });
+    backend = await createTestBackend({ env: stubPayments(stub), standIns: { checkout: () => noRefundSweep } });
     await createTenant(backend, 'no-sweep', 1_000_000);
   });
   afterAll(async () => {

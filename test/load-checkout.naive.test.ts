@@ -14,7 +14,7 @@ describe('npm run load --scenario checkout against the checkout without a reconc
   let backend: ServedBackend;
   beforeAll(async () => {
     stub = await startStripeStub({ secretKey: TEST_STRIPE_KEY });
-    backend = await serveTestBackend({ env: stubPayments(stub, QUICK_RECONCILER), standIns: { checkout: noReconciler } });
+    backend = await serveTestBackend({ env: stubPayments(stub, QUICK_RECONCILER), standIns: { checkout: () => noReconciler } });
   });
   afterAll(async () => {
     await backend.close();

@@ -17,6 +17,7 @@ export interface MutationDefinition<
   Answer = Result,
   UnitInput = unknown,
   Needs = undefined,
+  FlowNeeds = undefined,
 > {
   /** Who may call it; the runtime guard and the Hasura permissions both read this (docs/design.md §6). */
   access: Access;
@@ -35,14 +36,21 @@ export interface MutationDefinition<
    */
   call: (prepared: Prepared, ctx: ScopedContext<Access>) => MutationCall<UnitInput, Result, Needs>;
   /**
-   * A mutation that goes on after its unit (checkout: the payment, docs/design.md §11): it calls
-   * `commit()` once to run the unit through runMutation (one transaction, the Idempotency-Key, the
-   * audit row, retries; a resend with the key replays the unit's stored result) and makes its
-   * answer of the run outside any transaction. Without it, the unit's result is the answer.
+   * A mutation that goes on after its unit (checkout: the payment, docs/design.md §11), as data:
+   * the feature's function that goes on, and what the request hands it. The feature calls `commit()`
+   * once to run the unit through runMutation (one transaction, the Idempotency-Key, the audit row,
+   * retries; a resend with the key replays the unit's stored result) and makes its answer of the run
+   * outside any transaction. Without it, the unit's result is the answer.
    */
-  flow?: (commit: () => Promise<MutationRun<Result>>, prepared: Prepared, ctx: ScopedContext<Access>) => Promise<Answer>;
+  flow?: (prepared: Prepared, ctx: ScopedContext<Access>) => MutationFlow<Result, Answer, FlowNeeds>;
   /** Told of every answer, replays included (for a metric). */
   answered?: (answer: Answer, ctx: ScopedContext<Access>) => void;
+}
+
+/** How defineMutation goes on after the unit: the feature's function and the values it is called with. No closure. */
+interface MutationFlow<Result, Answer, FlowNeeds> {
+  run: (commit: () => Promise<MutationRun<Result>>, needs: FlowNeeds) => Promise<Answer>;
+  needs: FlowNeeds;
 }
 
 /** The mutation without GraphQL around it: what the resolver calls, and what the benchmark's raw row calls. */
@@ -60,13 +68,13 @@ export function defineMutation<Access extends Partial<AccessScopes>, Input, Resu
   name: string,
   definition: MutationDefinition<Access, Input, Prepared, Result, Result, UnitInput, Needs> & { flow?: undefined },
 ): BareMutation<Access, Input, Result>;
-export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, UnitInput, Needs, Prepared, Answer>(
+export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, UnitInput, Needs, Prepared, Answer, FlowNeeds>(
   name: string,
-  definition: MutationDefinition<Access, Input, Prepared, Result, Answer, UnitInput, Needs> & { flow: NonNullable<unknown> },
+  definition: MutationDefinition<Access, Input, Prepared, Result, Answer, UnitInput, Needs, FlowNeeds> & { flow: NonNullable<unknown> },
 ): BareMutation<Access, Input, Answer>;
-export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, UnitInput, Needs, Prepared, Answer>(
+export function defineMutation<Access extends Partial<AccessScopes>, Input, Result, UnitInput, Needs, Prepared, Answer, FlowNeeds>(
   name: string,
-  definition: MutationDefinition<Access, Input, Prepared, Result, Answer, UnitInput, Needs>,
+  definition: MutationDefinition<Access, Input, Prepared, Result, Answer, UnitInput, Needs, FlowNeeds>,
 ): BareMutation<Access, Input, Answer> {
   const run: BareMutation<Access, Input, Answer> = async (ctx, input) => {
     const prepared = definition.prepare ? definition.prepare(input, ctx) : (input as unknown as Prepared);
@@ -81,7 +89,8 @@ export function defineMutation<Access extends Partial<AccessScopes>, Input, Resu
       recordMutation(ctx.report, { run });
       return run;
     };
-    const answer = definition.flow ? await definition.flow(commit, prepared, ctx) : ((await commit()).value as unknown as Answer);
+    const flow = definition.flow?.(prepared, ctx);
+    const answer = flow ? await flow.run(commit, flow.needs) : ((await commit()).value as unknown as Answer);
     definition.answered?.(answer, ctx);
     return answer;
   };

@@ -9,7 +9,7 @@ import { CampaignShapes } from '../features/coupons/budget.js';
 import { IssueCoalescer } from '../features/coupons/coalescer.js';
 import { ConditionalIssuer, type CouponIssuer } from '../features/coupons/issue.js';
 import { BudgetLeases, productLeasing, type BudgetLeasing } from '../features/coupons/leases.js';
-import { splitCheckout, type CheckoutAlgorithm } from '../features/checkout/flow.js';
+import { Checkout, type CheckoutSteps } from '../features/checkout/checkout.js';
 import { PaymentWaitingRoom } from '../features/checkout/waiting.js';
 import { couponRedeemer, type CouponRedeemer } from '../features/coupons/redeem.js';
 import type { Database } from '../db/database.js';
@@ -38,7 +38,7 @@ export interface StandIns {
   huddleOperations?: HuddleOperations;
   admissionPolicy?: AdmissionPolicy;
   budgetLeasing?: BudgetLeasing;
-  checkout?: CheckoutAlgorithm;
+  checkout?: CheckoutSteps;
   budgetSplit?: BudgetSplit;
   budgetChanger?: BudgetChanger;
 }
@@ -79,8 +79,6 @@ export interface AppServices {
   knownTenants: KnownTenants;
   /** Checkout's payment provider; null when none is configured (production without STRIPE_SECRET_KEY). */
   payments: PaymentProvider | null;
-  /** Checkouts waiting on the provider, bounded by PAYMENTS_MAX_WAITING. */
-  paymentsWaiting: PaymentWaitingRoom;
   /** The shapes of the campaigns this process issued on (which statement an issue runs). */
   campaignShapes: CampaignShapes;
   /** This process's concurrent issues per tenant, batched into one statement (COUPON_ISSUE_BATCH_MAX). */
@@ -97,8 +95,8 @@ export interface AppServices {
   budgetSplit: BudgetSplit;
   /** changeCampaignBudget. */
   budgetChanger: BudgetChanger;
-  /** checkout, its webhook and its reconciler. */
-  checkout: CheckoutAlgorithm;
+  /** checkout, confirmCheckout, refundOrder, Stripe's webhooks and the reconciler (Checkout, src/features/checkout/checkout.ts). */
+  checkout: Checkout;
 }
 
 /**
@@ -135,6 +133,7 @@ export function buildServices(
   const transactions = transactionSettingsOf(config);
   const budgetLeases = new BudgetLeases(database.db, config.coupons.budgetLeaseTtlMs, log, standIns.budgetLeasing ?? productLeasing);
   const campaignShapes = new CampaignShapes();
+  const payments = paymentProviderOf(config);
   const issueCoalescer = new IssueCoalescer(config.coupons.issueBatchMax, campaignShapes, countRace);
   const couponIssuer =
     standIns.couponIssuer ??
@@ -156,8 +155,7 @@ export function buildServices(
     writeBudget: new TokenBuckets(config.edge.memberWriteRate, config.edge.memberWriteBurst),
     budgetLeases,
     knownTenants: new KnownTenants(),
-    payments: paymentProviderOf(config),
-    paymentsWaiting,
+    payments,
     campaignShapes,
     issueCoalescer,
     couponIssuer,
@@ -166,7 +164,16 @@ export function buildServices(
     huddleOperations: standIns.huddleOperations ?? huddleOperations,
     budgetSplit: standIns.budgetSplit ?? splitByCoupons,
     budgetChanger: standIns.budgetChanger ?? budgetChanger,
-    checkout: standIns.checkout ?? splitCheckout,
+    checkout: new Checkout(
+      {
+        provider: payments,
+        limits: config.payments,
+        clock,
+        waiting: paymentsWaiting,
+        refused: (source) => metrics.paymentAnswersRefused.inc({ source }),
+      },
+      standIns.checkout,
+    ),
     metrics,
     transactions,
   };

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import Stripe from 'stripe';
 import { resultOf, settleCheckout, splitCheckout, type CheckoutAlgorithm } from '../../src/features/checkout/flow.js';
+import type { CheckoutParts, CheckoutSteps } from '../../src/features/checkout/checkout.js';
 import { cancelKeyOf } from '../../src/features/checkout/outcome.js';
 import { reconcileOnce, SPLIT_STEPS, type ReconcileSteps } from '../../src/features/checkout/reconciler.js';
 import { recordDeclined, recordPaid } from '../../src/features/checkout/record.js';
@@ -19,12 +20,12 @@ import { settleAnswer } from '../../src/features/checkout/outcome.js';
  * (or a process killed during the call) rolls the order back while the charge stands at the
  * provider: a charge without its order.
  */
-export const chargeInsideTransaction: CheckoutAlgorithm = {
+export const chargeInsideTransaction = ({ provider, limits }: CheckoutParts): CheckoutAlgorithm => ({
   name: 'charge inside transaction 1',
-  async reserve(trx, request, { provider, timeoutMs }) {
+  async reserve(trx, request) {
     const reservation = await reserveOrder(trx, request);
     if (reservation.status !== 'RESERVED') return reservation;
-    const answer = await provider.charge(reservation.payment, timeoutMs);
+    const answer = await provider!.charge(reservation.payment, limits.timeoutMs);
     const { tenantId, orderId, now } = request;
     if (answer.kind === 'intent' && answer.intent.status === 'succeeded' && answer.intent.id !== null) {
       return { status: 'PAID', order: await recordPaid(trx, { tenantId, orderId, intentId: answer.intent.id, now }) };
@@ -41,7 +42,7 @@ export const chargeInsideTransaction: CheckoutAlgorithm = {
       : resultOf(reservation.order),
   reconcile: splitCheckout.reconcile,
   webhook: splitCheckout.webhook,
-};
+});
 
 /** A provider whose unknown outcomes are read as declines: what "no answer means no payment" looks like. */
 function unknownAsDeclined(provider: PaymentProvider): PaymentProvider {
@@ -157,13 +158,14 @@ export const noRefundSweep: CheckoutAlgorithm = {
   reconcile: (deps) => reconcileOnce(deps, { ...SPLIT_STEPS, sweepRefunds: async () => 0 }),
 };
 
-export const NAIVE_CHECKOUTS: Record<string, CheckoutAlgorithm> = {
+/** The twins by the name CHECKOUT_ALGORITHM gives them (test/support/checkout-server.ts), as buildServices takes them. */
+export const NAIVE_CHECKOUTS: Record<string, CheckoutSteps> = {
   'charge-inside': chargeInsideTransaction,
-  'lost-is-decline': lostAnswerIsDecline,
-  'no-reconciler': noReconciler,
-  'unverified-webhook': unverifiedWebhook,
-  'cancel-without-reading': cancelWithoutReading,
-  'recreate-after-24h': recreateAfterKeyLifetime,
-  'refunds-from-event-body': refundsFromEventBody,
-  'no-refund-sweep': noRefundSweep,
+  'lost-is-decline': () => lostAnswerIsDecline,
+  'no-reconciler': () => noReconciler,
+  'unverified-webhook': () => unverifiedWebhook,
+  'cancel-without-reading': () => cancelWithoutReading,
+  'recreate-after-24h': () => recreateAfterKeyLifetime,
+  'refunds-from-event-body': () => refundsFromEventBody,
+  'no-refund-sweep': () => noRefundSweep,
 };

@@ -94,7 +94,9 @@ export async function killDuringCheckout(
     const resent = options.resend ? await resendToRestarted(backend, stub, options.algorithm, send, tenantId) : undefined;
     if (!options.resend) {
       await backend.sql.query("update payment_intents set next_attempt_at = now() where tenant_id = $1 and status = 'pending'", [tenantId]);
-      await (NAIVE_CHECKOUTS[options.algorithm] ?? splitCheckout).reconcile(reconcileDeps(backend.services)!);
+      // The reconciler of the process's algorithm, run with this backend's parts.
+      const steps = NAIVE_CHECKOUTS[options.algorithm]?.(backend.services.checkout.parts) ?? splitCheckout;
+      await steps.reconcile(reconcileDeps(backend.services)!);
     }
     const tables = await readCheckoutTables(backend.sql, tenantId);
     return {

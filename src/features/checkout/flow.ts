@@ -28,11 +28,6 @@ export function resultOf(order: Order): CheckoutResult {
   return { status, order, clientSecret: null };
 }
 
-interface ReserveDeps {
-  provider: PaymentProvider;
-  timeoutMs: number;
-}
-
 /** What the steps after transaction 1 use: none of them holds a connection or a turn while the provider answers. */
 export interface SettleDeps {
   provider: PaymentProvider;
@@ -55,14 +50,14 @@ export interface SettleDeps {
 }
 
 /**
- * How a checkout is carried out (AppServices.checkout; buildServices takes a stand-in): transaction 1, what follows it, the
- * reconciler's pass and Stripe's webhooks. The naive twins of test/naive/ stand in for it to show
- * the tests fail.
+ * How a checkout is carried out (the steps of checkout.ts's Checkout; buildServices takes a stand-in): transaction 1,
+ * what follows it, the reconciler's pass and Stripe's webhooks. The naive twins of test/naive/ stand
+ * in for it to show the tests fail.
  */
 export interface CheckoutAlgorithm {
   readonly name: string;
   /** Transaction 1's work, inside the mutation's transaction. */
-  reserve(trx: Transaction<DB>, request: CheckoutRequest, deps: ReserveDeps): Promise<Reservation>;
+  reserve(trx: Transaction<DB>, request: CheckoutRequest): Promise<Reservation>;
   /** After transaction 1 committed (or was replayed): the provider, then transaction 2. */
   settle(reservation: Reservation, replayed: boolean, deps: SettleDeps): Promise<CheckoutResult>;
   /** One pass of the reconciler over payments whose outcome is not known. */
@@ -140,22 +135,6 @@ export async function settleCheckout(reservation: Reservation, replayed: boolean
     ? await deps.inTransaction((trx) => loadPayment(trx, where, deps.reconcileForMs))
     : reservedPayment(reservation.order, reservation.payment);
   return continuePayment(state!, deps);
-}
-
-/** What transaction 1 runs with besides its request: the checkout algorithm in use and what its reserve needs. */
-export interface ReserveWith {
-  algorithm: CheckoutAlgorithm;
-  deps: ReserveDeps;
-}
-
-/** checkout's unit of work, transaction 1 (runMutation calls it): the reservation, as the algorithm in use makes it. */
-export function reserveCheckout(
-  trx: Transaction<DB>,
-  request: CheckoutRequest,
-  _bookkeeping: unknown,
-  { algorithm, deps }: ReserveWith,
-): Promise<Reservation> {
-  return algorithm.reserve(trx, request, deps);
 }
 
 /** The design: reserve and commit, ask outside, record or compensate, reconcile what is left pending, act once on verified webhooks. */

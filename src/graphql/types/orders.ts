@@ -4,12 +4,12 @@ import type { Context } from '../context.js';
 import { defineMutation } from '../define-mutation.js';
 import { runRead } from '../read.js';
 import { requirePageSize, requireYen } from '../validate.js';
-import { continuePayment, reserveCheckout, type CheckoutResult, type SettleDeps } from '../../features/checkout/flow.js';
+import type { PaymentNeeds } from '../../features/checkout/checkout.js';
+import type { CheckoutResult } from '../../features/checkout/flow.js';
 import { findOrder, listOrders, paidYenOf, type Order, type OrderReader } from '../../features/checkout/orders.js';
-import { findOwnPayment, loadPayment, paymentEntities } from '../../features/checkout/pending.js';
+import { findOwnPayment, paymentEntities } from '../../features/checkout/pending.js';
 import { reservationEntities } from '../../features/checkout/reserve.js';
 import { badInput, paymentsUnavailable } from '../../core/errors.js';
-import type { PaymentProvider } from '../../features/payments/provider.js';
 
 const ORDERS_PAGE_DEFAULT = 100;
 const ORDERS_PAGE_MAX = 500;
@@ -106,29 +106,13 @@ const CheckoutInput = builder.inputType('CheckoutInput', {
   }),
 });
 
-interface PreparedCheckout {
-  orderId: string;
-  amountYen: number;
-  couponId: string | null;
-  paymentMethod: string;
-  provider: PaymentProvider;
-}
-
-function settleDeps(ctx: Context, provider: PaymentProvider): SettleDeps {
-  const { services } = ctx;
-  return {
-    provider,
-    timeoutMs: services.config.payments.timeoutMs,
-    reconcileForMs: services.config.payments.reconcileForMs,
-    actionTimeoutMs: services.config.payments.actionTimeoutMs,
-    refused: (source) => services.metrics.paymentAnswersRefused.inc({ source }),
-    deadline: ctx.deadline,
-    inTransaction: async (work) => (await ctx.database.inTransaction({ deadline: ctx.deadline }, work)).value,
-    stepOut: (wait) => ctx.turn.stepOut(wait),
-    log: ctx.log,
-    clock: services.clock,
-  };
-}
+/** What a payment is handed of its request: its deadline, its admission turn, its runner and its log. */
+export const paymentNeeds = (ctx: Context): PaymentNeeds => ({
+  deadline: ctx.deadline,
+  turn: ctx.turn,
+  database: ctx.database,
+  log: ctx.log,
+});
 
 defineMutation('checkout', {
   access: { member: true },
@@ -138,49 +122,20 @@ defineMutation('checkout', {
     'Honours Idempotency-Key: a resend is the same order and the same charge. COUPON_UNAVAILABLE writes nothing and charges nobody.',
   input: CheckoutInput,
   type: CheckoutPayload,
-  prepare: (input, { services }): PreparedCheckout => {
+  prepare: (input, { services }) => {
     const amountYen = requireYen(input.amountYen, 'amountYen', AMOUNT_MAX_YEN);
     if (!PAYMENT_METHOD.test(input.paymentMethod)) {
       throw badInput('paymentMethod must be a payment method id such as pm_card_visa (letters, digits and "_")', 'paymentMethod');
     }
     if (services.payments === null) throw paymentsUnavailable();
-    return {
-      orderId: randomUUID(),
-      amountYen,
-      couponId: input.couponId ?? null,
-      paymentMethod: input.paymentMethod,
-      provider: services.payments,
-    };
+    return { orderId: randomUUID(), amountYen, couponId: input.couponId ?? null, paymentMethod: input.paymentMethod };
   },
   call: (prepared, { session, services }) => ({
-    work: reserveCheckout,
-    input: {
-      tenantId: session.tenantId,
-      memberId: session.userId,
-      orderId: prepared.orderId,
-      amountYen: prepared.amountYen,
-      couponId: prepared.couponId,
-      paymentMethod: prepared.paymentMethod,
-      now: services.clock(),
-      reconcileAfterMs: services.config.payments.reconcileAfterMs,
-    },
-    needs: {
-      algorithm: services.checkout,
-      deps: { provider: prepared.provider, timeoutMs: services.config.payments.timeoutMs },
-    },
+    work: services.checkout.reserve,
+    input: services.checkout.requestOf({ tenantId: session.tenantId, memberId: session.userId, ...prepared }),
     entities: reservationEntities,
   }),
-  // Transaction 1 and 2 with the provider between them; the place in the waiting room is taken
-  // before anything is written, so a checkout refused for want of one has written nothing.
-  flow: async (commit, prepared, ctx) => {
-    const leave = ctx.services.paymentsWaiting.enter();
-    try {
-      const run = await commit();
-      return await ctx.services.checkout.settle(run.value, run.replayed, settleDeps(ctx, prepared.provider));
-    } finally {
-      leave();
-    }
-  },
+  flow: (_prepared, ctx) => ({ run: ctx.services.checkout.pay, needs: paymentNeeds(ctx) }),
   answered: (answer, { services }) => services.metrics.checkoutOutcomes.inc({ status: answer.status }),
 });
 
@@ -200,7 +155,7 @@ defineMutation('confirmCheckout', {
   type: CheckoutPayload,
   prepare: ({ orderId }, { services }) => {
     if (services.payments === null) throw paymentsUnavailable();
-    return { orderId, provider: services.payments };
+    return { orderId };
   },
   call: ({ orderId }, { session, services }) => ({
     work: findOwnPayment,
@@ -208,18 +163,10 @@ defineMutation('confirmCheckout', {
     entities: paymentEntities,
   }),
   // The payment is read in the unit's transaction; the provider is asked after it, with nothing held.
-  flow: async (commit, prepared, ctx) => {
-    const leave = ctx.services.paymentsWaiting.enter();
-    try {
-      const run = await commit();
-      const deps = settleDeps(ctx, prepared.provider);
-      const where = { tenantId: ctx.session.tenantId, orderId: prepared.orderId, memberId: ctx.session.userId };
-      const state = run.replayed ? await deps.inTransaction((trx) => loadPayment(trx, where, deps.reconcileForMs)) : run.value;
-      return await continuePayment(state!, deps);
-    } finally {
-      leave();
-    }
-  },
+  flow: ({ orderId }, ctx) => ({
+    run: ctx.services.checkout.confirm,
+    needs: { ...paymentNeeds(ctx), order: { tenantId: ctx.session.tenantId, memberId: ctx.session.userId, orderId } },
+  }),
   answered: (answer, { services }) => services.metrics.checkoutOutcomes.inc({ status: answer.status }),
 });
 

@@ -1,21 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { builder } from '../builder.js';
-import type { Context } from '../context.js';
 import { defineMutation } from '../define-mutation.js';
 import { requireYen } from '../validate.js';
-import { OrderType } from './orders.js';
-import { PAYMENT_CALL_MIN_MS, PAYMENT_RECORD_MARGIN_MS } from '../../core/config.js';
+import { OrderType, paymentNeeds } from './orders.js';
 import { paymentsUnavailable } from '../../core/errors.js';
-import { currentOrder, type Order } from '../../features/checkout/orders.js';
-import {
-  askAboutRefund,
-  pendingRefund,
-  recordRefundAnswer,
-  refundEntities,
-  reserveRefund,
-  type RefundReservation,
-} from '../../features/checkout/refunds.js';
-import type { PaymentProvider } from '../../features/payments/provider.js';
+import type { Order } from '../../features/checkout/orders.js';
+import { refundEntities, reserveRefund } from '../../features/checkout/refunds.js';
 
 /** Stripe takes amounts of up to eight digits. */
 const AMOUNT_MAX_YEN = 99_999_999;
@@ -36,26 +26,6 @@ const RefundOrderPayload = builder.objectRef<{ order: Order }>('RefundOrderPaylo
   }),
 });
 
-/**
- * After transaction 1: the refund asked for with no transaction, connection or turn held, and what
- * the provider answered recorded. A keyed resend asks again, with the refund's key, while it is
- * pending and its key young; otherwise (settled, or left to the reconciler) it answers the order.
- */
-async function settleRefund(reservation: RefundReservation, replayed: boolean, ctx: Context, provider: PaymentProvider): Promise<Order> {
-  const { config } = ctx.services;
-  const inTransaction = async <T>(work: Parameters<Context['database']['inTransaction']>[1]) =>
-    (await ctx.database.inTransaction({ deadline: ctx.deadline }, work)).value as T;
-  const { refund } = reservation;
-  const pending = await inTransaction<{ keyYoung: boolean } | null>((trx) => pendingRefund(trx, refund, config.payments.reconcileForMs));
-  const callMs = Math.min(config.payments.timeoutMs, ctx.deadline - Date.now() - PAYMENT_RECORD_MARGIN_MS);
-  if (pending === null || callMs < PAYMENT_CALL_MIN_MS || (replayed && !pending.keyYoung)) {
-    return inTransaction<Order>((trx) => currentOrder(trx, refund.tenantId, refund.orderId));
-  }
-  const { value: answer, back } = await ctx.turn.stepOut(() => askAboutRefund(provider, refund, pending.keyYoung, callMs));
-  if (!back) return reservation.order;
-  return inTransaction<Order>((trx) => recordRefundAnswer(trx, refund, answer));
-}
-
 defineMutation('refundOrder', {
   access: { tenantAdmin: true },
   description:
@@ -68,7 +38,7 @@ defineMutation('refundOrder', {
     if (services.payments === null) throw paymentsUnavailable();
     const amountYen =
       input.amountYen === null || input.amountYen === undefined ? null : requireYen(input.amountYen, 'amountYen', AMOUNT_MAX_YEN);
-    return { orderId: input.orderId, amountYen, refundId: randomUUID(), provider: services.payments };
+    return { orderId: input.orderId, amountYen, refundId: randomUUID() };
   },
   call: (prepared, { session, services }) => ({
     work: reserveRefund,
@@ -81,13 +51,5 @@ defineMutation('refundOrder', {
     },
     entities: refundEntities,
   }),
-  flow: async (commit, prepared, ctx) => {
-    const leave = ctx.services.paymentsWaiting.enter();
-    try {
-      const run = await commit();
-      return { order: await settleRefund(run.value, run.replayed, ctx, prepared.provider) };
-    } finally {
-      leave();
-    }
-  },
+  flow: (_prepared, ctx) => ({ run: ctx.services.checkout.refund, needs: paymentNeeds(ctx) }),
 });
