@@ -1,4 +1,5 @@
 import type { Clock } from '../core/clock.js';
+import { untraced } from '../core/tracing.js';
 import type { Database } from '../db/database.js';
 import type { EmbeddedPostgres } from '../dev/embedded-postgres.js';
 import { buildServices, type AppServices, type StandIns } from '../services/services.js';
@@ -40,8 +41,9 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     const app = createApp(services);
     // Listens only once the first health check is in: a process the cluster starts in a rolling
     // reload takes connections at once, and its /ready must not answer "not checked yet" (503)
-    // while the server as a whole is ready. The check is bounded (HEALTH_CHECK_LIMIT_MS).
-    await database.health.current();
+    // while the server as a whole is ready. The check is bounded (HEALTH_CHECK_LIMIT_MS), and
+    // belongs to no request: neither it nor the checks it schedules is a trace.
+    await untraced(() => database.health.current());
     const http = await listen(app, config.server.port, log, options.host ?? config.server.host, config.server);
     const workers = config.process.runWorkers ? startWorkers(services) : null;
     return {
