@@ -1,10 +1,10 @@
 import { describe, expectTypeOf, it } from 'vitest';
-import type { TransactionMark } from '../src/db/scope.js';
+import type { TransactionMark } from '../src/db/transaction-mark.js';
 import type { Context, RequestServices } from '../src/graphql/context.js';
 
 /**
- * What a resolver is handed holds nothing to query or to manage the process with, and nothing in
- * the database layer's scope flows back up. These are checked by the compiler (`npm run typecheck`):
+ * What a resolver is handed holds nothing to query or to manage the process with, and nothing the
+ * database layer carries down flows back up. These are checked by the compiler (`npm run typecheck`):
  * a property that comes back fails it.
  */
 describe('what a request is handed', () => {

@@ -12,7 +12,7 @@ import { PAYMENT_CALL_MIN_MS, PAYMENT_RECORD_MARGIN_MS } from './config/payments
 import { CONFIG_TABLE } from './config/table.js';
 
 export { ConfigError, PAYMENT_CALL_MIN_MS, PAYMENT_RECORD_MARGIN_MS };
-export type { JwtConfig } from './config/jwt-secret.js';
+export type { JwtConfig } from './jwt-secret.js';
 export { parseDuration } from './config/kinds.js';
 export { LOG_LEVELS } from './config/process.js';
 

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import { hostLabel, type DatabaseTarget } from '../core/database-url.js';
 import { preparedNameOf } from './prepared.js';
-import { callLimit, currentTransaction, CLIENT_LIMIT_MARGIN_MS, deadlineError, type CallLimit } from './scope.js';
+import { callLimit, currentTransaction, CLIENT_LIMIT_MARGIN_MS, deadlineError, type CallLimit } from './transaction-mark.js';
 import { SqlState, sqlStateOf, stopsWrites } from './sqlstate.js';
 
 /**
@@ -11,7 +11,7 @@ import { SqlState, sqlStateOf, stopsWrites } from './sqlstate.js';
  *
  * A dead network path does not close a socket: bytes just stop arriving, and PostgreSQL's
  * `statement_timeout` cannot help, since its cancel cannot reach us either. So every statement
- * carries a client-side limit (src/db/scope.ts), and a connection whose statement ran out of it
+ * carries a client-side limit (src/db/transaction-mark.ts), and a connection whose statement ran out of it
  * is closed at once: it may be stuck on that dead path, and a connection that went back to the
  * pool would hand the next request the same wait.
  */

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { describeTarget, parseDatabaseUrl } from '../core/database-url.js';
 import type { Logger } from '../core/logger.js';
 import { clientClass, ConnectError, DatabasePath } from './client.js';
-import { withCallLimit } from './scope.js';
+import { withCallLimit } from './transaction-mark.js';
 
 /**
  * Start-up against a database that is not there yet (a container still booting, a failover in

@@ -16,7 +16,7 @@ import { DatabasePath, type Trouble } from './client.js';
 import { watchDatabaseHealth, type DatabaseHealth } from './health.js';
 import { createGuardedPool, POOL_END_LIMIT_MS, type GuardedPool, type PoolOptions } from './pool.js';
 import type { DB } from './schema.js';
-import { CommitFailed, currentTransaction } from './scope.js';
+import { CommitFailed, currentTransaction } from './transaction-mark.js';
 import { watchResources } from './resources.js';
 import { isConnectionFailure } from './sqlstate.js';
 import { tracedConnection } from './statement-spans.js';
@@ -47,7 +47,7 @@ const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 /**
  * Opens a transaction and sets its timeouts in one round trip: `begin; select set_config(...)` as
  * one simple query. Every statement costs a round trip, and the runner's transactions are the hot
- * path. The settings are transaction-scoped (`is_local`), so a pooler in transaction mode is safe.
+ * path. The settings are transaction-level (`is_local`), so a pooler in transaction mode is safe.
  */
 class TimedPostgresDriver extends PostgresDriver {
   override async acquireConnection(): Promise<DatabaseConnection> {

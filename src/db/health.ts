@@ -5,7 +5,7 @@ import { ConnectError, type DatabasePath } from './client.js';
 import type { GuardedPool } from './pool.js';
 import type { ResourceWatch } from './resources.js';
 import type { DB } from './schema.js';
-import { asWorkOfItsOwn, withCallLimit } from './scope.js';
+import { asWorkOfItsOwn, withCallLimit } from './transaction-mark.js';
 import { isConnectionFailure, SqlState, sqlStateOf, stopsWrites } from './sqlstate.js';
 
 /**

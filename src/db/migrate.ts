@@ -23,7 +23,7 @@ import {
   type Blocker,
 } from './migration-locks.js';
 import type { DB } from './schema.js';
-import { CLIENT_LIMIT_MARGIN_MS, LONG_WORK_LIMIT_MS, withCallLimit } from './scope.js';
+import { CLIENT_LIMIT_MARGIN_MS, LONG_WORK_LIMIT_MS, withCallLimit } from './transaction-mark.js';
 import { SqlState, sqlStateOf } from './sqlstate.js';
 import { fullJitter } from './transaction.js';
 
@@ -38,7 +38,7 @@ export interface MigrateOptions {
 }
 
 /**
- * Takes the transaction-scoped migration lock, waiting at most MIGRATION_LOCK_WAIT_MS: processes
+ * Takes the transaction-level migration lock, waiting at most MIGRATION_LOCK_WAIT_MS: processes
  * starting at once take turns, and a pooler in transaction mode keeps the lock with the
  * transaction. Then makes sure the ledger of applied migrations exists and says whether `version`
  * is in it.
@@ -89,7 +89,7 @@ async function applyInTransaction(
  * - a migration whose locks time out is rolled back and tried again after a pause with full
  *   jitter, for at most MIGRATION_RETRY_FOR_MS; then start-up fails with a MigrationBlockedError
  *   naming the sessions it waited for (pid, application, query);
- * - the transaction-scoped migration lock makes concurrent start-ups take turns, each waiting at
+ * - the transaction-level migration lock makes concurrent start-ups take turns, each waiting at
  *   most MIGRATION_LOCK_WAIT_MS for it, and re-checking under it what another already applied (a
  *   no-transaction migration holds it for its session, from its check to its record);
  * - an index a CONCURRENTLY build leaves invalid, because it failed or its migrator was killed, is

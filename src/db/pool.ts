@@ -12,7 +12,7 @@ import {
   type DatabasePath,
   type HostFailure,
 } from './client.js';
-import { currentTransaction, deadlineError, isHoldingTransaction } from './scope.js';
+import { currentTransaction, deadlineError, isHoldingTransaction } from './transaction-mark.js';
 
 /**
  * The executor rule, enforced at run time: while an async context holds a transaction, asking the

@@ -6,7 +6,7 @@ import { SpanStatusCode, startSpan, traceContext } from '../core/tracing.js';
 import { ConnectError, DatabaseUnavailableError, publicFailureSummary, QueryTimeoutError } from './client.js';
 import { PoolExhaustedError } from './pool.js';
 import type { DB } from './schema.js';
-import { CommitFailed, deadlineError, withTransactionScope, type TransactionMark } from './scope.js';
+import { CommitFailed, deadlineError, withTransactionMark, type TransactionMark } from './transaction-mark.js';
 import { isConnectionFailure, isResourceShortage, isRetryableContention, resourceShortageWords, sqlStateOf, SqlState } from './sqlstate.js';
 
 export { deadlineError };
@@ -100,7 +100,7 @@ export type OneStatementUnit<T> = (pin: PinConnection) => Promise<T | typeof AS_
  * within both an attempt budget and the request's deadline.
  *
  * Guarantees: the work commits at most once; a thrown error rolls back everything it wrote;
- * timeouts are transaction-scoped (`set_config(..., true)`), so a pooler in transaction mode is
+ * timeouts are transaction-level (`set_config(..., true)`), so a pooler in transaction mode is
  * safe; while the work runs, any use of the root pool from the same async context throws
  * PoolReentryError instead of waiting for a second connection.
  */
@@ -208,7 +208,7 @@ export async function runInOneStatement<T>(
           mark.holding = false;
         }
       });
-    const value = await tracedAttempt(1, settings, {}, () => withTransactionScope(mark, () => work(pin)));
+    const value = await tracedAttempt(1, settings, {}, () => withTransactionMark(mark, () => work(pin)));
     return value === AS_TRANSACTION ? { declined: true, attemptsMade: 0 } : { value, attempts: 1, rolledBack: false };
   } catch (error) {
     if (error instanceof RollbackAndReturn) return { value: error.value as T, attempts: 1, rolledBack: true };
@@ -226,7 +226,7 @@ export async function runInOneStatement<T>(
 async function attemptOnce<T>(db: Kysely<DB>, options: RunOptions, mark: TransactionMark, work: UnitOfWork<T>): Promise<T> {
   let transaction = db.transaction().setIsolationLevel(options.isolation ?? 'read committed');
   if (options.accessMode) transaction = transaction.setAccessMode(options.accessMode);
-  return withTransactionScope(mark, () =>
+  return withTransactionMark(mark, () =>
     transaction.execute(async (trx) => {
       mark.holding = true;
       try {

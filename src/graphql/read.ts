@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import { PoolReentryError } from '../db/pool.js';
-import { isHoldingTransaction } from '../db/scope.js';
+import { isHoldingTransaction } from '../db/transaction-mark.js';
 import type { DB } from '../db/schema.js';
 import { deadlineError } from '../db/transaction.js';
 import type { Context } from './context.js';

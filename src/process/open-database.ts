@@ -7,7 +7,7 @@ import type { EmbeddedPostgres } from '../dev/embedded-postgres.js';
 import { migrate } from '../db/migrate.js';
 import { assertSchemaCurrent, MIGRATIONS_DIR } from '../db/migration-ledger.js';
 import { applySessionTimeouts } from '../db/session-defaults.js';
-import { LONG_WORK_LIMIT_MS, withCallLimit } from '../db/scope.js';
+import { LONG_WORK_LIMIT_MS, withCallLimit } from '../db/transaction-mark.js';
 import { seedIfEmpty } from '../db/seed.js';
 import type { Logger } from '../core/logger.js';
 import { untraced } from '../core/tracing.js';

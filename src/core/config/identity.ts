@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { custom, group, secret } from './kinds.js';
-import { parseJwtSecret } from './jwt-secret.js';
+import { parseJwtSecret } from '../jwt-secret.js';
 
 /** How callers prove who they are; neither set: dev mode (`isDevMode`, src/core/config.ts). */
 export const identityVariables = group('Who may call', {

@@ -1,6 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import { adoptLegacyData, type AdoptionReport } from '../../features/adoption/adopt.js';
-import { LONG_WORK_LIMIT_MS, withCallLimit } from '../../db/scope.js';
+import { LONG_WORK_LIMIT_MS, withCallLimit } from '../../db/transaction-mark.js';
 import { openDatabase } from '../../process/open-database.js';
 import { bootstrap, run } from '../../process/bootstrap.js';
 

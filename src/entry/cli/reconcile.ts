@@ -4,7 +4,7 @@ import type { DB } from '../../db/schema.js';
 import { unsettledPayments } from '../../features/checkout/stats.js';
 import { ledgerCheck } from '../../features/coupons/ledger.js';
 import type { Database } from '../../db/database.js';
-import { LONG_WORK_LIMIT_MS, withCallLimit } from '../../db/scope.js';
+import { LONG_WORK_LIMIT_MS, withCallLimit } from '../../db/transaction-mark.js';
 import { runInTransaction, transactionSettingsOf, type TransactionSettings } from '../../db/transaction.js';
 import { openDatabase } from '../../process/open-database.js';
 import { bootstrap, run } from '../../process/bootstrap.js';

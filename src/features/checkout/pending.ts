@@ -5,7 +5,7 @@ import type { ChargeRequest, PaymentAnswer, PaymentProvider } from '../payments/
 import { toOrder, type Order } from './orders.js';
 import type { PaymentInHand } from './outcome.js';
 
-/** The key every call about the order sends: Stripe's scope is the account, and the order's id is unique in it. */
+/** The key every call about the order sends: Stripe keeps idempotency keys per account, and the order's id is unique in it. */
 const paymentKeyOf = (orderId: string) => `checkout-${orderId}`;
 
 /**

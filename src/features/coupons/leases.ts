@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import { asWorkOfItsOwn } from '../../db/scope.js';
+import { asWorkOfItsOwn } from '../../db/transaction-mark.js';
 import type { DB } from '../../db/schema.js';
 import type { Logger } from '../../core/logger.js';
 import { untraced } from '../../core/tracing.js';

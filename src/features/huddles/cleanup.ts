@@ -7,7 +7,7 @@ import type { DB } from '../../db/schema.js';
  */
 
 /**
- * Join, leave and cleanup of one objective take turns on this transaction-scoped lock, so a cleanup that finds a session
+ * Join, leave and cleanup of one objective take turns on this transaction-level lock, so a cleanup that finds a session
  * empty and a join into it cannot interleave. The key hashes (tenant, objective) to 64 bits: a collision only shares turns.
  *
  * @example await lockObjective(trx, tenantId, objectiveId)

@@ -58,7 +58,7 @@ export function fingerprint(operationName: string | null | undefined, printedDoc
     .digest('hex');
 }
 
-/** The claim's values as a statement binds them (`key*`: the key's own scope, apart from the work's ids). */
+/** The claim's values as a statement binds them (`key*`: the key and its owner, apart from the work's ids). */
 export interface ClaimValues {
   keyTenantId: string;
   keyUserId: string;

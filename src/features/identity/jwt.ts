@@ -1,12 +1,12 @@
 /**
- * Verifies a JWT as JWT_SECRET describes (src/core/config/jwt-secret.ts) and returns its Hasura claims.
+ * Verifies a JWT as JWT_SECRET describes (src/core/jwt-secret.ts) and returns its Hasura claims.
  * jose does the cryptography and checks exp, nbf, aud and iss; this file picks the keys, finds
  * the claims, and decides what a failure tells the client.
  */
 import { errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { tryAgain, unauthenticated } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
-import type { ClaimsLocation, JsonPath, JwtConfig } from '../../core/config/jwt-secret.js';
+import type { ClaimsLocation, JsonPath, JwtConfig } from '../../core/jwt-secret.js';
 import { KeysUnavailableError, RemoteKeySet, type RemoteKeySetOptions } from './jwks.js';
 
 export interface JwtVerifier {

@@ -92,7 +92,7 @@ export function admissionGate(options: AdmissionPluginOptions): AdmissionGate {
   const { admission, identify, maskError, requestDeadlineMs } = options;
   return async <T>(request: Request, serverContext: IdentifiedContext, run: () => T | Promise<T>): Promise<T | ExecutionResult> => {
     const deadline = Date.now() + requestDeadlineMs;
-    // Every database call the request makes, through the runners or not, is limited by this (src/db/scope.ts).
+    // Every database call the request makes, through the runners or not, is limited by this (src/db/transaction-mark.ts).
     const scope = currentRequestScope();
     if (scope) scope.deadline = deadline;
     let session: Session | null;

@@ -5,8 +5,8 @@
  * every token later.
  */
 import { createPublicKey, createSecretKey, type JsonWebKey, type KeyObject } from 'node:crypto';
-import { ConfigError } from './error.js';
-import { isHttpUrl } from '../http-url.js';
+import { ConfigError } from './config/error.js';
+import { isHttpUrl } from './http-url.js';
 
 /** Hasura's `type` names and the algorithm a token's header must name (Hasura's Ed25519 is EdDSA). */
 const ALGORITHM_OF_TYPE = {

@@ -9,7 +9,7 @@ import { currentRequestScope, outsideRequestScope } from '../core/request-scope.
  * what the driver learns on the way back (a COMMIT that failed) comes up as a thrown CommitFailed.
  */
 
-/** Transaction-scoped settings, in whole milliseconds. */
+/** Transaction-level settings, in whole milliseconds. */
 interface TransactionTimeouts {
   lockTimeoutMs: number;
   statementTimeoutMs: number;
@@ -39,24 +39,24 @@ export class CommitFailed extends Error {
   }
 }
 
-const transactionScope = new AsyncLocalStorage<TransactionMark>();
+const transactionMarks = new AsyncLocalStorage<TransactionMark>();
 
 /** Runs `fn` with `mark` as the transaction this async context is opening. */
-export function withTransactionScope<T>(mark: TransactionMark, fn: () => Promise<T>): Promise<T> {
-  return transactionScope.run(mark, fn);
+export function withTransactionMark<T>(mark: TransactionMark, fn: () => Promise<T>): Promise<T> {
+  return transactionMarks.run(mark, fn);
 }
 
 export function currentTransaction(): TransactionMark | undefined {
-  return transactionScope.getStore();
+  return transactionMarks.getStore();
 }
 
 export function isHoldingTransaction(): boolean {
-  return transactionScope.getStore()?.holding === true;
+  return transactionMarks.getStore()?.holding === true;
 }
 
 /** Runs `fn` as work of its own: neither the request nor the transaction that set it off limits it. */
 export function asWorkOfItsOwn<T>(fn: () => T): T {
-  return outsideRequestScope(() => transactionScope.exit(fn));
+  return outsideRequestScope(() => transactionMarks.exit(fn));
 }
 
 /**
@@ -90,7 +90,7 @@ export interface CallLimit {
  * plus the margin.
  */
 export function callLimit(statementTimeoutMs: number): CallLimit {
-  const mark = transactionScope.getStore();
+  const mark = transactionMarks.getStore();
   const byStatement = (mark?.timeouts.statementTimeoutMs ?? statementTimeoutMs) + CLIENT_LIMIT_MARGIN_MS;
   const statementSource = `STATEMENT_TIMEOUT_MS + ${CLIENT_LIMIT_MARGIN_MS} ms`;
   const explicit = explicitLimit.getStore();
