@@ -33,8 +33,25 @@ export function createLogger(level: string, destination?: pino.DestinationStream
   // Lines are gathered into 4 KiB writes instead of one system call per line, and flushed at
   // least every second; shutdown flushes the rest (see onShutdown).
   const logger = pino(options, pino.destination({ dest: 1, sync: false, minLength: 4096 }));
-  setInterval(() => logger.flush(), FLUSH_INTERVAL_MS).unref();
+  flushPeriodically(logger, FLUSH_INTERVAL_MS);
   return logger;
 }
 
 const FLUSH_INTERVAL_MS = 1_000;
+
+/**
+ * One flush at a time: each waits for the stream's 'drain', so while stdout is blocked (a log
+ * collector that stalls, a reader that went away) a flush every second would leave one more
+ * listener on the stream every second until it drains.
+ */
+function flushPeriodically(logger: Logger, everyMs: number) {
+  let flushing = false;
+  const flushed = () => {
+    flushing = false;
+  };
+  setInterval(() => {
+    if (flushing) return;
+    flushing = true;
+    logger.flush(flushed);
+  }, everyMs).unref();
+}
