@@ -3,17 +3,17 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createDirectTestDatabaseUrl } from './support/harness.js';
-import { MIGRATION_RUNNER_APP } from './support/migration-runner.js';
+import { MIGRATOR_PROCESS_APP } from './support/migrator-process.js';
 import { captureOutput } from './support/scripts.js';
 import { waitFor } from './support/wait.js';
 
 // kill -9 of start-up's migrate step (a process of its own, against PostgreSQL) in each phase of a
 // CREATE INDEX CONCURRENTLY build of migration 011, then a run to the end: every index valid and
 // each migration recorded once. Migrations 011 and 012 are made pending again in a database of the
-// test's own; a session of the test's holds the runner in the phase, and SQL tells when it is there.
+// test's own; a session of the test's holds the migrator in the phase, and SQL tells when it is there.
 
 const PROJECT = fileURLToPath(new URL('..', import.meta.url));
-const RUNNER = fileURLToPath(new URL('./support/migration-runner.ts', import.meta.url));
+const MIGRATOR_SCRIPT = fileURLToPath(new URL('./support/migrator-process.ts', import.meta.url));
 const INDEXES: Record<string, string> = {
   '011_outbox_sent_index': 'outbox_events_sent',
   '012_huddle_sessions_ended_index': 'huddle_sessions_ended',
@@ -22,11 +22,11 @@ const VERSIONS = Object.keys(INDEXES);
 const KILLED_BUILD = INDEXES['011_outbox_sent_index']!;
 const PHASE_TIMEOUT_MS = 180_000;
 
-type Runner = 'server' | 'naive';
+type Migrator = 'server' | 'naive';
 
 /** The migrate step as its own process (node itself, so that SIGKILL reaches it, not a wrapper). */
-function startRunner(databaseUrl: string, runner: Runner, env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ['--import', 'tsx', RUNNER, ...(runner === 'naive' ? ['naive'] : [])], {
+function startMigrator(databaseUrl: string, migrator: Migrator, env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, ['--import', 'tsx', MIGRATOR_SCRIPT, ...(migrator === 'naive' ? ['naive'] : [])], {
     cwd: PROJECT,
     env: { ...process.env, NODE_ENV: 'development', LOG_LEVEL: 'info', ENV_FILE: '/dev/null', DATABASE_URL: databaseUrl, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -64,15 +64,15 @@ async function indexState(db: pg.Client, name: string): Promise<'absent' | 'vali
   return rows[0]!.valid ? 'valid' : 'invalid';
 }
 
-async function runnerWaitsForLock(db: pg.Client): Promise<boolean> {
+async function migratorWaitsForLock(db: pg.Client): Promise<boolean> {
   const { rowCount } = await db.query(
     "select 1 from pg_stat_activity where application_name = $1 and datname = current_database() and wait_event_type = 'Lock'",
-    [MIGRATION_RUNNER_APP],
+    [MIGRATOR_PROCESS_APP],
   );
   return (rowCount ?? 0) > 0;
 }
 
-/** The builds the runner wrote down (none where the runner keeps no such table). */
+/** The builds the migrator wrote down (none where the migrator keeps no such table). */
 async function buildsRecorded(db: pg.Client): Promise<string[]> {
   const { rows: table } = await db.query<{ name: string | null }>("select to_regclass('schema_migration_builds')::text as name");
   if (!table[0]?.name) return [];
@@ -82,9 +82,9 @@ async function buildsRecorded(db: pg.Client): Promise<string[]> {
 
 interface Phase {
   name: string;
-  /** What the test's own session does to hold the runner in the phase (in a transaction it ends after the kill). */
+  /** What the test's own session does to hold the migrator in the phase (in a transaction it ends after the kill). */
   hold: string[];
-  /** The runner is in the phase. */
+  /** The migrator is in the phase. */
   reached(db: pg.Client): Promise<boolean>;
   /** Settings of the killed run. */
   env?: Record<string, string>;
@@ -95,25 +95,25 @@ const PHASES: Phase[] = [
     name: '(a) the build written down, CREATE INDEX waiting for the table behind a lock (no index yet)',
     hold: ['begin', 'lock table outbox_events in share update exclusive mode'],
     reached: async (db) =>
-      (await buildsRecorded(db)).includes(KILLED_BUILD) && (await indexState(db, KILLED_BUILD)) === 'absent' && runnerWaitsForLock(db),
+      (await buildsRecorded(db)).includes(KILLED_BUILD) && (await indexState(db, KILLED_BUILD)) === 'absent' && migratorWaitsForLock(db),
   },
   {
     name: '(b) during the build: the index there and invalid, the build waiting behind a writer',
     hold: ['begin', 'lock table outbox_events in row exclusive mode'],
-    reached: async (db) => (await indexState(db, KILLED_BUILD)) === 'invalid' && runnerWaitsForLock(db),
+    reached: async (db) => (await indexState(db, KILLED_BUILD)) === 'invalid' && migratorWaitsForLock(db),
   },
   {
-    // The backend of a killed runner builds on until it notices the socket closed: here it would
+    // The backend of a killed migrator builds on until it notices the socket closed: here it would
     // wait for the writer, which the test ends only once that backend is gone.
     name: '(b) during the build, its lock wait allowed 10 minutes (MIGRATION_LOCK_TIMEOUT_MS): the backend left waiting behind the writer',
     hold: ['begin', 'lock table outbox_events in row exclusive mode'],
-    reached: async (db) => (await indexState(db, KILLED_BUILD)) === 'invalid' && runnerWaitsForLock(db),
+    reached: async (db) => (await indexState(db, KILLED_BUILD)) === 'invalid' && migratorWaitsForLock(db),
     env: { MIGRATION_LOCK_TIMEOUT_MS: '600000' },
   },
   {
     name: '(c) after the build, before the record: the index valid, the record waiting behind a row of the test',
     hold: ['begin', "insert into schema_migrations (version) values ('011_outbox_sent_index')"],
-    reached: async (db) => (await indexState(db, KILLED_BUILD)) === 'valid' && runnerWaitsForLock(db),
+    reached: async (db) => (await indexState(db, KILLED_BUILD)) === 'valid' && migratorWaitsForLock(db),
   },
 ];
 
@@ -122,18 +122,18 @@ interface Outcome {
   rerun: { code: number | null; ms: number; applied: string; invalid: string[]; records: Record<string, number>; builds: string[] };
 }
 
-/** Kills the runner in `phase`, then runs it again to its end; what the kill left, and what the rerun did. */
-async function killInPhaseAndRerun(phase: Phase, runner: Runner): Promise<Outcome> {
+/** Kills the migrator in `phase`, then runs it again to its end; what the kill left, and what the rerun did. */
+async function killInPhaseAndRerun(phase: Phase, migrator: Migrator): Promise<Outcome> {
   const url = await databaseWithBuildsPending();
   const observer = await connect(url, 'crash-test-observer');
   const holder = await connect(url, 'crash-test-holder');
   try {
     for (const statement of phase.hold) await holder.query(statement);
-    const killed = startRunner(url, runner, phase.env);
-    await waitFor(async () => ((await phase.reached(observer)) ? true : undefined), `runner in phase ${phase.name}`, 60_000).catch(
+    const killed = startMigrator(url, migrator, phase.env);
+    await waitFor(async () => ((await phase.reached(observer)) ? true : undefined), `migrator in phase ${phase.name}`, 60_000).catch(
       (error: Error) => {
         killed.child.kill('SIGKILL');
-        throw new Error(`${error.message}; runner printed:\n${killed.output()}`);
+        throw new Error(`${error.message}; migrator printed:\n${killed.output()}`);
       },
     );
     killed.child.kill('SIGKILL');
@@ -144,11 +144,11 @@ async function killInPhaseAndRerun(phase: Phase, runner: Runner): Promise<Outcom
       async () => {
         const { rowCount } = await observer.query(
           'select 1 from pg_stat_activity where application_name = $1 and datname = current_database()',
-          [MIGRATION_RUNNER_APP],
+          [MIGRATOR_PROCESS_APP],
         );
         return rowCount === 0 ? true : undefined;
       },
-      'end of the killed runner backend',
+      'end of the killed migrator backend',
       30_000,
     );
     const backendEndedMs = Date.now() - killedAt;
@@ -162,7 +162,7 @@ async function killInPhaseAndRerun(phase: Phase, runner: Runner): Promise<Outcom
     await holder.query('rollback');
 
     const started = Date.now();
-    const rerun = startRunner(url, runner);
+    const rerun = startMigrator(url, migrator);
     const code = await rerun.exited;
     const ms = Date.now() - started;
     const { rows: invalid } = await observer.query<{ name: string }>(
@@ -200,12 +200,12 @@ function violations(outcome: Outcome): string[] {
   return found;
 }
 
-const describeOutcome = (phase: Phase, runner: Runner, outcome: Outcome) =>
-  `${runner} runner killed in ${phase.name}: its backend gone ${outcome.leftBehind.backendEndedMs} ms after the kill, left index ${outcome.leftBehind.index}, builds written down ${JSON.stringify(outcome.leftBehind.builds)}, ` +
+const describeOutcome = (phase: Phase, migrator: Migrator, outcome: Outcome) =>
+  `${migrator} migrator killed in ${phase.name}: its backend gone ${outcome.leftBehind.backendEndedMs} ms after the kill, left index ${outcome.leftBehind.index}, builds written down ${JSON.stringify(outcome.leftBehind.builds)}, ` +
   `011 recorded ${outcome.leftBehind.recorded}; rerun exited ${outcome.rerun.code} in ${outcome.rerun.ms} ms, applied ${outcome.rerun.applied}, ` +
   `invalid after ${JSON.stringify(outcome.rerun.invalid)}, records ${JSON.stringify(outcome.rerun.records)}`;
 
-describe('a CREATE INDEX CONCURRENTLY migration whose runner is killed (kill -9)', () => {
+describe('a CREATE INDEX CONCURRENTLY migration whose migrator is killed (kill -9)', () => {
   for (const phase of PHASES) {
     it(
       `in phase ${phase.name}: the next run ends with every index valid and each migration recorded once`,
@@ -219,7 +219,7 @@ describe('a CREATE INDEX CONCURRENTLY migration whose runner is killed (kill -9)
   }
 
   it(
-    "the runner that takes the invalid indexes it finds for someone else's (test/naive) records 011 with its index invalid after (b)",
+    "the migrator that takes the invalid indexes it finds for someone else's (test/naive) records 011 with its index invalid after (b)",
     async ({ annotate }) => {
       const phase = PHASES[1]!;
       const outcome = await killInPhaseAndRerun(phase, 'naive');

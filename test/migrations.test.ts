@@ -325,18 +325,18 @@ describe('the migrator', () => {
     }
   });
 
-  it('two runners starting at once on a concurrent build take turns: the index is built once, valid, and recorded once', async () => {
+  it('two migrators starting at once on a concurrent build take turns: the index is built once, valid, and recorded once', async () => {
     const version = '912_coupons_by_month';
     const migrations = await migrationsWith({
       [`${version}.sql`]: '-- migrate: no-transaction\nCREATE INDEX CONCURRENTLY IF NOT EXISTS coupons_by_month ON coupons (month);\n',
     });
-    // A writer the builds wait behind, so that both runners are at the build at once.
+    // A writer the builds wait behind, so that both migrators are at the build at once.
     const writer = await session(backend.databaseUrl);
     const other = nextVersion(backend);
     try {
       await writer.query('begin');
       await writer.query('lock table coupons in row exclusive mode');
-      const runners = [backend.database.db, other.db].map((db) => migrate(db, migrations.dir, { settings: settings() }));
+      const migrating = [backend.database.db, other.db].map((db) => migrate(db, migrations.dir, { settings: settings() }));
       // One waits behind the writer in its build, the other for the migration lock the first holds.
       await waitFor(async () => {
         const { rows } = await backend.sql.query<{ waiting: number }>(
@@ -344,9 +344,9 @@ describe('the migrator', () => {
           [TEST_APP],
         );
         return rows[0]!.waiting >= 2 ? true : undefined;
-      }, 'both runners waiting');
+      }, 'both migrators waiting');
       await writer.query('commit');
-      const applied = (await Promise.all(runners)).flat();
+      const applied = (await Promise.all(migrating)).flat();
       expect(applied).toEqual([version]);
       const { rows } = await backend.sql.query<{ valid: boolean }>(
         "select indisvalid as valid from pg_index where indexrelid = to_regclass('coupons_by_month')",

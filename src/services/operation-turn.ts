@@ -13,7 +13,7 @@ export interface OperationTurn {
   readonly held: boolean;
 }
 
-/** The turn of work that admission did not admit (the benchmark's raw runner): nothing to give back. */
+/** The turn of work that admission did not admit (the bare server of the benchmark, which calls a unit of work without admission): nothing to give back. */
 export const UNGATED_TURN: OperationTurn = {
   held: true,
   stepOut: async (wait) => ({ value: await wait(), back: true }),

@@ -1,7 +1,7 @@
 // Start-up's migrate step as a process of its own, for tests that kill it (kill -9 reaches this
 // process itself: run it as `node --import tsx`, not through the tsx wrapper, which would leave it
 // running). Configured as the server is (DATABASE_URL, MIGRATION_*). With the argument `naive`, the
-// runner of test/naive/migrate.ts instead. Prints the server's log lines; exit 1 on an error.
+// migrator of test/naive/migrate.ts instead. Prints the server's log lines; exit 1 on an error.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/core/config.js';
@@ -11,13 +11,13 @@ import { createLogger } from '../../src/core/logger.js';
 import { databaseOptions, openDatabase } from '../../src/process/open-database.js';
 import { migrateTakingInvalidIndexesForOthers } from '../naive/migrate.js';
 
-export const MIGRATION_RUNNER_APP = 'migration-runner';
+export const MIGRATOR_PROCESS_APP = 'migrator-process';
 
 async function main(): Promise<void> {
   const config = loadConfig(process.env, { servesHttp: false });
   const log = createLogger('info');
   if (process.argv[2] === 'naive') {
-    const database = createDatabase(databaseOptions(config, config.database.url!, MIGRATION_RUNNER_APP), log);
+    const database = createDatabase(databaseOptions(config, config.database.url!, MIGRATOR_PROCESS_APP), log);
     try {
       const applied = await migrateTakingInvalidIndexesForOthers(database.db, MIGRATIONS_DIR, config.migrations.lockTimeoutMs);
       log.info({ applied }, applied.length ? 'migrations applied' : 'schema is up to date');
@@ -26,7 +26,7 @@ async function main(): Promise<void> {
     }
     return;
   }
-  const opened = await openDatabase({ config, log, schema: 'migrate' }, MIGRATION_RUNNER_APP);
+  const opened = await openDatabase({ config, log, schema: 'migrate' }, MIGRATOR_PROCESS_APP);
   await opened.close();
 }
 
