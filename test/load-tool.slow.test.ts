@@ -3,6 +3,7 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseLoadArgs, UsageError } from './load/args.js';
 import { LoadClient } from './load/client.js';
@@ -21,7 +22,7 @@ import { beyondReach, judge, parseThreshold, type Threshold } from './load/thres
 import { CreateCampaignDocument } from './generated/graphql.js';
 import { asTenantAdmin, createTenant, gqlOk, serveTestBackend, type ServedBackend } from './support/harness.js';
 import { listenOnLoopback, type LoopbackServer } from './support/ports.js';
-import { runScript } from './support/scripts.js';
+import { captureOutput, runScript, spawnScript } from './support/scripts.js';
 
 /** A report's circumstances when a test reads only its figures. */
 const BARE_CONTEXT = {
@@ -549,6 +550,44 @@ describe('npm run load: scenarios and their invariant checks', () => {
     // sixty requests may all be answered before a quarter second has passed).
     expect(output).toMatch(
       /^ +[\d.]+ s {2}measured {2}\d+\/s {2}p50 [\d.]+ ms {2}p99 [\d.]+ ms {2}in flight \d+ {2}answered \d+ {2}errors none$/m,
+    );
+  });
+
+  it('--rate: what falls due while the generator cannot run is never sent; the figures and the JSON count it', async () => {
+    // The first progress line comes 2 s in; the stop must land before the run's end, 8 s later
+    // here, however slowly this busy machine hands the line to the test.
+    const [RATE, SECONDS] = [10, 10];
+    const json = path.join(await mkdtemp(path.join(os.tmpdir(), 'load-cli-')), 'summary.json');
+    const child = spawnScript('test/load/cli.ts', {}, [
+      ...['--scenario', 'documents', '--url', backend.url, '--database-url', backend.databaseUrl, '--concurrency', '4'],
+      ...['--rate', String(RATE), '--duration', String(SECONDS), '--json', json],
+    ]);
+    const output = captureOutput(child);
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+    // Not a terminal: the first progress line comes once the run's clock has begun.
+    await new Promise<void>((resolve) => child.stderr!.on('data', () => /^ +[\d.]+ s {2}measured/m.test(output()) && resolve()));
+    const clockBegunBy = performance.now();
+    // The generator's process gets no CPU (a machine too busy to run it): its schedule goes on
+    // without it. It runs again only after its duration is over, by its own clock (which began
+    // before the line came): then its deadline is past, and what fell due meanwhile is never sent.
+    process.kill(child.pid!, 'SIGSTOP');
+    try {
+      await sleep(clockBegunBy + SECONDS * 1000 - performance.now());
+    } finally {
+      process.kill(child.pid!, 'SIGCONT');
+    }
+    const code = await exited;
+    expect(code, output()).toBe(0);
+    const summary = JSON.parse(await readFile(json, 'utf8')) as LoadResult;
+    // Sent before the stop, never sent after it: together, every request the schedule had due.
+    expect(summary.requests).toBeGreaterThan(0);
+    expect(summary.notSent).toBeGreaterThan(0);
+    expect(summary.requests + summary.notSent).toBe(RATE * SECONDS);
+    expect(summary.violations).toEqual([]);
+    expect(output()).toMatch(
+      new RegExp(
+        `schedule +\\d+ requests sent more than 10 ms late \\(at most \\d+ ms\\); ${summary.notSent} due before the end were never sent: the load generator fell behind`,
+      ),
     );
   });
 });

@@ -1,16 +1,21 @@
 import net from 'node:net';
 
 /**
- * A TCP proxy to PostgreSQL that forwards everything, and can hold the answer to the next
- * connection's `target_session_attrs` check (`show transaction_read_only`) for as long as a test
- * needs: the moment of a switchover's race, made to last.
+ * A TCP proxy to PostgreSQL that forwards everything, and can hold the answers of one connection
+ * for as long as a test needs: the answer to the next `target_session_attrs` check (`show
+ * transaction_read_only`), the moment of a switchover's race made to last; or every answer to the
+ * next connection a pool of a given name opens, a database that is slow to answer one client.
  */
 export interface HoldingProxy {
   port: number;
   /** The next connection that asks `show transaction_read_only` gets its answer only at release(). */
   holdNextTargetCheck(): void;
+  /** The next connection whose startup message names `application` (application_name) gets no answer until deliver(). */
+  holdNextConnectionOf(application: string): void;
   /** Resolves once a connection's answer is held. */
   holding(): Promise<void>;
+  /** Delivers what was held, and forwards that connection's answers from then on. */
+  deliver(): void;
   /** Delivers the held answer; resolves once that connection is closed (its client gave up on it). */
   release(): Promise<void>;
   /** Closes the connection whose answer is held instead, as a node that shuts down closes it. */
@@ -18,8 +23,19 @@ export interface HoldingProxy {
   close(): Promise<void>;
 }
 
+/** What a client sends that starts the hold: from it on, that connection's answers wait. */
+type Trigger = (chunk: Buffer) => boolean;
+
+const asksTargetCheck: Trigger = (chunk) => chunk.includes('show transaction_read_only');
+
+/** The startup message lists its parameters as name and value, each ending in a zero byte. */
+const startsConnectionOf =
+  (application: string): Trigger =>
+  (chunk) =>
+    chunk.includes(`application_name\0${application}\0`);
+
 export async function startHoldingProxy(port: number): Promise<HoldingProxy> {
-  let armed = false;
+  let armed: Trigger | null = null;
   let held: { client: net.Socket; release: () => void } | null = null;
   let onHolding: (() => void) | null = null;
   const sockets = new Set<net.Socket>();
@@ -29,8 +45,8 @@ export async function startHoldingProxy(port: number): Promise<HoldingProxy> {
     const withheld: Buffer[] = [];
     let holding = false;
     client.on('data', (chunk: Buffer) => {
-      if (armed && chunk.includes('show transaction_read_only')) {
-        armed = false;
+      if (armed?.(chunk)) {
+        armed = null;
         holding = true;
         held = {
           client,
@@ -50,15 +66,22 @@ export async function startHoldingProxy(port: number): Promise<HoldingProxy> {
     upstream.on('error', () => {});
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const deliver = () => {
+    const { client, release } = held!;
+    held = null;
+    release();
+    return client;
+  };
   return {
     port: (server.address() as net.AddressInfo).port,
-    holdNextTargetCheck: () => (armed = true),
+    holdNextTargetCheck: () => (armed = asksTargetCheck),
+    holdNextConnectionOf: (application) => (armed = startsConnectionOf(application)),
     holding: () => (held ? Promise.resolve() : new Promise<void>((resolve) => (onHolding = resolve))),
+    deliver: () => void deliver(),
     async release() {
-      const { client, release } = held!;
-      held = null;
+      const client = held!.client;
       const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
-      release();
+      deliver();
       await closed;
     },
     drop() {
