@@ -6,7 +6,10 @@ import { AsyncLocalStorage } from 'node:async_hooks';
  * instance's hook on every promise and timer the process creates, so each further instance costs
  * each of them a property copy. Each value has a slot of its own; setting one copies the others.
  */
-const storage = new AsyncLocalStorage<Readonly<Record<symbol, unknown>>>();
+const storage = new AsyncLocalStorage<readonly unknown[]>();
+
+/** Slots made so far: each takes the next index of the store's array (an array copies faster than an object with symbol keys). */
+let slots = 0;
 
 /** One value that flows down with async work, beside the others in the same store. */
 export interface AsyncSlot<T> {
@@ -17,9 +20,13 @@ export interface AsyncSlot<T> {
 }
 
 export function asyncSlot<T>(): AsyncSlot<T> {
-  const key = Symbol();
+  const index = slots++;
   return {
-    get: () => storage.getStore()?.[key] as T | undefined,
-    run: (value, fn) => storage.run({ ...storage.getStore(), [key]: value }, fn),
+    get: () => storage.getStore()?.[index] as T | undefined,
+    run: (value, fn) => {
+      const values = storage.getStore()?.slice() ?? [];
+      values[index] = value;
+      return storage.run(values, fn);
+    },
   };
 }
