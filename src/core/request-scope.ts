@@ -1,4 +1,4 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
+import { asyncSlot } from './async-context.js';
 
 /**
  * What every layer of one HTTP request needs on the way down, without threading it through calls:
@@ -15,17 +15,17 @@ export interface RequestScope {
   deadline?: number;
 }
 
-const scope = new AsyncLocalStorage<RequestScope>();
+const scope = asyncSlot<RequestScope>();
 
 export function runInRequestScope<T>(value: RequestScope, fn: () => T): T {
   return scope.run(value, fn);
 }
 
 export function currentRequestScope(): RequestScope | undefined {
-  return scope.getStore();
+  return scope.get();
 }
 
 /** Runs `fn` outside any request: work a request only set off (a health check) must not inherit its deadline. */
 export function outsideRequestScope<T>(fn: () => T): T {
-  return scope.exit(fn);
+  return scope.run(undefined, fn);
 }

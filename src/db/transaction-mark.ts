@@ -1,4 +1,4 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
+import { asyncSlot } from '../core/async-context.js';
 import { tryAgain } from '../core/errors.js';
 import { currentRequestScope, outsideRequestScope } from '../core/request-scope.js';
 
@@ -39,7 +39,8 @@ export class CommitFailed extends Error {
   }
 }
 
-const transactionMarks = new AsyncLocalStorage<TransactionMark>();
+// Slots of the one store that flows down with async work (src/core/async-context.ts).
+const transactionMarks = asyncSlot<TransactionMark>();
 
 /** Runs `fn` with `mark` as the transaction this async context is opening. */
 export function withTransactionMark<T>(mark: TransactionMark, fn: () => Promise<T>): Promise<T> {
@@ -47,16 +48,16 @@ export function withTransactionMark<T>(mark: TransactionMark, fn: () => Promise<
 }
 
 export function currentTransaction(): TransactionMark | undefined {
-  return transactionMarks.getStore();
+  return transactionMarks.get();
 }
 
 export function isHoldingTransaction(): boolean {
-  return transactionMarks.getStore()?.holding === true;
+  return transactionMarks.get()?.holding === true;
 }
 
 /** Runs `fn` as work of its own: neither the request nor the transaction that set it off limits it. */
 export function asWorkOfItsOwn<T>(fn: () => T): T {
-  return outsideRequestScope(() => transactionMarks.exit(fn));
+  return outsideRequestScope(() => transactionMarks.run(undefined, fn));
 }
 
 /**
@@ -67,7 +68,7 @@ export function asWorkOfItsOwn<T>(fn: () => T): T {
 export const CLIENT_LIMIT_MARGIN_MS = 1_000;
 
 /** A limit of its own for work that is long by nature (migrations, command-line tools). */
-const explicitLimit = new AsyncLocalStorage<number>();
+const explicitLimit = asyncSlot<number>();
 
 /** Runs `fn` with every database call it makes limited to `limitMs` instead of the usual limit. */
 export function withCallLimit<T>(limitMs: number, fn: () => Promise<T>): Promise<T> {
@@ -90,10 +91,10 @@ export interface CallLimit {
  * plus the margin.
  */
 export function callLimit(statementTimeoutMs: number): CallLimit {
-  const mark = transactionMarks.getStore();
+  const mark = transactionMarks.get();
   const byStatement = (mark?.timeouts.statementTimeoutMs ?? statementTimeoutMs) + CLIENT_LIMIT_MARGIN_MS;
   const statementSource = `STATEMENT_TIMEOUT_MS + ${CLIENT_LIMIT_MARGIN_MS} ms`;
-  const explicit = explicitLimit.getStore();
+  const explicit = explicitLimit.get();
   const deadline = mark?.deadline ?? currentRequestScope()?.deadline ?? null;
   if (deadline === null) {
     return explicit === undefined

@@ -11,11 +11,11 @@ import { writeAnswer, writeFetchResponse, type Answer } from './answer.js';
 import { CLIENT_CLOSED_REQUEST, internalError, refusalBody } from './refusals.js';
 import { requestIdOf, type RequestLine, type RequestLog } from './request-log.js';
 import type { ServeFetch } from './serve-fetch.js';
-import type { GraphQLServer } from './yoga.js';
+import { PLAIN_CONTEXT_PART, type GraphQLServer } from './yoga.js';
 
 /**
  * A request on a Node socket, into Yoga. Public APIs only: Yoga's own Fetch classes
- * (`yoga.fetchAPI.Request`) to build the request, `yoga.handleRequest(request, serverContext)` for
+ * (`yoga.fetchAPI.Request`) to build the request, `yoga.handle({ request, ...serverContext }, PLAIN_CONTEXT_PART)` for
  * /graphql's whole pipeline (every plugin's hooks, Yoga's negotiation and result processing), and
  * the actions handler (`yoga.getResultForParams`, actions.ts) for /actions. The one decision made
  * here is which requests are read straight off the socket instead of through the Fetch path
@@ -167,7 +167,7 @@ class NodeDispatch {
   private async answerGraphQL(req: IncomingMessage, res: ServerResponse, body: string | null, requestId: string, report: RequestReport) {
     let response: Response;
     try {
-      response = await this.parts.yoga.handleRequest(this.fetchRequestOf(req, res, body), { report });
+      response = await this.parts.yoga.handle({ request: this.fetchRequestOf(req, res, body), report }, PLAIN_CONTEXT_PART);
     } catch (error) {
       this.parts.log.error({ err: error }, 'request failed outside GraphQL');
       response = internalError(requestId);

@@ -3,7 +3,17 @@ import type { RequestReport } from '../graphql/context.js';
 import type { Logger } from '../core/logger.js';
 import type { Metrics } from '../services/metrics/metrics.js';
 import { runInRequestScope, type RequestScope } from '../core/request-scope.js';
-import { contextFrom, isTracedPath, SpanKind, SpanStatusCode, startSpan, traceContext, traceparentOf, untraced } from '../core/tracing.js';
+import {
+  contextFrom,
+  isTracedPath,
+  SpanKind,
+  SpanStatusCode,
+  startSpan,
+  traceContext,
+  traceparentOf,
+  tracing,
+  untraced,
+} from '../core/tracing.js';
 import type { Span } from '@opentelemetry/api';
 import { INVALID_OPERATION } from './operation.js';
 
@@ -53,13 +63,15 @@ export function createRequestLog(log: Logger, metrics: Metrics): RequestLog {
       const scope: RequestScope = clientAddress === undefined ? { requestId } : { requestId, clientAddress };
       const report: RequestReport = {};
       const traced = isTracedPath(path);
-      const server = !traced
-        ? null
-        : startSpan(`${method} ${path}`, {
-            kind: SpanKind.SERVER,
-            parent: contextFrom({ traceparent: header('traceparent'), tracestate: header('tracestate') }),
-            attributes: { 'http.request.method': method, 'url.path': path, 'http.route': path, 'url.scheme': 'http' },
-          });
+      // Tracing off costs nothing: not even the caller's traceparent is parsed.
+      const server =
+        !traced || !tracing.enabled
+          ? null
+          : startSpan(`${method} ${path}`, {
+              kind: SpanKind.SERVER,
+              parent: contextFrom({ traceparent: header('traceparent'), tracestate: header('tracestate') }),
+              attributes: { 'http.request.method': method, 'url.path': path, 'http.route': path, 'url.scheme': 'http' },
+            });
       const finish = (status: number) => {
         const { outcome, attempts, replayed, sqlState } = report;
         const seconds = (performance.now() - started) / 1000;

@@ -4,7 +4,7 @@ import { responseOf } from './answer.js';
 import { BodyTooLargeError, isGraphQLContentType, readLimitedBody } from './body.js';
 import { refusal } from './refusals.js';
 import type { Route } from './routes/route.js';
-import type { GraphQLServer } from './yoga.js';
+import { PLAIN_CONTEXT_PART, type GraphQLServer } from './yoga.js';
 
 export interface RouterParts {
   /** Tried in order before GraphQL: health, readiness, metrics, GraphiQL. */
@@ -43,6 +43,6 @@ export function createRouter(parts: RouterParts): Router {
     // Media types are case-insensitive; Yoga compares them as written.
     const contentType = buffered.headers.get('content-type');
     if (contentType !== null) buffered.headers.set('content-type', contentType.toLowerCase());
-    return yoga.fetch(buffered, { report });
+    return yoga.fetch(buffered, { report }, PLAIN_CONTEXT_PART);
   };
 }
