@@ -66,6 +66,8 @@ describe('starting', () => {
       const ready = await fetch(`http://127.0.0.1:${backend.http.port}/ready`);
       expect({ status: ready.status, body: await ready.json() }).toEqual({ status: 200, body: { status: 'ready' } });
     } finally {
+      // A test that failed above still holds the check: its backend could not stop until it timed out.
+      proxy.deliver();
       await (await starting).stop();
       await proxy.close();
     }

@@ -565,7 +565,12 @@ describe('npm run load: scenarios and their invariant checks', () => {
     const output = captureOutput(child);
     const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
     // Not a terminal: the first progress line comes once the run's clock has begun.
-    await new Promise<void>((resolve) => child.stderr!.on('data', () => /^ +[\d.]+ s {2}measured/m.test(output()) && resolve()));
+    const progressed = new Promise<void>((resolve) =>
+      child.stderr!.on('data', () => /^ +[\d.]+ s {2}measured/m.test(output()) && resolve()),
+    );
+    // A tool that ends before its first progress line fails here with what it printed, not at the test's timeout.
+    const endedFirst = await Promise.race([progressed.then(() => false), exited.then(() => true)]);
+    expect(endedFirst, output()).toBe(false);
     const clockBegunBy = performance.now();
     // The generator's process gets no CPU (a machine too busy to run it): its schedule goes on
     // without it. It runs again only after its duration is over, by its own clock (which began

@@ -239,9 +239,9 @@ class PoolGuard {
       let client: pg.PoolClient;
       try {
         // A new connection is limited by its own connect timeout (client.ts), and by the deadline.
-        // It outlives the request that happens to open it: opened in that request's scope, every
+        // It outlives the request that happens to open it: opened in that request scope, every
         // later event of its socket (an 'error' when PostgreSQL stops, minutes later) would run in
-        // that scope and log the long-finished request's id.
+        // that request scope and log the long-finished request's id.
         client = await outsideRequestScope(() => connectWithin(raw, left));
       } catch (error) {
         if (!(error instanceof ConnectError)) throw error;

@@ -46,7 +46,7 @@ export interface RequestLine {
 
 export interface RequestLog {
   /**
-   * Runs one request in its scope (its id on every log line) and, with tracing on, in its server
+   * Runs one request in its request scope (its id on every log line) and, with tracing on, in its server
    * span (continuing the caller's `traceparent`). `serve` is handed what to call when the response
    * has gone out (one log line, one metric, the span's end), the `traceparent` to answer with, and
    * the request's report, to pass to Yoga with the server context: what the log line says the

@@ -68,7 +68,9 @@ function operationContext(services: AppServices) {
  * object, @whatwg-node/server builds the context on it as a prototype (a new one per request), on
  * which every property added later (Yoga's, the plugins', the context factory's) is slow: envelop's
  * copy of the context alone cost 40 µs per request. Handed two, it copies them into a plain object,
- * of one shape for every request.
+ * of one shape for every request of a path (the socket's, the Fetch path's). The context then has
+ * no `waitUntil` of the server adapter's: nothing of Yoga, envelop or the project reads it, and work
+ * that outlives a response here is the backend's own (the outbox, the workers), never a request's.
  */
 export const PLAIN_CONTEXT_PART: Partial<ServerContext> = Object.freeze({});
 

@@ -14,7 +14,7 @@ export interface HoldingProxy {
   holdNextConnectionOf(application: string): void;
   /** Resolves once a connection's answer is held. */
   holding(): Promise<void>;
-  /** Delivers what was held, and forwards that connection's answers from then on. */
+  /** Delivers what is held, if anything, and forwards that connection's answers from then on. */
   deliver(): void;
   /** Delivers the held answer; resolves once that connection is closed (its client gave up on it). */
   release(): Promise<void>;
@@ -77,7 +77,7 @@ export async function startHoldingProxy(port: number): Promise<HoldingProxy> {
     holdNextTargetCheck: () => (armed = asksTargetCheck),
     holdNextConnectionOf: (application) => (armed = startsConnectionOf(application)),
     holding: () => (held ? Promise.resolve() : new Promise<void>((resolve) => (onHolding = resolve))),
-    deliver: () => void deliver(),
+    deliver: () => void (held && deliver()),
     async release() {
       const client = held!.client;
       const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
