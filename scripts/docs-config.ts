@@ -3,5 +3,10 @@ import { withConfigTable } from './config-doc.js';
 
 /** Writes the configuration table of docs/operations.md from the variables of src/core/config/. */
 const operations = new URL('../docs/operations.md', import.meta.url);
-await writeFile(operations, withConfigTable(await readFile(operations, 'utf8')));
-console.log('wrote the configuration table of docs/operations.md');
+const before = await readFile(operations, 'utf8');
+const after = withConfigTable(before);
+if (after === before) console.log('the configuration table of docs/operations.md is up to date');
+else {
+  await writeFile(operations, after);
+  console.log('wrote the configuration table of docs/operations.md');
+}

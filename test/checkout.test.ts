@@ -443,6 +443,11 @@ describe('checkout without STRIPE_SECRET_KEY', () => {
         new Request('http://test.local/dev/authenticate?client_secret=pi_sim_000000000000000000000000_secret_000000000000000000000000'),
       );
       expect(finishedTwice.status).toBe(404);
+      expect(await finishedTwice.text()).toContain('No payment waits for this client secret');
+      // Opened by hand, without the secret: the page says where the secret comes from.
+      const openedByHand = await fetch(new Request('http://test.local/dev/authenticate'));
+      expect(openedByHand.status).toBe(404);
+      expect(await openedByHand.text()).toContain('?client_secret=</code> followed by the <code>clientSecret</code>');
     } finally {
       await backend.close();
     }

@@ -58,7 +58,7 @@ const REFUSALS: [Record<string, string>, string][] = [
   [{ HTTP_KEEP_ALIVE_TIMEOUT_MS: '5' }, 'HTTP_KEEP_ALIVE_TIMEOUT_MS: expected a number from 1000 to 3600000, got 5'],
   [{ EMBEDDED_PG_PORT: '80' }, 'EMBEDDED_PG_PORT: expected 0 or a number from 1024 to 65535, got 80'],
   [{ EMBEDDED_PG_PORT: 'x' }, 'EMBEDDED_PG_PORT: expected a whole number, got "x"'],
-  [{ EMBEDDED_PG_PORT: '70000' }, 'EMBEDDED_PG_PORT: expected a number from 0 to 65535, got 70000'],
+  [{ EMBEDDED_PG_PORT: '70000' }, 'EMBEDDED_PG_PORT: expected 0 or a number from 1024 to 65535, got 70000'],
   [{ EMBEDDED_PG_DATA_DIR: PACKAGE_JSON }, `EMBEDDED_PG_DATA_DIR: ${PACKAGE_JSON} is a file; expected a folder (created when missing)`],
   [{ EMBEDDED_PG_SHARED_DIR: README }, `EMBEDDED_PG_SHARED_DIR: ${README} is a file; expected a folder (created when missing)`],
   [{ BUSINESS_TIME_ZONE: 'Mars/Olympus' }, 'BUSINESS_TIME_ZONE: unknown IANA time zone "Mars/Olympus"'],

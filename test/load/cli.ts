@@ -224,7 +224,8 @@ function readArguments(argv: string[]): { args: LoadArgs; operation: OperationSp
     return { args, operation };
   } catch (error) {
     if (error instanceof UsageError) {
-      console.error(`${error.message}\n\n${LOAD_USAGE}`);
+      // The usage first: the refusal is the last line a terminal shows.
+      console.error(`${LOAD_USAGE}\n\n${error.message}`);
       return 2;
     }
     if (error instanceof OperationError) {

@@ -147,9 +147,11 @@ export function wholeNumber<D extends number | null = null>(spec: Spec<D> & { mi
 
 /** A port of one's own choosing from 1024 up, or 0: an unused one, chosen at each start. */
 export function portOrAny(spec: Spec<number> & { default: number }) {
-  const present = digits.pipe(from(0, 65_535)).refine((port) => port === 0 || port >= 1024, {
-    error: (issue) => `expected 0 or a number from 1024 to 65535, got ${String(issue.input)}`,
-  });
+  const present = digits.pipe(
+    z.number().refine((port) => port === 0 || (port >= 1024 && port <= 65_535), {
+      error: (issue) => `expected 0 or a number from 1024 to 65535, got ${String(issue.input)}`,
+    }),
+  );
   return variable(spec, present, '0 (any unused port), or 1024 to 65535', String);
 }
 

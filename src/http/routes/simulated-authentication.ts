@@ -14,6 +14,14 @@ const html = (status: number, body: string) =>
     { status, headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' } },
   );
 
+/** The answer for a client secret no payment waits on: none given (the page opened by hand), or one already settled. */
+function noPaymentWaits(clientSecret: string): string {
+  return clientSecret === ''
+    ? `<h1>Which payment?</h1><p>Open this page as checkout's answer names it: <code>${SIMULATED_AUTHENTICATION_PATH}?client_secret=</code> ` +
+        `followed by the <code>clientSecret</code> of a checkout that answered <code>REQUIRES_ACTION</code>.</p>`
+    : '<h1>No payment waits for this client secret</h1><p>It was finished, or never asked.</p>';
+}
+
 /** The page a card issuer would show: the payment, and a button for each outcome. */
 function challengePage(clientSecret: string, amountYen: number): Response {
   const button = (result: string, label: string) =>
@@ -46,7 +54,7 @@ export function simulatedAuthenticationRoutes(services: AppServices): Route[] {
         const fields = request.method === 'POST' ? new URLSearchParams(await request.text()) : new URL(request.url).searchParams;
         const clientSecret = fields.get('client_secret') ?? '';
         const waiting = CLIENT_SECRET.test(clientSecret) ? provider.waiting(clientSecret) : null;
-        if (waiting === null) return html(404, '<h1>No payment waits for this client secret</h1><p>It was finished, or never asked.</p>');
+        if (waiting === null) return html(404, noPaymentWaits(clientSecret));
         if (request.method === 'GET') return challengePage(clientSecret, waiting.amountYen);
         const succeed = fields.get('result') === 'succeed';
         provider.finish(clientSecret, succeed);
