@@ -309,8 +309,10 @@ async function takeOverRunning(options: EmbeddedPostgresOptions, dataDir: string
   if (owner && !options.share) {
     throw new EmbeddedPostgresUnavailableError(
       `The embedded PostgreSQL in ${options.dataDir} (port ${running.port}) is already served by process ${owner.pid} (${owner.command}). ` +
-        'Stop that process, or give this one a database of its own: set EMBEDDED_PG_DATA_DIR to another folder and ' +
-        'EMBEDDED_PG_PORT to another port (or set DATABASE_URL).',
+        'Stop that process, or give this one a database of its own: set EMBEDDED_PG_DATA_DIR to another folder' +
+        // Port 0 picks an unused port at each start already.
+        (options.port === 0 ? '' : ' and EMBEDDED_PG_PORT to another port (or 0: any unused one)') +
+        ' (or set DATABASE_URL).',
     );
   }
   if (owner && password !== null) {
