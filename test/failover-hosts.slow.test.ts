@@ -40,16 +40,23 @@ async function startServer(root: string, name: string): Promise<Server> {
     log: createLogger('silent'),
     ephemeral: true,
   });
-  const admin = new pg.Pool({ connectionString: postgres.connectionString('postgres'), max: 1 });
-  admin.on('error', () => {});
-  // One password for both, as the servers of one HA cluster share their users.
-  await admin.query(`alter user postgres password '${PASSWORD}'`);
-  await admin.query(`create database ${DATABASE}`);
+  const setup = new pg.Client({ connectionString: postgres.connectionString('postgres') });
+  await setup.connect();
+  try {
+    // One password for both, as the servers of one HA cluster share their users.
+    await setup.query(`alter user postgres password '${PASSWORD}'`);
+    await setup.query(`create database ${DATABASE}`);
+  } finally {
+    await setup.end();
+  }
   await migrateDatabaseAt(url(postgres.port));
+  // With the new password: a pool's idle connection closes after 10 s, and one it opens again must log in.
+  const admin = new pg.Pool({ connectionString: url(postgres.port, 'postgres'), max: 1 });
+  admin.on('error', () => {});
   return { postgres, admin };
 }
 
-const url = (port: number) => `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/${DATABASE}`;
+const url = (port: number, database = DATABASE) => `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/${database}`;
 
 /** Writes on or off for every session of the server, the ones open now included (they read the setting at their next transaction). */
 async function acceptWrites(server: Server, writes: boolean) {
