@@ -96,6 +96,7 @@ const LABEL = {
   oursSlotted: 'conditional + 16 budget slots',
   raw: 'same SQL straight through pg',
   bare: 'same unit behind bare node:http',
+  bareBatched: 'same unit behind bare node:http, batched',
   keyed: 'ours with Idempotency-Key',
   actions: 'ours via /actions',
   traced: 'ours with tracing on (every request sampled and exported)',
@@ -546,6 +547,16 @@ function targets(rows: Row[]): string[] {
       ),
     );
   }
+  // Batching is the default configuration: the endpoint as shipped against the same unit, batched, behind the bare server.
+  const oursBatched32 = find(LABEL.oursBatched, 32);
+  const bareBatched32 = find(LABEL.bareBatched, 32);
+  if (oursBatched32 && bareBatched32) {
+    const rate = pairedRatio(oursBatched32, bareBatched32);
+    const cpu = pairedRatio(oursBatched32, bareBatched32, serverCpuMs);
+    lines.push(
+      `INFO batched endpoint (the default configuration) at 32 clients against the batched bare server: ${rate.toFixed(2)} of the req/s, server CPU ${cpu.toFixed(2)}x (${medianOf(oursBatched32, serverCpuMs, 2)} vs ${medianOf(bareBatched32, serverCpuMs, 2)} ms; median of the interleaved pairs)`,
+    );
+  }
   const raw32 = find(LABEL.raw, 32);
   if (ours32 && raw32) {
     lines.push(
@@ -707,6 +718,9 @@ const OWN_SERVERS: Record<string, ServerSpec> = {
   'distant batched': { strategy: 'conditional', distant: true, env: { COUPON_ISSUE_BATCH_MAX: BATCH_MAX } },
 };
 
+/** The bench's bare node:http server around the unit (bare-server.ts), its scenario set up as the raw row's. */
+const BARE_SERVER = (setUp: Target['setUp']): ServerSpec => ({ strategy: 'conditional', entry: 'test/load/bare-server.ts', setUp });
+
 /**
  * One database with its delay proxy, and the servers of one checkout on it (the baseline's, or
  * this one's). A server starts when a row first needs it, and is warmed up then.
@@ -804,7 +818,8 @@ async function main() {
     });
     const rawUnit = rawTarget(here.database.databaseUrl, here.sql);
     raw = rawUnit;
-    here.define('bare', { strategy: 'conditional', entry: 'test/load/bare-server.ts', setUp: rawUnit.setUp });
+    here.define('bare', BARE_SERVER(rawUnit.setUp));
+    here.define('bare batched', { ...BARE_SERVER(rawUnit.setUp), env: { COUPON_ISSUE_BATCH_MAX: BATCH_MAX } });
 
     const rows: Row[] = [];
     const wanted = (label: string) => only.length === 0 || only.some((text) => label.includes(text));
@@ -825,6 +840,7 @@ async function main() {
       if (clients === 1) continue;
       row(LABEL.bare, clients, async (id) => throughEndpoint(await here.target('bare'), reference(id), clients));
       if (clients === FEATURE_CLIENTS) {
+        row(LABEL.bareBatched, clients, async (id) => throughEndpoint(await here.target('bare batched'), reference(id), clients));
         paired(LABEL.keyed, clients, async (side, id) =>
           throughEndpoint(await side.target('conditional'), reference(id), clients, { idempotencyKeys: true }),
         );
