@@ -266,6 +266,36 @@ describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', ()
       await webhook.close();
     }
   });
+
+  it('traces a budget lease refill a request sets off as work of its own, linked to the request, not inside its trace', async () => {
+    await gqlOk(
+      backend.app.fetch,
+      CreateCampaignDocument,
+      { input: { id: 'traced-leased', name: 'Traced leased', discountYen: 100, budgetYen: 10_000, budgetLeaseCoupons: 20 } },
+      asTenantAdmin('traced'),
+    );
+    const traceId = 'e'.repeat(32);
+    const response = await fetch(backend.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${'f'.repeat(16)}-01`, ...asUser('traced', 'leaser') },
+      body: JSON.stringify({ query: print(IssueCouponDocument), variables: { input: { campaignId: 'traced-leased' } } }),
+    });
+    expect(((await response.json()) as { data: { issueCoupon: { status: string } } }).data.issueCoupon.status).toBe('ISSUED');
+    // The issue had no lease yet: the refill runs after it, in the background, as one statement.
+    const refillStatement = await waitFor(
+      () => receiver.spans.find((s) => String(s.attributes['db.query.text'] ?? '').includes('insert into campaign_budget_leases')),
+      'refill statement span',
+    );
+    const refill = await waitFor(() => receiver.spans.find((s) => s.name === 'budget lease refill'), 'refill span');
+    expect(refill.parentSpanId ?? '').toBe('');
+    expect(refill.traceId).not.toBe(traceId);
+    expect(refill.attributes).toMatchObject({ 'app.campaign.id': 'traced-leased' });
+    // Linked to the span that set it off: the issue's attempt, in the request's trace.
+    expect(refill.links).toEqual([expect.objectContaining({ traceId })]);
+    const setOffBy = receiver.spans.find((s) => s.traceId === traceId && s.spanId === refill.links[0]!.spanId);
+    expect(setOffBy?.name).toBe('transaction');
+    expect(refillStatement).toMatchObject({ traceId: refill.traceId, parentSpanId: refill.spanId });
+  });
 });
 
 describe('tracing off (no OTLP endpoint)', () => {

@@ -206,6 +206,16 @@ export function traceparentOf(ctx: TraceContext = context.active()): string | nu
   return carrier['traceparent'] ?? null;
 }
 
+/**
+ * A link to the span active now, for the span of work set off here that runs as work of its own
+ * (a trace of its own, `root`): the trace it came from stays one click away. None without tracing.
+ */
+export function linksToActiveSpan(): Link[] | undefined {
+  if (!tracing.enabled) return undefined;
+  const span = trace.getSpan(context.active());
+  return span ? [{ context: span.spanContext() }] : undefined;
+}
+
 /** The ids a log line carries beside the request id, when a sampled or recorded span is active. */
 export function currentTraceIds(): { trace_id: string; span_id: string } | null {
   if (!tracing.enabled) return null;

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { asWorkOfItsOwn } from '../../db/transaction-mark.js';
+import { inSpan, linksToActiveSpan } from '../../core/tracing.js';
 import type { DB } from '../../db/schema.js';
 import type { Logger } from '../../core/logger.js';
 import { untraced } from '../../core/tracing.js';
@@ -152,8 +153,16 @@ export class BudgetLeases {
     if (issue.ownLeft !== null && issue.ownLeft >= Math.ceil(issue.leaseCoupons / 2)) return;
     const key = `${issue.tenantId}\u0000${issue.campaignId}`;
     if (this.stopped || this.refills.has(key) || (this.dryUntil.get(key) ?? 0) > Date.now()) return;
-    // Its own statement on its own connection, after the issue, never inside the issue's.
-    const refill = asWorkOfItsOwn(() => this.refill(issue))
+    // Its own statement on its own connection, after the issue, never inside the issue's; with
+    // tracing on, a trace of its own linked to the issue's, which has ended by the time it runs.
+    const setOffBy = linksToActiveSpan();
+    const refill = asWorkOfItsOwn(() =>
+      inSpan(
+        'budget lease refill',
+        { root: true, attributes: { 'app.campaign.id': issue.campaignId }, ...(setOffBy ? { links: setOffBy } : {}) },
+        () => this.refill(issue),
+      ),
+    )
       .then((granted) => {
         if (granted === 0) this.dryUntil.set(key, Date.now() + this.ttlMs / 3);
       })
