@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestBackend, type TestBackend } from './support/harness.js';
-import { FAIRNESS_ENV, runMemberFairnessScenario } from './support/fairness-scenario.js';
+import { FAIRNESS_ENV, MOST_WAITED_BEHIND, runMemberFairnessScenario } from './support/fairness-scenario.js';
 
-/** How much slower than a member of another tenant a member of the flooder's own tenant may be served. */
-const SAME_TENANT_P95_FACTOR = 3;
+const mostWaitedBehind = (waits: Record<string, number[]>) =>
+  Object.fromEntries(Object.entries(waits).map(([who, counts]) => [who, Math.max(...counts)]));
 
 describe('fairness inside a tenant: a member flooding is shed, the tenant’s other members and its admin are served', () => {
   let backend: TestBackend;
@@ -12,7 +12,7 @@ describe('fairness inside a tenant: a member flooding is shed, the tenant’s ot
   });
   afterAll(() => backend.close());
 
-  it('serves the flooder’s tenant-mates within 3x of another tenant’s member, without an error, and sheds the flooder with Retry-After', async ({
+  it('serves the flooder’s tenant-mates as another tenant’s member, behind a few of the flooder’s operations, without an error, and sheds the flooder with Retry-After', async ({
     annotate,
   }) => {
     const result = await runMemberFairnessScenario(backend);
@@ -20,11 +20,12 @@ describe('fairness inside a tenant: a member flooding is shed, the tenant’s ot
     await annotate(
       `during one member's flood: ${line('another tenant’s member', result.otherTenantMember)}; ` +
         `${line('a member of the same tenant', result.sameTenantMember)}; ${line('the tenant’s admin', result.sameTenantAdmin)}; ` +
-        `the flooder's answers ${JSON.stringify(result.floodOutcomes)}`,
+        `the flooder's answers ${JSON.stringify(result.floodOutcomes)}; ` +
+        `the most of the flooder's operations one request waited behind ${JSON.stringify(mostWaitedBehind(result.floodServedDuring))}`,
     );
     expect(result.victimErrors).toEqual({ sameTenantMember: [], sameTenantAdmin: [], otherTenantMember: [] });
-    expect(result.sameTenantMember.p95).toBeLessThanOrEqual(SAME_TENANT_P95_FACTOR * result.otherTenantMember.p95);
-    expect(result.sameTenantAdmin.p95).toBeLessThanOrEqual(SAME_TENANT_P95_FACTOR * result.otherTenantMember.p95);
+    // Counted in the flooder's operations answered meanwhile, not in milliseconds: a busy machine slows everyone alike.
+    for (const waits of Object.values(result.floodServedDuring)) expect(Math.max(...waits)).toBeLessThanOrEqual(MOST_WAITED_BEHIND);
     expect(result.floodOutcomes['TRY_AGAIN']).toBeGreaterThan(0);
     expect(Object.keys(result.floodOutcomes).sort()).toEqual(['OK', 'TRY_AGAIN']);
     expect(result.floodRetryAfter.every((seconds) => Number(seconds) >= 1)).toBe(true);

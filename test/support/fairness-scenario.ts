@@ -85,6 +85,20 @@ export async function runFairnessScenario(backend: TestBackend): Promise<Fairnes
   }
 }
 
+/** The flooding member's clients in the member scenario: twice the tenant scenario's, so that a first-come line would hold them. */
+const MEMBER_FLOODING_CLIENTS = 16;
+
+type Victim = 'sameTenantMember' | 'sameTenantAdmin' | 'otherTenantMember';
+
+/**
+ * The most of the flooder's operations one request of the others may wait behind: the turns
+ * (MAX_IN_FLIGHT), all the flooder's when it arrives and each answered while it waits, plus the
+ * flooder's one turn in the rotation before its own, with room to spare: twice the turns. A
+ * first-come line inside the tenant puts a tenant-mate behind every flooding request waiting (13
+ * to 19 of them in a run with 16 flooding clients, against 1 to 6 with the rotation).
+ */
+export const MOST_WAITED_BEHIND = 2 * Number(FAIRNESS_ENV.MAX_IN_FLIGHT);
+
 export interface MemberFairnessResult {
   /** A member of the flooding member's own tenant, during the flood. */
   sameTenantMember: LatencySummary;
@@ -93,7 +107,13 @@ export interface MemberFairnessResult {
   /** A member of another tenant, during the same flood: the yardstick. */
   otherTenantMember: LatencySummary;
   /** Codes of the failed requests of the three above, by who sent them. */
-  victimErrors: Record<string, string[]>;
+  victimErrors: Record<Victim, string[]>;
+  /**
+   * For each request of the three above, how many of the flooder's operations were answered
+   * (executed, not shed) between its sending and its answer: what it waited behind, counted in
+   * operations instead of milliseconds, so that a busy machine does not change it.
+   */
+  floodServedDuring: Record<Victim, number[]>;
   floodOutcomes: Record<string, number>;
   floodRetryAfter: (string | undefined)[];
 }
@@ -120,18 +140,22 @@ export async function runMemberFairnessScenario(backend: TestBackend): Promise<M
   );
   const contracts = { [shared]: await createContractRow(backend, shared), [other]: await createContractRow(backend, other) };
   const { url, server } = await serveOverHttp(backend);
-  const client = new LoadClient(url, FLOODING_CLIENTS + 3);
+  const client = new LoadClient(url, MEMBER_FLOODING_CLIENTS + 3);
   const createDocument = print(CreateContractDocumentDocument);
-  const victimErrors: Record<string, string[]> = { sameTenantMember: [], sameTenantAdmin: [], otherTenantMember: [] };
-  const victim = async (who: keyof typeof victimErrors, tenant: string, headers: Record<string, string>) => {
+  const victimErrors: Record<Victim, string[]> = { sameTenantMember: [], sameTenantAdmin: [], otherTenantMember: [] };
+  const floodServedDuring: Record<Victim, number[]> = { sameTenantMember: [], sameTenantAdmin: [], otherTenantMember: [] };
+  let floodServed = 0;
+  const victim = async (who: Victim, tenant: string, headers: Record<string, string>) => {
     const latencies: number[] = [];
     for (let i = 0; i < VICTIM_REQUESTS; i++) {
+      const servedBefore = floodServed;
       const reply =
         i % 2 === 0
           ? await client.graphql('{ contracts(first: 1) { id } }', {}, headers)
           : await client.graphql(createDocument, { input: { contractId: contracts[tenant] } }, headers);
+      floodServedDuring[who].push(floodServed - servedBefore);
       latencies.push(reply.latencyMs);
-      if (codeOf(reply) !== 'OK') victimErrors[who]!.push(codeOf(reply));
+      if (codeOf(reply) !== 'OK') victimErrors[who].push(codeOf(reply));
     }
     return summarize(latencies);
   };
@@ -139,11 +163,15 @@ export async function runMemberFairnessScenario(backend: TestBackend): Promise<M
     await client.open();
     let flooding = true;
     const floodReplies: GraphQLReply[] = [];
-    const flood = Array.from({ length: FLOODING_CLIENTS }, async () => {
-      while (flooding) floodReplies.push(await client.graphql(EXPENSIVE_QUERY, {}, asUser(shared, 'flooder')));
+    const flood = Array.from({ length: MEMBER_FLOODING_CLIENTS }, async () => {
+      while (flooding) {
+        const reply = await client.graphql(EXPENSIVE_QUERY, {}, asUser(shared, 'flooder'));
+        if (codeOf(reply) === 'OK') floodServed++;
+        floodReplies.push(reply);
+      }
     });
     // Let the flood fill the turns and the tenant's waiting room first.
-    while (floodReplies.length < FLOODING_CLIENTS) await new Promise((resolve) => setTimeout(resolve, 10));
+    while (floodReplies.length < MEMBER_FLOODING_CLIENTS) await new Promise((resolve) => setTimeout(resolve, 10));
     const [sameTenantMember, sameTenantAdmin, otherTenantMember] = await Promise.all([
       victim('sameTenantMember', shared, asUser(shared, 'member-2')),
       victim('sameTenantAdmin', shared, asTenantAdmin(shared)),
@@ -157,6 +185,7 @@ export async function runMemberFairnessScenario(backend: TestBackend): Promise<M
       sameTenantAdmin: sameTenantAdmin!,
       otherTenantMember: otherTenantMember!,
       victimErrors,
+      floodServedDuring,
       floodOutcomes: countBy(floodReplies, codeOf),
       floodRetryAfter: shed.map((reply) => reply.headers['retry-after'] as string | undefined),
     };
