@@ -11,6 +11,9 @@ import { runInRequestScope } from '../../src/core/request-scope.js';
 import { openDatabase } from '../../src/process/open-database.js';
 import { buildServices } from '../../src/services/services.js';
 import { UNGATED_TURN } from '../../src/services/operation-turn.js';
+import { parse } from 'graphql';
+import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
+import { schema } from '../../src/graphql/schema.js';
 
 /** The x-hasura-* headers of a Node request (Node gives their names in lower case). */
 function hasuraHeaders(req: IncomingMessage): Record<string, string> {
@@ -35,6 +38,10 @@ function answer(res: ServerResponse, status: number, body: unknown): void {
  * x-action-secret, the campaign in `variables.input`) with the payload the document selects,
  * `/health` for the load generator's connections and `/metrics` for the retries. No routing,
  * GraphQL, admission, limits or request log: none of that is the unit.
+ *
+ * With BARE_EXECUTES=graphql it executes the request's document instead, compiled once by
+ * graphql-jit against the project's schema, on the same context (the schema's field, its guard
+ * and its payload, no Yoga or envelop): the yardstick for what GraphQL execution itself costs.
  */
 run(async () => {
   const { config, log } = bootstrap();
@@ -42,10 +49,24 @@ run(async () => {
   const services = buildServices(config, opened.database, log);
   const runners = databaseRunners(services.pool, services.transactions);
 
+  const executesGraphQL = process.env['BARE_EXECUTES'] === 'graphql';
+  const compiledQueries = new Map<string, CompiledQuery>();
+  const compiledQueryOf = (query: string): CompiledQuery => {
+    let compiled = compiledQueries.get(query);
+    if (compiled === undefined) {
+      const made = compileQuery(schema, parse(query));
+      if (!isCompiledQuery(made)) throw new Error(`graphql-jit could not compile the document: ${JSON.stringify(made.errors)}`);
+      compiledQueries.set(query, (compiled = made));
+    }
+    return compiled;
+  };
   async function issue(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
-    const { variables } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { variables: { input: { campaignId: string } } };
+    const { query, variables } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+      query: string;
+      variables: { input: { campaignId: string } };
+    };
     const secret = req.headers['x-action-secret'];
     if (typeof secret !== 'string' || !actionSecretMatches(secret, config)) {
       return answer(res, 401, { errors: [{ message: 'Invalid x-action-secret', extensions: { code: ErrorCode.unauthenticated } }] });
@@ -73,6 +94,10 @@ run(async () => {
       idempotency: null,
       report: {},
     };
+    if (executesGraphQL) {
+      const compiled = compiledQueryOf(query);
+      return answer(res, 200, await runInRequestScope({ requestId }, async () => compiled.query(undefined, ctx, variables)));
+    }
     try {
       const result = await runInRequestScope({ requestId }, () => issueCouponForSession(ctx, variables.input));
       answer(res, 200, { data: { issueCoupon: result } });

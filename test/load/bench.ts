@@ -97,6 +97,7 @@ const LABEL = {
   raw: 'same SQL straight through pg',
   bare: 'same unit behind bare node:http',
   bareBatched: 'same unit behind bare node:http, batched',
+  bareGraphQL: 'same unit executed by graphql-jit behind bare node:http',
   keyed: 'ours with Idempotency-Key',
   actions: 'ours via /actions',
   traced: 'ours with tracing on (every request sampled and exported)',
@@ -557,6 +558,12 @@ function targets(rows: Row[]): string[] {
       `INFO batched endpoint (the default configuration) at 32 clients against the batched bare server: ${rate.toFixed(2)} of the req/s, server CPU ${cpu.toFixed(2)}x (${medianOf(oursBatched32, serverCpuMs, 2)} vs ${medianOf(bareBatched32, serverCpuMs, 2)} ms; median of the interleaved pairs)`,
     );
   }
+  const bareGraphQL32 = find(LABEL.bareGraphQL, 32);
+  if (bare32 && bareGraphQL32) {
+    lines.push(
+      `INFO GraphQL execution alone (graphql-jit on the schema, no Yoga or envelop) behind the bare server against the unit called directly: ${pairedRatio(bareGraphQL32, bare32).toFixed(2)} of the req/s, server CPU ${pairedRatio(bareGraphQL32, bare32, serverCpuMs).toFixed(2)}x (${medianOf(bareGraphQL32, serverCpuMs, 2)} vs ${medianOf(bare32, serverCpuMs, 2)} ms)`,
+    );
+  }
   const raw32 = find(LABEL.raw, 32);
   if (ours32 && raw32) {
     lines.push(
@@ -820,6 +827,7 @@ async function main() {
     raw = rawUnit;
     here.define('bare', BARE_SERVER(rawUnit.setUp));
     here.define('bare batched', { ...BARE_SERVER(rawUnit.setUp), env: { COUPON_ISSUE_BATCH_MAX: BATCH_MAX } });
+    here.define('bare graphql', { ...BARE_SERVER(rawUnit.setUp), env: { BARE_EXECUTES: 'graphql' } });
 
     const rows: Row[] = [];
     const wanted = (label: string) => only.length === 0 || only.some((text) => label.includes(text));
@@ -841,6 +849,7 @@ async function main() {
       row(LABEL.bare, clients, async (id) => throughEndpoint(await here.target('bare'), reference(id), clients));
       if (clients === FEATURE_CLIENTS) {
         row(LABEL.bareBatched, clients, async (id) => throughEndpoint(await here.target('bare batched'), reference(id), clients));
+        row(LABEL.bareGraphQL, clients, async (id) => throughEndpoint(await here.target('bare graphql'), reference(id), clients));
         paired(LABEL.keyed, clients, async (side, id) =>
           throughEndpoint(await side.target('conditional'), reference(id), clients, { idempotencyKeys: true }),
         );
