@@ -2,7 +2,7 @@ import { GraphQLError, GraphQLScalarType, type ExecutionResult } from 'graphql';
 import { createSchema, createYoga, type Plugin } from 'graphql-yoga';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AppError, ErrorCode } from '../src/core/errors.js';
-import { useCompiledExecution } from '../src/http/plugins/compiled-execution.js';
+import { CompiledExecutions } from '../src/http/plugins/compiled-execution.js';
 import { asOperator, asTenantAdmin, asUser, createTenant, gql, serveTestBackend, type ServedBackend } from './support/harness.js';
 
 /**
@@ -133,7 +133,7 @@ function server(compiled: boolean) {
     schema,
     maskedErrors: false,
     logging: false,
-    plugins: [...(compiled ? [useCompiledExecution()] : []), errorsSeen(seen)],
+    plugins: [...(compiled ? [new CompiledExecutions().plugin()] : []), errorsSeen(seen)],
   });
   const answer = async (query: string, variables?: unknown) => {
     seen.length = 0;

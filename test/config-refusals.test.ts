@@ -175,6 +175,7 @@ const REFUSALS: [Record<string, string>, string][] = [
   [{ MAX_SELECTIONS: '5' }, 'MAX_SELECTIONS: expected a number from 10 to 100000, got 5'],
   [{ DOCUMENT_CACHE_BYTES: '16 MiB' }, 'DOCUMENT_CACHE_BYTES: expected a whole number, got "16 MiB"'],
   [{ DOCUMENT_CACHE_BYTES: '4294967297' }, 'DOCUMENT_CACHE_BYTES: expected a number from 0 to 4294967296, got 4294967297'],
+  [{ KNOWN_DOCUMENT_PATH: 'sometimes' }, 'KNOWN_DOCUMENT_PATH: expected true or false, got "sometimes"'],
   [
     { OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' },
     'OTEL_EXPORTER_OTLP_ENDPOINT: expected an http:// or https:// URL, got "collector:4318"',

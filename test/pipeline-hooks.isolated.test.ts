@@ -8,7 +8,9 @@ import { asOperator, asUser, callAction, createTenant, serveTestBackend, type He
  * yardstick: whatever path the HTTP layer gives a request (the socket, the Fetch path, a known
  * document or a new one) must run every hook Yoga's pipeline runs for it. Hasura's actions run the
  * operation's part of the pipeline (onParams onwards); the HTTP hooks they do not run are named
- * below with the reason each does not apply, so a plugin that adds a request hook fails here.
+ * below with the reason each does not apply, so a plugin that adds a request hook fails here. A
+ * known document on the socket takes the known-document path, which runs no hook and applies each
+ * one the pipeline runs for it itself (KNOWN_DOCUMENT_PATH_APPLIES).
  */
 
 /** Hooks recorded since the last `take()`, as `<plugin>.<hook>` (an after-hook as `<hook>:done`). */
@@ -89,6 +91,29 @@ const NOT_FOR_ACTIONS: Record<string, string> = {
   onResponse: 'Vary on Origin (no Origin) and the replay mark, which src/http/actions.ts applies with the same function',
 };
 
+/**
+ * The hooks Yoga's pipeline runs for a known document (parsed, validated and compiled already), by
+ * plugin of createGraphQLServer's list (development's: no introspection refusal), and where the
+ * known-document path (src/http/known-document-path.ts) applies each. A plugin with a request hook
+ * added to the list fails the known-document test below until the path applies it (or turns itself
+ * off when the plugin is installed, as for trusted documents and operation spans).
+ */
+const KNOWN_DOCUMENT_PATH_APPLIES: Record<string, string> = {
+  'plugin 0.onResponse': 'Vary on Origin: the path takes no request with an Origin; the replay mark by the same function (markReplayed)',
+  'plugin 1.onExecute':
+    'the compiled execution: the path runs the same one (CompiledExecutions.of) and takes only documents compiled already',
+  'plugin 2+0.onParse': 'MAX_QUERY_TOKENS on the parser: the document comes from the parser cache, which holds only what that parser read',
+  'plugin 2+1.onValidate': 'MAX_ALIASES, a validation rule: the path takes only documents whose cached validation found nothing',
+  'plugin 2+2.onValidate': 'MAX_QUERY_DEPTH, likewise',
+  'plugin 2.onValidate': 'MAX_SELECTIONS, counted on the same document, which passed it when it was validated',
+  'plugin 3.onExecute': 'the operation checks: the same list, in order, a refusal ending the execution',
+  'plugin 3.onExecute.onExecuteDone': 'their watches of the result, refusals included, before the masking',
+  'plugin 4.onParams': 'the admission gate: the same gate, around everything after it',
+  'plugin 5.onExecutionResult': 'the error contract: the same one, on the result',
+  'plugin 5.onResultProcess': 'the error contract on a result that never passed it: every result of the path did',
+  'plugin 6.onValidate': 'the validation cache: the same cached result, its known-valid count kept',
+};
+
 const TENANT = 'pipeline-hooks';
 const MUTATION = 'mutation ($input: CreateContractInput!) { createContract(input: $input) { contract { title } } }';
 
@@ -145,8 +170,8 @@ describe("every path runs every plugin's hooks", () => {
   for (const [path, send] of paths) {
     for (const [name, request] of requests) {
       it(`${path}: ${name}, new and known, runs every hook Yoga's own pipeline runs`, async () => {
-        const yardstick = request(`yardstick ${path}`);
-        const sent = request(path);
+        const yardstick = request(`yardstick ${path}: ${name}`);
+        const sent = request(`${path}: ${name}`);
         // The first finds the document new, the second parsed and validated.
         for (let i = 0; i < 2; i++) {
           const expected = await hooksOf(yogaItself(yardstick.body, yardstick.headers()));
@@ -157,6 +182,29 @@ describe("every path runs every plugin's hooks", () => {
       });
     }
   }
+
+  it('on the socket, a known document takes the known-document path, which applies each hook the pipeline runs for it as named', async () => {
+    const answered = async () => (await backend.services.metrics.knownDocumentPath.get()).values[0]?.value ?? 0;
+    const onSocket = paths[0]![1];
+    for (const [name, request] of requests.filter(([name]) => name !== 'a document that does not validate')) {
+      const yardstick = request(`yardstick known: ${name}`);
+      const sent = request(`known: ${name}`);
+      // New, then parsed and validated (executed by the standard executor), then compiled: from the third on, known to the path.
+      for (let i = 0; i < 3; i++) {
+        const expected = await hooksOf(yogaItself(yardstick.body, yardstick.headers()));
+        const before = await answered();
+        const ran = await hooksOf(onSocket(sent.body, sent.headers()));
+        if (i < 2) {
+          expect([...expected].filter((hook) => !ran.has(hook))).toEqual([]);
+          expect(await answered()).toBe(before);
+          continue;
+        }
+        expect([...expected].sort(), name).toEqual(Object.keys(KNOWN_DOCUMENT_PATH_APPLIES).sort());
+        expect([...ran]).toEqual([]);
+        expect(await answered()).toBe(before + 1);
+      }
+    }
+  });
 
   it("an action runs every hook of the operation that Yoga's pipeline runs, and skips only the HTTP hooks named", async () => {
     const session = asUser(TENANT);

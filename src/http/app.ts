@@ -14,8 +14,7 @@ import { getRoute } from './routes/route.js';
 import { simulatedAuthenticationRoutes } from './routes/simulated-authentication.js';
 import { stripeWebhookRoute } from './routes/stripe-webhook.js';
 import { createServeFetch } from './serve-fetch.js';
-import { createGraphQLServer, operationAdmission, type GraphQLServer } from './yoga.js';
-import { knownDocuments } from './document-cache.js';
+import { createGraphQLServer, graphQLServerParts, knownDocumentPath, type GraphQLServer } from './yoga.js';
 
 export interface App {
   /** The whole HTTP surface as a Fetch handler: what tests call in process. */
@@ -38,9 +37,8 @@ export interface App {
 export function createApp(services: AppServices): App {
   const { config, log } = services;
   const { maxBodyBytes } = config.server;
-  const known = knownDocuments(config.edge.documentCacheBytes);
-  const gate = operationAdmission(services);
-  const yoga = createGraphQLServer(services, { known, gate });
+  const parts = graphQLServerParts(services);
+  const yoga = createGraphQLServer(services, parts);
   const drain = new DrainState();
   const actions = createActionsHandler(yoga, schema, services);
   const router = createRouter({
@@ -72,6 +70,7 @@ export function createApp(services: AppServices): App {
       maxBodyBytes,
       actions,
       trustProxy: config.edge.trustProxy,
+      knownDocuments: knownDocumentPath(services, parts),
     }),
   };
 }

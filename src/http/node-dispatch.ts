@@ -12,6 +12,9 @@ import { CLIENT_CLOSED_REQUEST, internalError, refusalBody } from './refusals.js
 import { requestIdOf, type RequestLine, type RequestLog } from './request-log.js';
 import type { ServeFetch } from './serve-fetch.js';
 import { PLAIN_CONTEXT_PART, type GraphQLServer } from './yoga.js';
+import { processRegularResult } from 'graphql-yoga';
+import { plainParamsOf, type KnownDocumentPath } from './known-document-path.js';
+import { markReplayed } from './plugins/request-outcome.js';
 
 /**
  * A request on a Node socket, into Yoga. Public APIs only: Yoga's own Fetch classes
@@ -31,6 +34,7 @@ export interface NodeDispatchParts {
   actions: ActionsHandler;
   /** TRUST_PROXY: the peers whose X-Forwarded-For is believed. */
   trustProxy: string[];
+  knownDocuments: KnownDocumentPath;
 }
 
 /** Methods a Fetch Request cannot carry (the Fetch standard forbids them). */
@@ -163,16 +167,39 @@ class NodeDispatch {
     writeAnswer(res, answer);
   }
 
-  /** GraphQL read off the socket: Yoga's whole pipeline on a request of its own Fetch implementation, the response in one write. */
+  /**
+   * GraphQL read off the socket, the response in one write: a plain POST of a known document by the
+   * known-document path, everything else by Yoga's whole pipeline, each on a request of Yoga's own
+   * Fetch implementation.
+   */
   private async answerGraphQL(req: IncomingMessage, res: ServerResponse, body: string | null, requestId: string, report: RequestReport) {
     let response: Response;
     try {
-      response = await this.parts.yoga.handle({ request: this.fetchRequestOf(req, res, body), report }, PLAIN_CONTEXT_PART);
+      const request = this.fetchRequestOf(req, res, body);
+      response =
+        (await this.answerKnown(req, request, body, report)) ?? (await this.parts.yoga.handle({ request, report }, PLAIN_CONTEXT_PART));
     } catch (error) {
       this.parts.log.error({ err: error }, 'request failed outside GraphQL');
       response = internalError(requestId);
     }
     await writeFetchResponse(response, res);
+  }
+
+  /**
+   * The known-document path's answer, processed as Yoga processes a result for `application/json`
+   * (its public `processRegularResult`) with the replay mark its response hook sets; null when the
+   * request is not for that path. Only a POST that asks for `application/json` alone and has no
+   * Origin (CORS and the Vary on it are the pipeline's), with plain parameters.
+   */
+  private async answerKnown(req: IncomingMessage, request: Request, body: string | null, report: RequestReport): Promise<Response | null> {
+    if (body === null || req.method !== 'POST' || req.headers.accept !== 'application/json' || req.headers.origin !== undefined)
+      return null;
+    const params = plainParamsOf(body);
+    const result = params === null ? null : await this.parts.knownDocuments.answer(request, params, report);
+    if (result === null) return null;
+    const response = processRegularResult(result, this.parts.yoga.fetchAPI, 'application/json');
+    markReplayed(response.headers, report);
+    return response;
   }
 
   /**

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { useDisableIntrospection } from '@envelop/disable-introspection';
-import { createYoga, type YogaServerInstance } from 'graphql-yoga';
+import type { GraphQLError } from 'graphql';
+import { createYoga, type YogaServerInstance, type YogaServerOptions } from 'graphql-yoga';
 import { databaseRunners, type AppServices, type Context, type ReportingServerContext } from '../graphql/context.js';
 import type { Session } from '../features/identity/session.js';
 import { createDatabaseQueue } from '../graphql/read.js';
@@ -9,15 +10,23 @@ import { sessionFromVariables, sessionOfRequest } from '../features/identity/ses
 import { currentRequestScope } from '../core/request-scope.js';
 import { admissionGate, useAdmission, type AdmissionGate, type IdentifiedContext } from './plugins/admission-gate.js';
 import { corsOptions } from './plugins/cors.js';
-import { useCompiledExecution } from './plugins/compiled-execution.js';
+import { CompiledExecutions } from './plugins/compiled-execution.js';
 import { costLimit, useDocumentLimits } from './plugins/document-limits.js';
-import { clientErrorCode, maskUnexpected, noteExecutionErrors, useErrorContract } from './plugins/error-contract.js';
+import {
+  clientErrorCode,
+  createErrorContract,
+  maskUnexpected,
+  noteExecutionErrors,
+  useErrorContract,
+  type ErrorContract,
+} from './plugins/error-contract.js';
 import { checkIdempotencyKey } from './plugins/idempotency-key.js';
-import { useOperationChecks } from './plugins/operation-checks.js';
+import { useOperationChecks, type OperationChecks } from './plugins/operation-checks.js';
 import { nameOperation, recordBusinessOutcome, useResponseHeaders } from './plugins/request-outcome.js';
 import { refuseUnstorableStrings } from './plugins/string-inputs.js';
 import { writeBudget } from './plugins/write-budget.js';
-import type { KnownDocuments } from './document-cache.js';
+import { knownDocuments, type KnownDocuments } from './document-cache.js';
+import { KnownDocumentPath } from './known-document-path.js';
 import { useOperationSpans } from './plugins/operation-spans.js';
 import { useTrustedDocuments } from './plugins/trusted-documents.js';
 import { useValidationCache } from './plugins/validation-cache.js';
@@ -44,7 +53,7 @@ function identify(services: AppServices) {
 function operationContext(services: AppServices) {
   const { log } = services;
   const database = databaseRunners(services.pool, services.transactions);
-  return ({ request, identified, report }: ServerContext & { request: Request }): Context => {
+  return ({ request, identified, report }: IdentifiedContext & ReportingServerContext & { request: Request }): Context => {
     if (identified === undefined) throw new Error('A GraphQL context was built for an operation that was not admitted');
     return {
       services,
@@ -75,7 +84,7 @@ function operationContext(services: AppServices) {
 export const PLAIN_CONTEXT_PART: Partial<ServerContext> = Object.freeze({});
 
 /** The admission of every GraphQL operation: identity from the request (or Hasura's body), then a turn. */
-export function operationAdmission(services: AppServices): AdmissionGate {
+function operationAdmission(services: AppServices): AdmissionGate {
   return admissionGate({
     admission: services.admission,
     identify: identify(services),
@@ -87,10 +96,90 @@ export function operationAdmission(services: AppServices): AdmissionGate {
 /** Whether operations make spans: tracing is configured (startTracing starts it from the same settings). */
 const tracesOperations = (tracing: AppServices['config']['tracing']) => tracing.tracesEndpoint !== null || tracing.console;
 
-/** What the server is built around besides the services: the documents known to it and the admission gate, which the HTTP layer shares. */
+/**
+ * What the server is built around besides the services, shared with the paths that answer an
+ * operation outside Yoga's pipeline (/actions' answer, the known-document path): the documents known
+ * to it, the admission gate, the compiled executions, the rules around execution, the masking and
+ * the error contract. One object each, so that every path applies the same ones.
+ */
 export interface GraphQLServerParts {
   known: KnownDocuments;
   gate: AdmissionGate;
+  compiled: CompiledExecutions;
+  checks: OperationChecks;
+  /** The error masking Yoga is given (maskUnexpected). */
+  maskError: (error: unknown) => GraphQLError;
+  contract: ErrorContract;
+  logging: YogaLogger;
+}
+
+export function graphQLServerParts(services: AppServices): GraphQLServerParts {
+  const { config, log } = services;
+  const { edge } = config;
+  return {
+    known: knownDocuments(edge.documentCacheBytes),
+    gate: operationAdmission(services),
+    compiled: new CompiledExecutions(),
+    // Every rule about to execute in one hook: the operation named for the log, then the refusals in order.
+    checks: {
+      before: [
+        nameOperation,
+        costLimit(edge.maxQueryCost),
+        refuseUnstorableStrings,
+        checkIdempotencyKey,
+        writeBudget(services.writeBudget),
+      ],
+      after: [recordBusinessOutcome, noteExecutionErrors],
+    },
+    maskError: maskUnexpected(log),
+    contract: createErrorContract({ hideSuggestions: !edge.introspection }),
+    logging: yogaLogging(log),
+  };
+}
+
+type YogaLogger = Exclude<YogaServerOptions<ServerContext, Context>['logging'], boolean | string | undefined>;
+
+/** What Yoga logs, in the server's log. */
+function yogaLogging(log: AppServices['log']): YogaLogger {
+  return {
+    // Yoga logs several debug lines per request: format them only when someone listens.
+    debug: (...args) => log.isLevelEnabled('debug') && log.debug({ yoga: args.map(String) }, 'yoga'),
+    info: (...args) => log.isLevelEnabled('info') && log.info({ yoga: args.map(String) }, 'yoga'),
+    warn: (...args) => log.warn({ yoga: args.map(String) }, 'yoga'),
+    // A client's mistake (a refused argument, a wrong secret) is the client's: its code is in the
+    // request's log line already, so it is no error of the server's and its text is not kept.
+    error: (...args) =>
+      args.every((error) => clientErrorCode(error) !== null)
+        ? log.isLevelEnabled('debug') && log.debug({ codes: args.map(clientErrorCode) }, 'client error')
+        : log.error({ yoga: args.map(String) }, 'yoga'),
+  };
+}
+
+/**
+ * The known-document path of this server (src/http/known-document-path.ts), with the pipeline's
+ * parts. It applies every plugin of createGraphQLServer's list but two: with trusted documents or
+ * operation spans installed (or KNOWN_DOCUMENT_PATH=false, or the document caches off) every
+ * request takes the pipeline.
+ */
+export function knownDocumentPath(services: AppServices, parts: GraphQLServerParts): KnownDocumentPath {
+  const { config, metrics } = services;
+  return new KnownDocumentPath({
+    ...parts,
+    // Masked as Yoga masks an execution's errors: a changed error is logged as Yoga logs it.
+    maskError: (error) => {
+      const masked = parts.maskError(error);
+      if (masked !== error) parts.logging.error(error);
+      return masked;
+    },
+    contextOf: operationContext(services),
+    knownValid: metrics.knownDocumentOperations,
+    answered: metrics.knownDocumentPath,
+    enabled:
+      config.edge.knownDocumentPath &&
+      parts.known.caches !== null &&
+      config.edge.trustedDocumentsPath === null &&
+      !tracesOperations(config.tracing),
+  });
 }
 
 /**
@@ -99,28 +188,18 @@ export interface GraphQLServerParts {
  * validated and refused by the edge's checks (limits, strings, the key, the write budget) or
  * executed; the error contract shapes whatever comes out.
  */
-export function createGraphQLServer(services: AppServices, { known, gate }: GraphQLServerParts): GraphQLServer {
-  const { config, log } = services;
+export function createGraphQLServer(services: AppServices, parts: GraphQLServerParts): GraphQLServer {
+  const { config } = services;
   const { edge } = config;
+  const { known, gate } = parts;
   return createYoga<ServerContext, Context>({
     schema,
     graphqlEndpoint: '/graphql',
     landingPage: false,
     // GraphiQL has a path of its own (see graphiql-page.ts).
     graphiql: false,
-    // Yoga logs several debug lines per request: format them only when someone listens.
-    logging: {
-      debug: (...args) => log.isLevelEnabled('debug') && log.debug({ yoga: args.map(String) }, 'yoga'),
-      info: (...args) => log.isLevelEnabled('info') && log.info({ yoga: args.map(String) }, 'yoga'),
-      warn: (...args) => log.warn({ yoga: args.map(String) }, 'yoga'),
-      // A client's mistake (a refused argument, a wrong secret) is the client's: its code is in the
-      // request's log line already, so it is no error of the server's and its text is not kept.
-      error: (...args) =>
-        args.every((error) => clientErrorCode(error) !== null)
-          ? log.isLevelEnabled('debug') && log.debug({ codes: args.map(clientErrorCode) }, 'client error')
-          : log.error({ yoga: args.map(String) }, 'yoga'),
-    },
-    maskedErrors: { maskError: maskUnexpected(log) },
+    logging: parts.logging,
+    maskedErrors: { maskError: parts.maskError },
     // Every body reaches Yoga limited already (MAX_BODY_BYTES, see node-dispatch.ts and router.ts): its own check would
     // pipe each body through one more stream for nothing.
     maxRequestBodySize: false,
@@ -130,18 +209,21 @@ export function createGraphQLServer(services: AppServices, { known, gate }: Grap
     // Validation results are kept by useValidationCache instead.
     parserAndValidationCache: known.caches === null ? false : { ...known.caches, validationCache: false },
     cors: corsOptions(edge.corsOrigins),
-    // Every request to /graphql runs Yoga's whole pipeline, on the socket and on the Fetch path;
-    // Hasura's actions run the operation's part of it (onParams onwards, src/http/actions.ts), so a
-    // rule for every operation belongs there, not in a Yoga request hook (onRequest,
-    // onRequestParse). Introspection is refused by a validation rule (envelop's plugin) for that reason.
-    // test/pipeline-hooks.isolated.test.ts holds every path to the hooks Yoga's own pipeline runs.
+    // Every request to /graphql runs Yoga's whole pipeline, on the socket and on the Fetch path, but a
+    // plain POST of a known document, which the known-document path answers with the same parts
+    // (knownDocumentPath above); Hasura's actions run the operation's part of it (onParams onwards,
+    // src/http/actions.ts), so a rule for every operation belongs there, not in a Yoga request hook
+    // (onRequest, onRequestParse). Introspection is refused by a validation rule (envelop's plugin)
+    // for that reason. test/pipeline-hooks.isolated.test.ts holds every path to the hooks Yoga's own
+    // pipeline runs, and names where the known-document path applies each: a plugin added here fails
+    // it until the path applies it too (or turns itself off when it is installed).
     plugins: [
       ...(edge.introspection ? [] : [useDisableIntrospection()]),
       ...(edge.trustedDocumentsPath ? [useTrustedDocuments(config, schema)] : []),
       useResponseHeaders(),
       // First of the onExecute hooks: what wraps the execution wraps the compiled one. (With the document caches off no document
       // object is met twice, so none is compiled.)
-      useCompiledExecution(),
+      parts.compiled.plugin(),
       // Tracing off costs nothing: no hook runs for it on any request.
       ...(tracesOperations(config.tracing) ? [useOperationSpans()] : []),
       useDocumentLimits({
@@ -150,19 +232,9 @@ export function createGraphQLServer(services: AppServices, { known, gate }: Grap
         maxTokens: edge.maxQueryTokens,
         maxSelections: edge.maxSelections,
       }),
-      // Every rule about to execute in one hook: the operation named for the log, then the refusals in order.
-      useOperationChecks({
-        before: [
-          nameOperation,
-          costLimit(edge.maxQueryCost),
-          refuseUnstorableStrings,
-          checkIdempotencyKey,
-          writeBudget(services.writeBudget),
-        ],
-        after: [recordBusinessOutcome, noteExecutionErrors],
-      }),
+      useOperationChecks(parts.checks),
       useAdmission(gate),
-      useErrorContract({ hideSuggestions: !edge.introspection }),
+      useErrorContract(parts.contract),
       // Nothing is kept when the document caches are off (DOCUMENT_CACHE_BYTES=0).
       ...(known.caches === null ? [] : [useValidationCache(known.validations, services.metrics.knownDocumentOperations)]),
     ],

@@ -122,4 +122,8 @@ export const edgeVariables = group('The public edge', {
   }).describe(
     'estimated bytes the parsed documents and parse errors kept for reuse may hold; the least recently used go first ([memory](#memory))',
   ),
+  knownDocumentPath: flag({ name: 'KNOWN_DOCUMENT_PATH', default: true }).describe(
+    "answer a plain POST of a document parsed, validated and compiled already without Yoga's per-request pipeline, with the same rules " +
+      '([the known-document path](#the-known-document-path)); `false` sends every request through the pipeline',
+  ),
 });

@@ -7,7 +7,7 @@ import { operationOf, rootFields } from '../operation.js';
 /** Executions of one document (and operation) by the standard executor before it is compiled: a document sent once is never compiled. */
 const RUNS_BEFORE_COMPILING = 1;
 
-type Execute = (args: ExecutionArgs) => unknown;
+export type Execute = (args: ExecutionArgs) => unknown;
 
 /** What is known of one operation of a document: how often it ran, then its compiled execution, or that it is never compiled. */
 type Entry = { runs: number } | { execute: Execute } | { never: true };
@@ -92,36 +92,49 @@ function compiledExecution(compiled: CompiledQuery, document: DocumentNode, stan
 }
 
 /**
- * A compiled execution per known document (graphql-jit, on envelop's public `setExecuteFn`): an
- * operation the server has executed before is compiled once into a function of its own, which
+ * The compiled executions of the known documents (graphql-jit, on envelop's public `setExecuteFn`):
+ * an operation the server has executed before is compiled once into a function of its own, which
  * resolves the same resolvers (the schema's, with Pothos's wrappers) without walking the document
  * again on every request. Compiled executions live as long as their document in the parser's cache.
- * Installed before every other onExecute hook, so that a plugin wrapping the execution (the
- * operation spans) wraps the compiled one.
+ * The known-document path (src/http/known-document-path.ts) runs them too.
  */
-export function useCompiledExecution(): Plugin<Context> {
-  const known = new WeakMap<DocumentNode, Map<string, Entry>>();
-  const entryOf = (document: DocumentNode, operationName: string) => {
-    let operations = known.get(document);
-    if (operations === undefined) known.set(document, (operations = new Map()));
+export class CompiledExecutions {
+  private readonly known = new WeakMap<DocumentNode, Map<string, Entry>>();
+
+  /** The compiled execution of one operation of a document, once it has one. */
+  of(document: DocumentNode, operationName: string | null | undefined): Execute | undefined {
+    const entry = this.known.get(document)?.get(operationName ?? '');
+    return entry !== undefined && 'execute' in entry ? entry.execute : undefined;
+  }
+
+  private entryOf(document: DocumentNode, operationName: string) {
+    let operations = this.known.get(document);
+    if (operations === undefined) this.known.set(document, (operations = new Map()));
     let entry = operations.get(operationName);
     if (entry === undefined) operations.set(operationName, (entry = { runs: 0 }));
     return { operations, entry };
-  };
-  return {
-    onExecute({ args, executeFn, setExecuteFn }) {
-      const document = args.document as DocumentNode;
-      const operationName = args.operationName ?? '';
-      const { operations, entry } = entryOf(document, operationName);
-      if ('execute' in entry) return setExecuteFn(entry.execute as typeof executeFn);
-      if ('never' in entry || ++entry.runs <= RUNS_BEFORE_COMPILING) return;
-      const compiled = compilable(document, args.operationName)
-        ? compileQuery(args.schema, document, args.operationName ?? undefined, { disablingCapturingStackErrors: true })
-        : null;
-      if (compiled === null || !isCompiledQuery(compiled)) return void operations.set(operationName, { never: true });
-      const execute = compiledExecution(compiled, document, executeFn as Execute);
-      operations.set(operationName, { execute });
-      setExecuteFn(execute as typeof executeFn);
-    },
-  };
+  }
+
+  /**
+   * The plugin that compiles and runs them. Installed before every other onExecute hook, so that
+   * a plugin wrapping the execution (the operation spans) wraps the compiled one.
+   */
+  plugin(): Plugin<Context> {
+    return {
+      onExecute: ({ args, executeFn, setExecuteFn }) => {
+        const document = args.document as DocumentNode;
+        const operationName = args.operationName ?? '';
+        const { operations, entry } = this.entryOf(document, operationName);
+        if ('execute' in entry) return setExecuteFn(entry.execute as typeof executeFn);
+        if ('never' in entry || ++entry.runs <= RUNS_BEFORE_COMPILING) return;
+        const compiled = compilable(document, args.operationName)
+          ? compileQuery(args.schema, document, args.operationName ?? undefined, { disablingCapturingStackErrors: true })
+          : null;
+        if (compiled === null || !isCompiledQuery(compiled)) return void operations.set(operationName, { never: true });
+        const execute = compiledExecution(compiled, document, executeFn as Execute);
+        operations.set(operationName, { execute });
+        setExecuteFn(execute as typeof executeFn);
+      },
+    };
+  }
 }

@@ -24,6 +24,17 @@ export function clientErrorCode(error: unknown): ErrorCode | null {
 }
 
 /**
+ * Where an error stands in the document, for the error that masks it: its nodes, and its source and
+ * positions too, which are all an error of the compiled execution has (graphql-jit gives no nodes).
+ */
+const placeOf = (error: GraphQLError) => ({
+  nodes: error.nodes ?? null,
+  source: error.source ?? null,
+  positions: error.positions ?? null,
+  path: error.path ?? null,
+});
+
+/**
  * Yoga's error masking: an AppError is what the client reads (its code and details); a database
  * error of class 53 or 58 (disk, memory, connection slots, I/O) is TRY_AGAIN; anything else is a bug, logged with its SQLSTATE and answered INTERNAL_SERVER_ERROR with nothing of its cause.
  */
@@ -37,13 +48,13 @@ export function maskUnexpected(log: Logger) {
       const shortage = resourceShortage(sqlStateOf(original)!, 1);
       // The database's own message names its files: the client reads what ran out instead.
       return new GraphQLError(shortage.message, {
-        ...(error instanceof GraphQLError ? { nodes: error.nodes ?? null, path: error.path ?? null } : {}),
+        ...(error instanceof GraphQLError ? placeOf(error) : {}),
         extensions: { ...shortage.extensions },
       });
     }
     log.error({ err: original, sqlState: sqlStateOf(original) ?? undefined }, 'unexpected error, masked for the client');
     return new GraphQLError('Internal server error', {
-      ...(error instanceof GraphQLError ? { nodes: error.nodes ?? null, path: error.path ?? null } : {}),
+      ...(error instanceof GraphQLError ? placeOf(error) : {}),
       extensions: { code: ErrorCode.internal },
     });
   };
@@ -156,16 +167,14 @@ export const noteExecutionErrors: ResultWatch = (result, args) => {
   if (sqlState !== undefined) (args.contextValue as Context).report.sqlState = sqlState;
 };
 
-/**
- * The error contract, in Yoga's hooks (with noteExecutionErrors before them): on the operation's result (`onExecutionResult`, which every
- * operation passes, a Hasura action's included), and, for an answer that never got that far (a
- * body Yoga could not read, a refused trusted document, a crash before execution), on the result
- * Yoga processes into its response. A result is put under the contract once.
- */
-export function useErrorContract(options: ErrorContractOptions): Plugin<Context, ReportingServerContext> {
+/** Puts a result under the error contract, once; null when there is nothing to do (no errors, contracted already, not a single result). */
+export type ErrorContract = (result: unknown, report: RequestReport | undefined) => ExecutionResult | null;
+
+/** The error contract of one server: every path that answers an operation applies this one. */
+export function createErrorContract(options: ErrorContractOptions): ErrorContract {
   const contracted = new WeakSet<ExecutionResult>();
   /** Only a request with an id of its own (every one the HTTP layer serves), and only single results. */
-  const contract = (result: unknown, report: RequestReport | undefined): ExecutionResult | null => {
+  return (result, report) => {
     const requestId = currentRequestScope()?.requestId;
     if (requestId === undefined || result == null || Array.isArray(result) || Symbol.asyncIterator in (result as object)) return null;
     const single = result as ExecutionResult;
@@ -174,6 +183,15 @@ export function useErrorContract(options: ErrorContractOptions): Plugin<Context,
     contracted.add(under);
     return under;
   };
+}
+
+/**
+ * The error contract, in Yoga's hooks (with noteExecutionErrors before them): on the operation's result (`onExecutionResult`, which every
+ * operation passes, a Hasura action's included), and, for an answer that never got that far (a
+ * body Yoga could not read, a refused trusted document, a crash before execution), on the result
+ * Yoga processes into its response. A result is put under the contract once.
+ */
+export function useErrorContract(contract: ErrorContract): Plugin<Context, ReportingServerContext> {
   return {
     onExecutionResult({ result, setResult, context }) {
       const under = contract(result, (context as ReportingServerContext).report);

@@ -26,6 +26,7 @@ export interface Metrics {
   stripeWebhookEvents: Counter<'result'>;
   transactionRetries: Counter<'sqlstate'>;
   knownDocumentOperations: Counter;
+  knownDocumentPath: Counter;
 }
 
 /**
@@ -240,6 +241,11 @@ function createRecorded(registry: Registry) {
     knownDocumentOperations: new Counter({
       name: 'graphql_known_document_operations_total',
       help: 'GraphQL operations run from a document parsed and validated before (on /graphql and /actions): neither read nor validated again.',
+      registers: [registry],
+    }),
+    knownDocumentPath: new Counter({
+      name: 'graphql_known_document_path_total',
+      help: "GraphQL operations of a plain POST answered by the known-document path: a document parsed, validated and compiled before, without Yoga's per-request pipeline.",
       registers: [registry],
     }),
     transactionRetries: new Counter({
