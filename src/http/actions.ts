@@ -8,6 +8,7 @@ import { currentRequestScope } from '../core/request-scope.js';
 import { actionSecretRefusal } from '../features/identity/session.js';
 import type { Logger } from '../core/logger.js';
 import type { GraphQLServer } from './yoga.js';
+import type { KnownDocumentPath } from './known-document-path.js';
 import { jsonAnswer, type Answer } from './answer.js';
 
 function actionError(status: number, code: string, message: string): Answer {
@@ -49,7 +50,8 @@ function parseActionBody(raw: string): ActionBody | string {
  * Hasura Actions at POST /actions: `{action: {name}, input, session_variables, request_query?}`.
  * The action name is a mutation of this schema and `input` its arguments. The operation runs
  * through Yoga's operation pipeline (`getResultForParams`: every plugin's hooks from onParams on,
- * the same admission, caches, context, masking and error contract as on /graphql), with no second
+ * the same admission, caches, context, masking and error contract as on /graphql), or, once its
+ * document is compiled, through the known-document path with the same parts, with no second
  * HTTP request and response to build and read: the answer is Hasura's shape, not a GraphQL response.
  * It answers the payload object itself with 200, or an error as a 4xx `{message, extensions:
  * {code}}` (Hasura drops the message of a 5xx).
@@ -57,17 +59,22 @@ function parseActionBody(raw: string): ActionBody | string {
 /** `body`: the request's body when the caller has already read it (the request then has none). */
 export type ActionsHandler = (request: Request, report: RequestReport, body?: string) => Promise<Answer>;
 
-/** The operation's result, or null when Yoga threw on its way (a bug: logged, answered 500). */
-async function resultOf(yoga: GraphQLServer, log: Logger, ...[payload, serverContext]: Parameters<GraphQLServer['getResultForParams']>) {
+/** The operation's result, or null when its path threw on its way (a bug: logged, answered 500). */
+async function resultOf<T>(log: Logger, run: () => Promise<T>): Promise<T | null> {
   try {
-    return await yoga.getResultForParams(payload, serverContext);
+    return await run();
   } catch (error) {
     log.error({ err: error }, 'an action failed outside its operation');
     return null;
   }
 }
 
-export function createActionsHandler(yoga: GraphQLServer, schema: GraphQLSchema, services: AppServices): ActionsHandler {
+export function createActionsHandler(
+  yoga: GraphQLServer,
+  schema: GraphQLSchema,
+  services: AppServices,
+  knownDocuments: KnownDocumentPath,
+): ActionsHandler {
   const documents = actionDocuments(schema);
 
   return async (request, report, body) => {
@@ -82,11 +89,13 @@ export function createActionsHandler(yoga: GraphQLServer, schema: GraphQLSchema,
     if (query === undefined) return actionError(404, ErrorCode.notFound, `Unknown action "${parsed.name}"`);
 
     // The action's request stands in for Yoga's: the context reads Idempotency-Key from its headers.
+    // Its document is the same text every time: known to the known-document path from its third call.
+    const params = { query, variables: parsed.input, operationName: parsed.name };
     const result = await resultOf(
-      yoga,
       services.log,
-      { request, params: { query, variables: parsed.input, operationName: parsed.name } },
-      { actionSessionVariables: parsed.sessionVariables, report },
+      async () =>
+        (await knownDocuments.answer(request, params, report, parsed.sessionVariables)) ??
+        (await yoga.getResultForParams({ request, params }, { actionSessionVariables: parsed.sessionVariables, report })),
     );
     if (!result || Symbol.asyncIterator in result) return actionError(500, ErrorCode.internal, 'Internal server error');
     // Under the error contract already (its plugin's onExecutionResult).

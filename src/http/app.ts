@@ -40,7 +40,8 @@ export function createApp(services: AppServices): App {
   const parts = graphQLServerParts(services);
   const yoga = createGraphQLServer(services, parts);
   const drain = new DrainState();
-  const actions = createActionsHandler(yoga, schema, services);
+  const knownDocuments = knownDocumentPath(services, parts);
+  const actions = createActionsHandler(yoga, schema, services, knownDocuments);
   const router = createRouter({
     routes: [
       getRoute('/health', health),
@@ -70,7 +71,7 @@ export function createApp(services: AppServices): App {
       maxBodyBytes,
       actions,
       trustProxy: config.edge.trustProxy,
-      knownDocuments: knownDocumentPath(services, parts),
+      knownDocuments,
     }),
   };
 }

@@ -19,7 +19,8 @@ import { operationOf } from './operation.js';
  * execution, the watches of the result, Yoga's masking (not of a refusal, as in the pipeline) and
  * the error contract. The answer is processed by Yoga's own result processor (node-dispatch.ts).
  *
- * Everything else takes the pipeline: a document new to the server, not yet compiled or invalid,
+ * Hasura's actions take it too (src/http/actions.ts), with the session from their body. Everything
+ * else takes the pipeline: a document new to the server, not yet compiled or invalid,
  * a body with more than `query`, `variables` and `operationName`, a request with an Origin or an
  * Accept other than `application/json` (node-dispatch.ts), and every request of a server whose
  * pipeline has a plugin this path does not apply (trusted documents, operation spans: `enabled`
@@ -79,6 +80,8 @@ export interface KnownServerContext extends IdentifiedContext {
   report: RequestReport;
   request: Request;
   params: PlainParams;
+  /** A Hasura action's session, from its body (src/http/actions.ts), as the pipeline's server context carries it. */
+  actionSessionVariables?: Record<string, unknown>;
 }
 
 /** A known operation, found ready: its document, the operation that runs and its compiled execution. */
@@ -91,11 +94,19 @@ interface Ready {
 export class KnownDocumentPath {
   constructor(private readonly parts: KnownDocumentPathParts) {}
 
-  /** The operation's result (under the error contract), or null when the request is not for this path. */
-  async answer(request: Request, params: PlainParams, report: RequestReport): Promise<ExecutionResult | null> {
+  /**
+   * The operation's result (under the error contract), or null when the request is not for this
+   * path. A Hasura action's session comes from its body, as it does on the pipeline's path.
+   */
+  async answer(
+    request: Request,
+    params: PlainParams,
+    report: RequestReport,
+    actionSessionVariables?: Record<string, unknown>,
+  ): Promise<ExecutionResult | null> {
     const ready = this.readyFor(params);
     if (ready === null) return null;
-    const serverContext: KnownServerContext = { report, request, params };
+    const serverContext: KnownServerContext = { report, request, params, ...(actionSessionVariables ? { actionSessionVariables } : {}) };
     const result = await this.parts.gate(request, serverContext, () => this.run(serverContext, ready));
     this.parts.answered.inc();
     return this.parts.contract(result, report) ?? result;
