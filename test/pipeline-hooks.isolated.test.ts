@@ -96,7 +96,8 @@ const NOT_FOR_ACTIONS: Record<string, string> = {
  * plugin of createGraphQLServer's list (development's: no introspection refusal), and where the
  * known-document path (src/http/known-document-path.ts) applies each. A plugin with a request hook
  * added to the list fails the known-document test below until the path applies it (or turns itself
- * off when the plugin is installed, as for trusted documents and operation spans).
+ * off when the plugin is installed, as for trusted documents). Operation spans (tracing on, not in this
+ * list) are applied by the path with the same function, inOperationSpan: test/tracing.slow.test.ts.
  */
 const KNOWN_DOCUMENT_PATH_APPLIES: Record<string, string> = {
   'plugin 0.onResponse': 'Vary on Origin: the path takes no request with an Origin; the replay mark by the same function (markReplayed)',

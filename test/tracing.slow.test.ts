@@ -202,6 +202,37 @@ describe('tracing with OpenTelemetry, exported to a real OTLP/HTTP receiver', ()
     expect(logged).toMatchObject({ span_id: server.spanId, operation: 'issueCoupon', outcome: 'ISSUED' });
   });
 
+  it('traces the known-document path as the pipeline: the operation span under the server span, the transaction under it', async () => {
+    const answered = async () => (await backend.services.metrics.knownDocumentPath.get()).values[0]?.value ?? 0;
+    const send = (member: string, traceId: string) =>
+      fetch(backend.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json',
+          traceparent: `00-${traceId}-${'1'.repeat(16)}-01`,
+          ...asUser('traced', member),
+        },
+        body: JSON.stringify({ query: `${print(IssueCouponDocument)} # known`, variables: { input: { campaignId: 'traced' } } }),
+      });
+    // New, then compiled in the pipeline: the third is the path's.
+    for (const member of ['known-1', 'known-2']) await (await send(member, '9'.repeat(32))).text();
+    const before = await answered();
+    const traceId = '8'.repeat(32);
+    expect(((await (await send('known-3', traceId)).json()) as { data: { issueCoupon: { status: string } } }).data.issueCoupon.status).toBe(
+      'ISSUED',
+    );
+    expect(await answered()).toBe(before + 1);
+    const inTrace = () => receiver.spans.filter((s) => s.traceId === traceId);
+    const server = await waitFor(() => inTrace().find((s) => s.name === 'POST /graphql'), 'server span');
+    const operation = await waitFor(() => inTrace().find((s) => s.name === 'mutation issueCoupon'), 'operation span');
+    expect(operation).toMatchObject({
+      parentSpanId: server.spanId,
+      attributes: { 'graphql.operation.type': 'mutation', 'app.outcome': 'ISSUED' },
+    });
+    await waitFor(() => inTrace().find((s) => s.name === 'transaction' && s.parentSpanId === operation.spanId), 'attempt');
+  });
+
   it('shows each attempt of a retried transaction, with the SQLSTATE that ended it', async () => {
     const traceId = 'a'.repeat(32);
     const holder = await backend.sql.connect();

@@ -8,6 +8,7 @@ import type { ErrorContract } from './plugins/error-contract.js';
 import type { OperationChecks } from './plugins/operation-checks.js';
 import type { KnownDocuments } from './document-cache.js';
 import { operationOf } from './operation.js';
+import { inOperationSpan } from './plugins/operation-spans.js';
 
 /**
  * The known-document path: a plain POST of a document the server has parsed, validated and
@@ -16,15 +17,15 @@ import { operationOf } from './operation.js';
  * 0.1 ms for the execution itself: docs/benchmarks.md); here the same parts run once each, in the
  * order the pipeline runs them, and nothing else: the admission gate (identity, then a turn), the
  * context, the known-valid count, the rules before execution (a refusal ends it), the compiled
- * execution, the watches of the result, Yoga's masking (not of a refusal, as in the pipeline) and
- * the error contract. The answer is processed by Yoga's own result processor (node-dispatch.ts).
+ * execution (in the operation's span when tracing is on), the watches of the result, Yoga's
+ * masking (not of a refusal, as in the pipeline) and the error contract. The answer is processed by Yoga's own result processor (node-dispatch.ts).
  *
  * Hasura's actions take it too (src/http/actions.ts), with the session from their body. Everything
  * else takes the pipeline: a document new to the server, not yet compiled or invalid,
  * a body with more than `query`, `variables` and `operationName`, a request with an Origin or an
  * Accept other than `application/json` (node-dispatch.ts), and every request of a server whose
- * pipeline has a plugin this path does not apply (trusted documents, operation spans: `enabled`
- * false). test/known-document-path.test.ts compares its answers with the pipeline's, byte for byte.
+ * pipeline has a plugin this path does not apply (trusted documents: `enabled` false). With tracing
+ * on, its executions are in the operation's span as the pipeline's are. test/known-document-path.test.ts compares its answers with the pipeline's, byte for byte.
  */
 
 /** The parameters of a plain POST: nothing but these three keys, each of its GraphQL-over-HTTP type. */
@@ -71,6 +72,8 @@ export interface KnownDocumentPathParts {
   knownValid: Counter;
   /** graphql_known_document_path_total: the operations this path answered. */
   answered: Counter;
+  /** Whether the pipeline makes a span of each operation (tracing on): the path wraps its executions the same way. */
+  operationSpans: boolean;
   /** False when the pipeline has a plugin this path does not apply: every request then takes the pipeline. */
   enabled: boolean;
 }
@@ -135,7 +138,8 @@ export class KnownDocumentPath {
       const refusal = check(executing);
       if (refusal !== undefined) return this.watched(refusal, args);
     }
-    const result = this.watched((await execute(args)) as ExecutionResult, args);
+    const run = this.parts.operationSpans ? inOperationSpan(args, execute) : execute;
+    const result = this.watched((await run(args)) as ExecutionResult, args);
     return result.errors ? { ...result, errors: result.errors.map((error) => maskError(error)) } : result;
   }
 

@@ -157,9 +157,9 @@ function yogaLogging(log: AppServices['log']): YogaLogger {
 
 /**
  * The known-document path of this server (src/http/known-document-path.ts), with the pipeline's
- * parts. It applies every plugin of createGraphQLServer's list but two: with trusted documents or
- * operation spans installed (or KNOWN_DOCUMENT_PATH=false, or the document caches off) every
- * request takes the pipeline.
+ * parts. It applies every plugin of createGraphQLServer's list but one: with trusted documents
+ * installed (or KNOWN_DOCUMENT_PATH=false, or the document caches off) every request takes the
+ * pipeline.
  */
 export function knownDocumentPath(services: AppServices, parts: GraphQLServerParts): KnownDocumentPath {
   const { config, metrics } = services;
@@ -174,11 +174,8 @@ export function knownDocumentPath(services: AppServices, parts: GraphQLServerPar
     contextOf: operationContext(services),
     knownValid: metrics.knownDocumentOperations,
     answered: metrics.knownDocumentPath,
-    enabled:
-      config.edge.knownDocumentPath &&
-      parts.known.caches !== null &&
-      config.edge.trustedDocumentsPath === null &&
-      !tracesOperations(config.tracing),
+    operationSpans: tracesOperations(config.tracing),
+    enabled: config.edge.knownDocumentPath && parts.known.caches !== null && config.edge.trustedDocumentsPath === null,
   });
 }
 
