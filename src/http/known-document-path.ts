@@ -12,20 +12,20 @@ import { inOperationSpan } from './plugins/operation-spans.js';
 
 /**
  * The known-document path: a plain POST of a document the server has parsed, validated and
- * compiled already, answered without Yoga's per-request pipeline. Yoga's pipeline runs about fifty
- * hook steps per request through its promise helpers (0.5 ms of server CPU per coupon against
- * 0.1 ms for the execution itself: docs/benchmarks.md); here the same parts run once each, in the
- * order the pipeline runs them, and nothing else: the admission gate (identity, then a turn), the
- * context, the known-valid count, the rules before execution (a refusal ends it), the compiled
- * execution (in the operation's span when tracing is on), the watches of the result, Yoga's
- * masking (not of a refusal, as in the pipeline) and the error contract. The answer is processed by Yoga's own result processor (node-dispatch.ts).
+ * compiled already, answered without Yoga's per-request pipeline. That pipeline, its hook loops and
+ * promise helpers, cost about 0.5 ms of server CPU per coupon against 0.1 ms for executing the
+ * document (docs/benchmarks.md). Here the same parts run once each, in the pipeline's order: the
+ * admission gate (identity, then a turn), the context, the known-valid count, the rules before
+ * execution (a refusal ends it), the compiled execution (in the operation's span when tracing is
+ * on), the watches of the result, Yoga's masking (not of a refusal, as in the pipeline) and the
+ * error contract. node-dispatch.ts makes the answer with Yoga's own result processor.
  *
  * Hasura's actions take it too (src/http/actions.ts), with the session from their body. Everything
- * else takes the pipeline: a document new to the server, not yet compiled or invalid,
- * a body with more than `query`, `variables` and `operationName`, a request with an Origin or an
- * Accept other than `application/json` (node-dispatch.ts), and every request of a server whose
- * pipeline has a plugin this path does not apply (trusted documents: `enabled` false). With tracing
- * on, its executions are in the operation's span as the pipeline's are. test/known-document-path.test.ts compares its answers with the pipeline's, byte for byte.
+ * else takes the pipeline: a document that is new, invalid or not compiled yet, a body with more
+ * than `query`, `variables` and `operationName`, a request with an Origin or an Accept other than
+ * `application/json` (node-dispatch.ts), and every request of a server with trusted documents,
+ * which this path does not apply (`enabled` false). test/known-document-path.test.ts compares its
+ * answers with the pipeline's, byte for byte.
  */
 
 /** The parameters of a plain POST: nothing but these three keys, each of its GraphQL-over-HTTP type. */
