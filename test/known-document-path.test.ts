@@ -230,6 +230,22 @@ describe('the known-document path answers as the pipeline does', () => {
       ],
     ];
     for (const [what, init] of sent) expect((await fetch(backend.url, { method: 'POST', ...init })).status, what).toBe(200);
+    // Parameters of the wrong type are the pipeline's to refuse: a 400 with its code, never a crash of the path.
+    const json = { 'content-type': 'application/json', accept: 'application/json', ...asOperator() };
+    for (const [what, body] of [
+      ['variables as a list', { ...known, variables: [1] }],
+      ['operationName as a number', { ...known, operationName: 5 }],
+      ['a batch', [known]],
+      ['not JSON', '{"query":'],
+    ] as const) {
+      const response = await fetch(backend.url, {
+        method: 'POST',
+        headers: json,
+        body: typeof body === 'string' ? body : JSON.stringify(body),
+      });
+      expect(response.status, what).toBe(400);
+      expect(JSON.stringify(await response.json()), what).toContain('"code":"BAD_USER_INPUT"');
+    }
     expect(await answeredByPath()).toBe(before);
   });
 });
