@@ -478,7 +478,7 @@ describe('checkout without STRIPE_SECRET_KEY', () => {
 });
 
 describe('Coupon.status', () => {
-  it('AVAILABLE for a coupon issueCoupon just issued, with no statement more; read for one issued before; HELD while a checkout holds it', async () => {
+  it("issueCoupon's coupon comes with its status, read by the issue's own statement: AVAILABLE, REDEEMED, HELD, EXPIRED, with no statement more", async () => {
     let statements = 0;
     const backend = await createTestBackend({ onStatement: () => statements++ });
     try {
@@ -511,9 +511,27 @@ describe('Coupon.status', () => {
         { input: { amountYen: 1_000, couponId: withStatus.coupon.id, paymentMethod: 'pm_card_visa' } },
         asUser('status', 'b'),
       );
-      expect((await issue('b', true)).coupon.status).toBe('REDEEMED');
+      // ALREADY_ISSUED: the status of the coupon the statement found, in the same statement.
+      const alreadyIssued = await issue('b', false);
+      const redeemed = await issue('b', true);
+      expect(redeemed).toMatchObject({ status: 'ALREADY_ISSUED', coupon: { status: 'REDEEMED' } });
+      expect(redeemed.statements).toBe(alreadyIssued.statements);
       await backend.sql.query("update coupons set held_by_order_id = gen_random_uuid() where tenant_id = 'status' and member_id = 'a'");
-      expect((await gqlOk(fetch, MyCouponsDocument, {}, asUser('status', 'a'))).myCoupons[0]!.status).toBe('HELD');
+      const myStatus = async (member: string) => (await gqlOk(fetch, MyCouponsDocument, {}, asUser('status', member))).myCoupons[0]!.status;
+      expect(await myStatus('a')).toBe('HELD');
+      const held = await issue('a', true);
+      expect(held).toMatchObject({ status: 'ALREADY_ISSUED', coupon: { status: 'HELD' } });
+      expect(held.statements).toBe(alreadyIssued.statements);
+      // Past the campaign's couponsExpireAt (still open for issues): what myCoupons reads, for a coupon issued now and one issued before.
+      await backend.sql.query(
+        "update campaigns set starts_at = now() - interval '2 minutes', coupons_expire_at = now() - interval '1 minute' where tenant_id = 'status' and id = 'st'",
+      );
+      const issuedExpired = await issue('c', true);
+      expect(issuedExpired).toMatchObject({ status: 'ISSUED', coupon: { status: 'EXPIRED' } });
+      expect(issuedExpired.statements).toBe(plain.statements);
+      expect(await myStatus('c')).toBe('EXPIRED');
+      expect((await issue('c', true)).coupon.status).toBe('EXPIRED');
+      expect((await issue('a', true)).coupon.status).toBe('HELD');
     } finally {
       await backend.close();
     }

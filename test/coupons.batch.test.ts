@@ -1,6 +1,12 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CreateCampaignDocument, IssueCouponDocument } from './generated/graphql.js';
+import {
+  CreateCampaignDocument,
+  IssueCouponDocument,
+  type CouponStatus,
+  type IssueCouponMutation,
+  type IssueCouponMutationVariables,
+} from './generated/graphql.js';
 import {
   asTenantAdmin,
   asUser,
@@ -29,6 +35,11 @@ function counterValue(page: string, name: string): number {
   if (!line) throw new Error(`${name} is not on the page`);
   return Number(line.slice(name.length + 1));
 }
+type IssuePayload = IssueCouponMutation['issueCoupon'];
+/** IssueCouponMutation with the coupon's status. */
+type IssueWithStatus = {
+  issueCoupon: Omit<IssuePayload, 'coupon'> & { coupon?: (NonNullable<IssuePayload['coupon']> & { status: CouponStatus }) | null };
+};
 /** Two members tap twice each, one once. */
 const TAPS = ['tap-a', 'tap-b', 'tap-a', 'tap-c', 'tap-b'];
 const CAP = 2_000;
@@ -92,6 +103,16 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
       { input: { campaignId } },
       { ...asUser(TENANT, member), ...(key ? { 'idempotency-key': key } : {}) },
     );
+  /** issueCoupon with the coupon's status selected too, as a Hasura action's answer selects it. */
+  const issueWithStatus = (campaignId: string, member: string, key?: string) =>
+    gql<IssueWithStatus, IssueCouponMutationVariables>(
+      setup.backend.app.fetch,
+      `mutation ($input: IssueCouponInput!) {
+        issueCoupon(input: $input) { status coupon { id campaignId memberId month amountYen issuedAt expiresAt status } }
+      }`,
+      { input: { campaignId } },
+      { ...asUser(TENANT, member), ...(key ? { 'idempotency-key': key } : {}) },
+    );
   const statusOf = (reply: Awaited<ReturnType<typeof issue>>) => reply.body.data?.issueCoupon.status ?? JSON.stringify(reply.body.errors);
   const count = async (table: string, where: string, params: unknown[]) =>
     Number((await setup.backend.sql.query(`select count(*) as n from ${table} where ${where}`, params)).rows[0].n);
@@ -102,7 +123,7 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
    * locked), then sends `rest` (on `campaign` or several), and resolves once all of `rest` are
    * queued behind them.
    */
-  async function queuedBehind(campaign: string | string[], hold: string, rest: (() => ReturnType<typeof issue>)[]) {
+  async function queuedBehind<Reply>(campaign: string | string[], hold: string, rest: (() => Promise<Reply>)[]) {
     const campaigns = typeof campaign === 'string' ? [campaign] : campaign;
     await setup.holder.query('begin');
     await setup.holder.query(hold);
@@ -142,17 +163,26 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     expect(statusOf(await issue('meet', 'learner'))).toBe('ISSUED');
     const before = { ...coalescer().counts };
     const members = Array.from({ length: 8 }, (_, i) => `meet-${i}`);
-    // One member's coupon is already there, one resends with a key: neither changes the others' answers.
+    // One member's coupon is already there (and held by a checkout), one resends with a key: neither changes the others' answers.
     expect(statusOf(await issue('meet', members[0]!))).toBe('ISSUED');
+    await setup.backend.sql.query(`update coupons set held_by_order_id = gen_random_uuid() where tenant_id = $1 and member_id = $2`, [
+      TENANT,
+      members[0],
+    ]);
     const { firstReplies, restReplies } = await queuedBehind(
       'meet',
       `select 1 from campaign_budget_slots where tenant_id = '${TENANT}' and campaign_id = 'meet' for update`,
-      members.map((m, i) => () => issue('meet', m, i === 3 ? 'meet-key' : undefined)),
+      members.map((m, i) => () => issueWithStatus('meet', m, i === 3 ? 'meet-key' : undefined)),
     );
     await setup.holder.query('commit');
     await allIssued(firstReplies);
     const replies = await Promise.all(restReplies);
     expect(replies.map(statusOf)).toEqual(['ALREADY_ISSUED', ...members.slice(1).map(() => 'ISSUED')]);
+    // Each coupon's status as the batch's statement read it: the held one's, and each new one's.
+    expect(replies.map((reply) => reply.body.data?.issueCoupon.coupon?.status)).toEqual([
+      'HELD',
+      ...members.slice(1).map(() => 'AVAILABLE'),
+    ]);
     expect(coalescer().counts.batches - before.batches).toBe(1);
     expect(coalescer().counts.members - before.members).toBe(members.length);
     expect(coalescer().counts.failed - before.failed).toBe(0);
@@ -184,7 +214,7 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
     );
     expect(slot.rows[0].issued_yen).toBe((1 + SIDE_BY_SIDE + members.length) * 500);
     // The keyed member's stored answer replays as it was first given.
-    const resent = await issue('meet', members[3]!, 'meet-key');
+    const resent = await issueWithStatus('meet', members[3]!, 'meet-key');
     expect(resent.headers.get('idempotent-replayed')).toBe('true');
     expect(resent.body.data).toEqual(replies[3]!.body.data);
   });

@@ -4,7 +4,16 @@ import type { DB } from '../../db/schema.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
 import { hasShape, slotHasRoom, type CampaignShape } from './budget.js';
 import { ISSUE_TIME, jsonTimeOf, monthOf, periodRefusal } from './period.js';
-import { COUPON_ISSUED_TOPIC, couponJson, timeoutGuardCte, type IssueRow, type IssueValues, type Outcome } from './issue-statement.js';
+import {
+  COUPON_ISSUED_TOPIC,
+  couponJson,
+  foundCouponStatusColumns,
+  NO_STATUS_COLUMNS,
+  timeoutGuardCte,
+  type IssueRow,
+  type IssueValues,
+  type Outcome,
+} from './issue-statement.js';
 
 /**
  * The shapes a batch is built for: a campaign whose budget is slot rows, one or several, taken one
@@ -125,7 +134,7 @@ function batchStatement(keyed: boolean) {
                                     actor_user_id, role, operation, request_id, key_tenant_id, key_user_id, key_role, key, fingerprint,
                                     key_operation, ttl_hours, n)
     ), seen as (
-      select k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at from coupons k
+      select k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at, k.redeemed_at, k.voided_at, k.held_by_order_id from coupons k
        where k.tenant_id = ${p.tenantId} and k.campaign_id = any (${p.campaignIds}::text[]) and k.member_id = any (${p.memberIds}::text[])
          and not k.legacy_duplicate and (k.campaign_id, k.member_id) in (select campaign_id, member_id from member)
     ), facts as (
@@ -219,9 +228,10 @@ function batchStatement(keyed: boolean) {
              d.traceparent
         from inserted i join decision d on d.member_id = i.member_id where i.campaign_id in (select campaign_id from slotted)
     ), coupon as (
-      select id, campaign_id, member_id, month, amount_yen, issued_at from inserted where campaign_id in (select campaign_id from slotted)
+      select id, campaign_id, member_id, month, amount_yen, issued_at, ${NO_STATUS_COLUMNS}
+        from inserted where campaign_id in (select campaign_id from slotted)
       union all
-      select s.id, s.campaign_id, s.member_id, s.month, s.amount_yen, s.issued_at
+      select s.id, s.campaign_id, s.member_id, s.month, s.amount_yen, s.issued_at, s.redeemed_at, s.voided_at, s.held_by_order_id
         from seen s join decision d on d.campaign_id = s.campaign_id and d.member_id = s.member_id where d.final = 'ALREADY_ISSUED'
     ), audit_row as (
       insert into audit_log (tenant_id, actor_user_id, role, operation, entity_ids, request_id)
@@ -238,8 +248,8 @@ function batchStatement(keyed: boolean) {
     )
     select d.n::text as n, case when d.final = 'ISSUE' and k.id is null then 'ALONE' else d.final end as outcome,
            k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at,
-           case when k.id is not null then d.coupons_expire_at end as expires_at, d.budget_slots, d.budget_lease_coupons,
-           null::int as own_lease_left, (select raced from verdict) as raced${
+           case when k.id is not null then d.coupons_expire_at end as expires_at, ${foundCouponStatusColumns('k', sql`d.coupons_expire_at`)},
+           d.budget_slots, d.budget_lease_coupons, null::int as own_lease_left, (select raced from verdict) as raced${
              keyed
                ? // As one issue's statement: a batch that kept no answer (every member refused) need not wait for the WAL flush.
                  sql`,

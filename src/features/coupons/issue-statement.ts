@@ -4,6 +4,7 @@ import { prepare } from '../../db/prepared.js';
 import { claimCte, type ClaimValues } from '../idempotency/service.js';
 import { campaignHasRoom, hasShape, takeBudgetCtes, tookNothingIsFinal, type BuiltFor } from './budget.js';
 import { productLeasing, type BudgetLeasing } from './leases.js';
+import { expiredBy } from './member-coupons.js';
 import { ISSUE_TIME, jsonTimeOf, monthOf, periodRefusal } from './period.js';
 
 /**
@@ -64,6 +65,15 @@ export interface IssueRow {
   issued_at: Date | null;
   /** The campaign's coupons_expire_at: the coupon's expiresAt. */
   expires_at: Date | null;
+  /**
+   * What the coupon's status is read from (CouponStatusColumns), in the statement's snapshot, so
+   * that an answer showing it costs no second read: the row of the coupon found (ALREADY_ISSUED);
+   * for the coupon the statement issued, nulls and whether its campaign's couponsExpireAt has passed.
+   */
+  redeemed_at: Date | null;
+  voided_at: Date | null;
+  held_by_order_id: string | null;
+  expired: boolean | null;
   budget_slots: number | null;
   budget_lease_coupons: number | null;
   /** Coupons left in this process's own lease, when the issue took from it. */
@@ -79,6 +89,22 @@ export const couponJson = (status: string, k: string, expiresAt: RawBuilder<Date
   sql`jsonb_build_object('status', ${sql.lit(status)}, 'coupon', jsonb_build_object('id', ${sql.raw(k)}.id, 'campaignId', ${sql.raw(k)}.campaign_id,
     'memberId', ${sql.raw(k)}.member_id, 'month', ${sql.raw(k)}.month, 'amountYen', ${sql.raw(k)}.amount_yen,
     'issuedAt', ${jsonTimeOf(sql`${sql.raw(k)}.issued_at`)}, 'expiresAt', ${jsonTimeOf(expiresAt)}))`;
+
+/** The status columns of a coupon row the statement inserts: nothing holds, redeemed or voided it. */
+export const NO_STATUS_COLUMNS = sql.raw(
+  'null::timestamptz as redeemed_at, null::timestamptz as voided_at, null::uuid as held_by_order_id',
+);
+
+/**
+ * The status columns of IssueRow for the coupon row `k` (null when there is none), whose campaign's couponsExpireAt is `expiresAt`.
+ *
+ * @example sql`select ${foundCouponStatusColumns('k', sql`c.coupons_expire_at`)} from coupons k join campaigns c on …`
+ */
+export const foundCouponStatusColumns = (k: string, expiresAt: RawBuilder<Date | null>) => {
+  const row = sql.raw(k);
+  return sql`${row}.redeemed_at, ${row}.voided_at, ${row}.held_by_order_id,
+           case when ${row}.id is not null then ${expiredBy(expiresAt)} end as expired`;
+};
 
 /**
  * The CTE `guard` (one row, `ok`): the session's lock and statement timeouts are both in force and
@@ -128,7 +154,7 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing, shape: BuiltFor)
         from campaigns c join tenants t on t.id = c.tenant_id
        where c.tenant_id = ${p.tenantId} and c.id = ${p.campaignId}
     ), seen as (
-      select id, campaign_id, member_id, month, amount_yen, issued_at from coupons
+      select id, campaign_id, member_id, month, amount_yen, issued_at, redeemed_at, voided_at, held_by_order_id from coupons
        where tenant_id = ${p.tenantId} and campaign_id = ${p.campaignId} and member_id = ${p.memberId} and not legacy_duplicate
     ), facts as (
       -- What this statement's snapshot answers, before it writes anything.
@@ -191,16 +217,17 @@ function issueStatement(keyed: boolean, leasing: BudgetLeasing, shape: BuiltFor)
              ${p.traceparent}::text
         from inserted i where exists (select 1 from taken)
     ), coupon as (
-      select id, campaign_id, member_id, month, amount_yen, issued_at from inserted where exists (select 1 from taken)
+      select id, campaign_id, member_id, month, amount_yen, issued_at, ${NO_STATUS_COLUMNS} from inserted where exists (select 1 from taken)
       union all
-      select id, campaign_id, member_id, month, amount_yen, issued_at from seen where (select outcome from decision) = 'ALREADY_ISSUED'
+      select id, campaign_id, member_id, month, amount_yen, issued_at, redeemed_at, voided_at, held_by_order_id
+        from seen where (select outcome from decision) = 'ALREADY_ISSUED'
     ), audit_row as (
       insert into audit_log (tenant_id, actor_user_id, role, operation, entity_ids, request_id)
       select ${p.auditTenantId}, ${p.actorUserId}, ${p.role}, ${p.operation}, array[k.id::text, k.campaign_id], ${p.requestId} from coupon k
     )
     select d.outcome, k.id, k.campaign_id, k.member_id, k.month, k.amount_yen, k.issued_at,
-           case when k.id is not null then d.coupons_expire_at end as expires_at, d.budget_slots, d.budget_lease_coupons,
-           (select own_lease_left from taken) as own_lease_left,
+           case when k.id is not null then d.coupons_expire_at end as expires_at, ${foundCouponStatusColumns('k', sql`d.coupons_expire_at`)},
+           d.budget_slots, d.budget_lease_coupons, (select own_lease_left from taken) as own_lease_left,
            case
              when d.outcome = 'ISSUE' and not exists (select 1 from inserted) then coupon_issue_raced()
              when exists (select 1 from inserted) and not exists (select 1 from usage) then coupon_issue_refused('MONTHLY_CAP')

@@ -11,6 +11,7 @@ import { MAX_BUDGET_SLOTS } from './campaigns.js';
 import type { AdmissionTurn, IssueCoalescer } from './coalescer.js';
 import { ISSUE_REFUSED, statementsFor, type IssueRow, type IssueValues } from './issue-statement.js';
 import type { BudgetLeases } from './leases.js';
+import { couponStatusOf, type CouponStatusColumns, type CouponWithStatus } from './member-coupons.js';
 
 /**
  * issueCoupon: what an issue is asked and answers, and the product's way of deciding it, one
@@ -33,7 +34,8 @@ export interface Coupon {
 
 export interface IssueResult {
   status: IssueStatus;
-  coupon: Coupon | null;
+  /** With the status the issue's statement read with it; a stored answer (an idempotent replay's) never carries it. */
+  coupon: CouponWithStatus | null;
 }
 
 export interface IssueRequest {
@@ -286,6 +288,7 @@ export class ConditionalIssuer implements CouponIssuer {
         amountYen: row.amount_yen!,
         issuedAt: row.issued_at!,
         expiresAt: row.expires_at,
+        status: couponStatusOf(row as IssueRow & CouponStatusColumns),
       },
     };
   }

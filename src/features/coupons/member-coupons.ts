@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { CouponRow, DB } from '../../db/schema.js';
 import type { Coupon } from './issue.js';
 
@@ -28,7 +28,7 @@ export interface CouponWithStatus extends Coupon {
  *
  * @example couponStatusOf(row) // 'AVAILABLE'
  */
-function couponStatusOf(row: CouponStatusColumns): CouponStatus {
+export function couponStatusOf(row: CouponStatusColumns): CouponStatus {
   if (row.voided_at !== null) return 'VOIDED';
   if (row.redeemed_at !== null) return 'REDEEMED';
   if (row.held_by_order_id !== null) return 'HELD';
@@ -62,17 +62,22 @@ export const couponExpired = (coupon: string) =>
   sql<boolean>`exists (select 1 from campaigns c where c.tenant_id = ${sql.raw(coupon)}.tenant_id and c.id = ${sql.raw(coupon)}.campaign_id
                           and now() >= c.coupons_expire_at)`;
 
+/**
+ * SQL true when a coupon of a campaign whose couponsExpireAt is `expiresAt` is past it on the
+ * database's clock (now()); false for a campaign whose coupons never expire. The `expired` of
+ * CouponStatusColumns, wherever a statement reads a coupon's status.
+ *
+ * @example sql`select ${expiredBy(sql`c.coupons_expire_at`)} as expired from campaigns c`
+ */
+export const expiredBy = (expiresAt: RawBuilder<Date | null>) => sql<boolean>`coalesce(now() >= ${expiresAt}, false)`;
+
 /** Coupons with their campaign's expiry: every read of a coupon the API shows. */
 function couponsWithExpiry(db: Kysely<DB>, tenantId: string) {
   return db
     .selectFrom('coupons as k')
     .innerJoin('campaigns as c', (join) => join.onRef('c.tenant_id', '=', 'k.tenant_id').onRef('c.id', '=', 'k.campaign_id'))
     .select(['k.id', 'k.campaign_id', 'k.member_id', 'k.month', 'k.amount_yen', 'k.issued_at', 'k.redeemed_at', 'k.voided_at'])
-    .select([
-      'k.held_by_order_id',
-      'c.coupons_expire_at as expires_at',
-      sql<boolean>`coalesce(now() >= c.coupons_expire_at, false)`.as('expired'),
-    ])
+    .select(['k.held_by_order_id', 'c.coupons_expire_at as expires_at', expiredBy(sql`c.coupons_expire_at`).as('expired')])
     .where('k.tenant_id', '=', tenantId);
 }
 

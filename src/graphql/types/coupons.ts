@@ -26,8 +26,9 @@ const CouponStatusType = builder.enumType('CouponStatus', {
 });
 
 /**
- * Coupon.status of the coupons an answer carries without it (issueCoupon's, whose statement does
- * not read it): one statement per request for all of them, read after the mutation committed.
+ * Coupon.status of the coupons an answer carries without it (an idempotent replay's, whose stored
+ * answer keeps no status, and another issuer's): one statement per request for all of them, read
+ * after the mutation committed.
  */
 const statusLoader = createContextCache(
   (ctx: Context) =>
@@ -76,9 +77,9 @@ const IssueCouponPayload = builder.objectRef<IssueResult>('IssueCouponPayload').
     coupon: t.field({
       type: CouponType,
       nullable: true,
-      // A coupon issued by this answer was AVAILABLE when it was issued: no read for its status (the
-      // answer of a Hasura action selects every field). One issued before is looked up.
-      resolve: (r) => (r.status === 'ISSUED' && r.coupon ? { ...r.coupon, status: 'AVAILABLE' as const } : r.coupon),
+      // The coupon comes with the status the issue's statement read, so no second read for it (the
+      // answer of a Hasura action selects every field); a replayed answer's is looked up.
+      resolve: (r) => r.coupon,
     }),
   }),
 });
