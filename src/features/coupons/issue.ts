@@ -21,17 +21,6 @@ import { couponStatusOf, type CouponStatusColumns, type CouponWithStatus } from 
 
 type IssueStatus = 'ISSUED' | 'ALREADY_ISSUED' | 'NOT_STARTED' | 'ENDED' | 'MONTHLY_CAP' | 'BUDGET_EXCEEDED';
 
-export interface Coupon {
-  id: string;
-  campaignId: string;
-  memberId: string;
-  month: string;
-  amountYen: number;
-  issuedAt: Date;
-  /** Its campaign's couponsExpireAt; null: never. */
-  expiresAt: Date | null;
-}
-
 export interface IssueResult {
   status: IssueStatus;
   /** With the status the issue's statement read with it; a stored answer (an idempotent replay's) never carries it. */

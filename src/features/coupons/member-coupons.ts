@@ -1,8 +1,18 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { CouponRow, DB } from '../../db/schema.js';
-import type { Coupon } from './issue.js';
 
 /** A member's coupons as the API shows them. */
+
+interface Coupon {
+  id: string;
+  campaignId: string;
+  memberId: string;
+  month: string;
+  amountYen: number;
+  issuedAt: Date;
+  /** Its campaign's couponsExpireAt; null: never. */
+  expiresAt: Date | null;
+}
 
 export type CouponColumns = Pick<CouponRow, 'id' | 'campaign_id' | 'member_id' | 'month' | 'amount_yen' | 'issued_at'> & {
   /** The campaign's coupons_expire_at. */
