@@ -111,14 +111,15 @@ describe('the coalescer in the model (COUPON_ISSUE_BATCH_MAX)', () => {
     expect(run(32).batching).toBeNull();
   });
 
-  it('up to SIDE_BY_SIDE clients never wait batched: their latency is exactly the unbatched one; one statement at a time made them wait', () => {
+  it('up to sideBySide clients never wait batched: their latency is exactly the unbatched one; one statement at a time made them wait', () => {
     // No server CPU: the process's one thread would order the clients' work differently batched and not.
     const costs = { ...free, dbCpuMs: 0.2, holdMs: 0.3, statementShare: { db: 0.7, app: 0 } };
-    const run = (batchMax: number, sideBySide?: number) =>
+    const sideBySide = 2;
+    const run = (batchMax: number, lineStatements = sideBySide) =>
       simulate(
         { kind: 'not hot', issuedShare: 1 },
         costs,
-        { ...roomy, clients: SIDE_BY_SIDE, rttMs: 1, batchMax, ...(sideBySide ? { sideBySide } : {}) },
+        { ...roomy, clients: sideBySide, rttMs: 1, batchMax, sideBySide: lineStatements },
         { requests: 2_000, budgetCoupons: 2_000 },
       );
     expect(run(32).meanLatencyMs).toBeCloseTo(run(1).meanLatencyMs, 9);

@@ -175,7 +175,8 @@ Only the servers of the row being measured run: every other is stopped (SIGSTOP)
 Prints one table and checks the targets.
 
 --baseline DIR   also runs the servers of another checkout (its own npm ci done) on a database of
-                 their own, as rows marked "${BEFORE.trim()}", interleaved with the rest
+                 their own, as rows marked "${BEFORE.trim()}", interleaved with the rest (a checkout
+                 older than COUPON_ISSUE_BATCH_MAX runs its batched row unbatched)
 --calibration F  where to write what \`npm run sim\` is calibrated with (default ${DEFAULT_CALIBRATION})
 --only TEXT      only the rows whose strategy contains TEXT (may be given again: any of them); the
                  calibration is then not written. A quick comparison while working:
@@ -709,9 +710,10 @@ interface ServerSpec {
   setUp?: Target['setUp'];
 }
 
-/** The servers every side has: ours, near and through the delay proxy, and SERIALIZABLE through it. */
+/** The servers every side has: ours, unbatched and batched, near and through the delay proxy, and SERIALIZABLE through it. */
 const SIDE_SERVERS: Record<string, ServerSpec> = {
   conditional: { strategy: 'conditional' },
+  batched: { strategy: 'conditional', env: { COUPON_ISSUE_BATCH_MAX: BATCH_MAX } },
   distant: { strategy: 'conditional', distant: true },
   'distant serializable': { strategy: 'serializable', distant: true },
 };
@@ -721,7 +723,6 @@ const OWN_SERVERS: Record<string, ServerSpec> = {
   ...Object.fromEntries(PEERS.map((peer) => [peer.server, { strategy: peer.server }])),
   // The slots' naive twin (test/naive/budget-split.ts): its hot row strands a remainder in every slot.
   'distant naive split': { strategy: 'naive-split', distant: true },
-  batched: { strategy: 'conditional', env: { COUPON_ISSUE_BATCH_MAX: BATCH_MAX } },
   'distant batched': { strategy: 'conditional', distant: true, env: { COUPON_ISSUE_BATCH_MAX: BATCH_MAX } },
 };
 
@@ -843,7 +844,7 @@ async function main() {
     for (const clients of concurrency) {
       // Each comparison's rows sit next to each other, so every pair is measured under the same load of the machine.
       paired(LABEL.ours, clients, async (side, id) => throughEndpoint(await side.target('conditional'), reference(id), clients));
-      row(LABEL.oursBatched, clients, async (id) => throughEndpoint(await here.target('batched'), reference(id), clients));
+      paired(LABEL.oursBatched, clients, async (side, id) => throughEndpoint(await side.target('batched'), reference(id), clients));
       // One client contends with nobody: there only what batching costs when it is quiet is measured.
       if (clients === 1) continue;
       row(LABEL.bare, clients, async (id) => throughEndpoint(await here.target('bare'), reference(id), clients));

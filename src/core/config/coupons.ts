@@ -24,9 +24,9 @@ export const couponVariables = group('Coupons', {
   ),
   issueBatchMax: wholeNumber({ name: 'COUPON_ISSUE_BATCH_MAX', default: 32, min: 1, max: 1000 }).describe(
     'the most issueCoupon requests of one tenant that a server process runs as one statement and one commit; 1 is no batching. ' +
-      'A request that finds fewer than two statements of its tenant in flight in its process runs at once, alone; one that finds two waits for ' +
-      'the first to end and then runs with the others that waited, four or more at a time (docs/design.md §4, batched issues). ' +
-      'Under a sale (hundreds of issues a second for one tenant per process) that halves the PostgreSQL CPU per coupon; ' +
-      'while a tenant has fewer than two issues at a time in a process nothing waits (docs/benchmarks.md, batched issues)',
+      'A request that finds no statement of its tenant in flight in its process runs at once, alone; one that finds one waits for ' +
+      'it to end and then runs with the others that waited, four or more at a time (docs/design.md §4, batched issues). ' +
+      'Under load (hundreds of issues a second for one tenant per process) that takes a third to a half of the PostgreSQL CPU per coupon ' +
+      'and answers more per second; a request that finds its tenant idle never waits (docs/benchmarks.md, batched issues)',
   ),
 });
