@@ -490,14 +490,14 @@ describe('Coupon.status', () => {
         { input: { id: 'st', name: 'st', discountYen: 100, budgetYen: 10_000 } },
         asTenantAdmin('status'),
       );
-      const issue = async (member: string, withStatus: boolean) => {
+      const issue = async (member: string, withStatus: boolean, key?: string) => {
         const before = statements;
         const query = `mutation { issueCoupon(input: { campaignId: "st" }) { status coupon { id ${withStatus ? 'status' : ''} } } }`;
         const data = await gqlOk<{ issueCoupon: { status: string; coupon: { id: string; status?: string } } }, Record<string, never>>(
           fetch,
           query,
           {},
-          asUser('status', member),
+          { ...asUser('status', member), ...(key ? { 'idempotency-key': key } : {}) },
         );
         return { ...data.issueCoupon, statements: statements - before };
       };
@@ -519,6 +519,10 @@ describe('Coupon.status', () => {
       await backend.sql.query("update coupons set held_by_order_id = gen_random_uuid() where tenant_id = 'status' and member_id = 'a'");
       const myStatus = async (member: string) => (await gqlOk(fetch, MyCouponsDocument, {}, asUser('status', member))).myCoupons[0]!.status;
       expect(await myStatus('a')).toBe('HELD');
+      // A replay's stored answer keeps no status (it changes with time): the replay reads today's.
+      expect(await issue('e', true, 'k-e')).toMatchObject({ status: 'ISSUED', coupon: { status: 'AVAILABLE' } });
+      await backend.sql.query("update coupons set held_by_order_id = gen_random_uuid() where tenant_id = 'status' and member_id = 'e'");
+      expect(await issue('e', true, 'k-e')).toMatchObject({ status: 'ISSUED', coupon: { status: 'HELD' } });
       const held = await issue('a', true);
       expect(held).toMatchObject({ status: 'ALREADY_ISSUED', coupon: { status: 'HELD' } });
       expect(held.statements).toBe(alreadyIssued.statements);

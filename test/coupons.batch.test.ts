@@ -137,7 +137,7 @@ describe('issueCoupon batching (COUPON_ISSUE_BATCH_MAX)', () => {
   const allIssued = async (replies: ReturnType<typeof issue>[]) =>
     expect((await Promise.all(replies)).map(statusOf)).toEqual(replies.map(() => 'ISSUED'));
 
-  it(`up to ${SIDE_BY_SIDE} issues of a tenant run side by side at once, each alone; only the next waits for the first of them to end`, async () => {
+  it(`as many issues of a tenant as SIDE_BY_SIDE (${SIDE_BY_SIDE}) run at once, each alone; only the next waits for the first of them to end`, async () => {
     await createCampaign('side', 100_000);
     expect(statusOf(await issue('side', 'learner'))).toBe('ISSUED');
     const before = { ...coalescer().counts, sizes: [...coalescer().counts.sizes] };

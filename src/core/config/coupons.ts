@@ -26,7 +26,7 @@ export const couponVariables = group('Coupons', {
     'the most issueCoupon requests of one tenant that a server process runs as one statement and one commit; 1 is no batching. ' +
       'A request that finds no statement of its tenant in flight in its process runs at once, alone; one that finds one waits for ' +
       'it to end and then runs with the others that waited, four or more at a time (docs/design.md §4, batched issues). ' +
-      'Under load (hundreds of issues a second for one tenant per process) that takes a third to a half of the PostgreSQL CPU per coupon ' +
+      'Under load (hundreds of issues a second for one tenant per process) that takes a fifth to a third of the PostgreSQL CPU per coupon ' +
       'and answers more per second; a request that finds its tenant idle never waits (docs/benchmarks.md, batched issues)',
   ),
 });

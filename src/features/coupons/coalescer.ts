@@ -19,9 +19,9 @@ export const MIN_BATCH = 4;
  * tenant's statements take the same campaigns' budget rows, so a second one in flight mostly waits
  * for the first's locks anyway, and two batches side by side split what waited in two and race for
  * the same rows. Measured with real processes (docs/benchmarks.md, "One statement of a tenant in
- * flight"): against two, 1.3x the batched req/s and half the PostgreSQL CPU per request at 32
- * clients, no less at 8, and a lower p99 at 500 issues a second on the open model; the model's pick
- * of two did not hold.
+ * flight"): against two, 1.2x to 1.3x the batched req/s and half the PostgreSQL CPU per request
+ * at 32 clients, about the same at 8, and a lower p99 at 500 issues a second on the open model; the
+ * model's pick of two did not hold.
  */
 export const SIDE_BY_SIDE = 1;
 
