@@ -20,7 +20,8 @@ import { constantRate, parseStages, stagedRate } from './load/schedule.js';
 import { percentile, summarize } from './load/stats.js';
 import { beyondReach, judge, parseThreshold, type Threshold } from './load/thresholds.js';
 import { CreateCampaignDocument } from './generated/graphql.js';
-import { asTenantAdmin, createTenant, gqlOk, serveTestBackend, type ServedBackend } from './support/harness.js';
+import { asTenantAdmin, createTenant, createTestDatabaseUrl, gqlOk, serveTestBackend, type ServedBackend } from './support/harness.js';
+import { benchServerEnv, startServerProcess } from './load/target.js';
 import { listenOnLoopback, type LoopbackServer } from './support/ports.js';
 import { captureOutput, runScript, spawnScript } from './support/scripts.js';
 
@@ -825,5 +826,40 @@ describe('npm run load: thresholds, stages and the live line, by themselves', ()
     expect(line).toBe(
       '    12.3 s  measured  stage 2/3  412/s (offered 400/s)  p50 8.1 ms  p99 41.0 ms  in flight 3  answered 5000  errors TRY_AGAIN 2, NETWORK_ERROR 1',
     );
+  });
+});
+
+describe("the bench's server processes", () => {
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  it('a server whose warm-up fails is stopped before the error goes on; one whose warm-up passes is handed over running', async () => {
+    const env = benchServerEnv(await createTestDatabaseUrl(), 'conditional');
+    let failedPid = 0;
+    const failed = startServerProcess('test/load/bench-server.ts', env, {
+      warmUp: async (server) => {
+        failedPid = server.child.pid!;
+        expect((await fetch(server.metricsUrl)).status).toBe(200);
+        throw new Error('the warm-up found no such campaign');
+      },
+    });
+    await expect(failed).rejects.toThrow('the warm-up found no such campaign');
+    expect(failedPid).toBeGreaterThan(0);
+    expect(alive(failedPid)).toBe(false);
+
+    const passed = await startServerProcess('test/load/bench-server.ts', env, { warmUp: async () => {} });
+    try {
+      expect(alive(passed.child.pid!)).toBe(true);
+      expect((await fetch(passed.metricsUrl)).status).toBe(200);
+    } finally {
+      await passed.stop();
+    }
+    expect(alive(passed.child.pid!)).toBe(false);
   });
 });

@@ -748,28 +748,33 @@ async function startSide(project: string | null, withPeers: boolean, newRunId: (
   const launch = async (key: string): Promise<Target> => {
     const spec = specs.get(key);
     if (!spec) throw new Error(`no server "${key}" on this side`);
-    // A server that reaches PostgreSQL through the proxy connects to it as it starts.
-    groups.runOnly(spec.distant ? [proxy.pid] : []);
-    const server = await startServerProcess(
-      spec.entry ?? 'test/load/bench-server.ts',
-      { ...benchServerEnv(spec.distant ? proxy.databaseUrl : database.databaseUrl, spec.strategy), ...spec.env },
-      project ? { project } : {},
-    );
-    groups.add(server.child.pid!);
-    const target: Target = {
+    const targetOf = (server: ServerProcess): Target => ({
       server,
       sql,
       databaseUrl: database.databaseUrl,
       dataDir: database.dataDir,
       ...(spec.distant ? { proxyPid: proxy.pid } : {}),
       ...(spec.setUp ? { setUp: spec.setUp } : {}),
-    };
-    // A fresh process compiles and optimizes its code on its first requests: keep that out of the figures.
-    await throughEndpoint(target, referenceScenario(newRunId(), WARM_UP_MEMBERS), 32);
-    if (key === 'conditional') {
-      await throughEndpoint(target, referenceScenario(newRunId(), WARM_UP_MEMBERS), 32, { idempotencyKeys: true, viaActions: true });
-    }
-    return target;
+    });
+    // A server that reaches PostgreSQL through the proxy connects to it as it starts.
+    groups.runOnly(spec.distant ? [proxy.pid] : []);
+    const server = await startServerProcess(
+      spec.entry ?? 'test/load/bench-server.ts',
+      { ...benchServerEnv(spec.distant ? proxy.databaseUrl : database.databaseUrl, spec.strategy), ...spec.env },
+      {
+        ...(project ? { project } : {}),
+        // A fresh process compiles and optimizes its code on its first requests: keep that out of the figures.
+        warmUp: async (started) => {
+          groups.add(started.child.pid!);
+          const target = targetOf(started);
+          await throughEndpoint(target, referenceScenario(newRunId(), WARM_UP_MEMBERS), 32);
+          if (key === 'conditional') {
+            await throughEndpoint(target, referenceScenario(newRunId(), WARM_UP_MEMBERS), 32, { idempotencyKeys: true, viaActions: true });
+          }
+        },
+      },
+    );
+    return targetOf(server);
   };
   return {
     database,

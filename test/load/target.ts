@@ -146,6 +146,8 @@ async function startProcess(
     child,
     ready: match,
     async stop() {
+      // A process the bench stopped (SIGSTOP, process-groups.ts) acts on SIGTERM only once it is continued.
+      child.kill('SIGCONT');
       child.kill('SIGTERM');
       await exited;
     },
@@ -219,6 +221,12 @@ export interface ServerProcessOptions {
   project?: string;
   /** Options for node itself, before the entry (`--cpu-prof`: NODE_OPTIONS refuses it). */
   nodeArgs?: string[];
+  /**
+   * Run on the server once it listens, before it is handed over (the bench's warm-up). When it
+   * fails, the server is stopped before the error goes on: the caller never got the process, so
+   * nothing else would stop it, and it would outlive the run that started it.
+   */
+  warmUp?: (server: ServerProcess) => Promise<void>;
 }
 
 /**
@@ -228,11 +236,18 @@ export interface ServerProcessOptions {
 export async function startServerProcess(
   entry: string,
   env: Record<string, string>,
-  { project = PROJECT, nodeArgs = [] }: ServerProcessOptions = {},
+  { project = PROJECT, nodeArgs = [], warmUp }: ServerProcessOptions = {},
 ): Promise<ServerProcess> {
   const started = await startProcess(entry, [], serverProcessEnv(env, 0), SERVER_READY, project, nodeArgs);
   const base = `http://127.0.0.1:${started.ready.slice(1).find(Boolean)}`;
-  return { url: `${base}/graphql`, metricsUrl: `${base}/metrics`, child: started.child, stop: started.stop };
+  const server = { url: `${base}/graphql`, metricsUrl: `${base}/metrics`, child: started.child, stop: started.stop };
+  try {
+    await warmUp?.(server);
+  } catch (error) {
+    await server.stop();
+    throw error;
+  }
+  return server;
 }
 
 /**
