@@ -5,6 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { loadConfig } from '../../src/core/config.js';
 import { issueCouponForSession } from '../../src/graphql/types/coupons.js';
+import { fingerprint } from '../../src/features/idempotency/service.js';
 import { createDatabase } from '../../src/db/database.js';
 import type { AccessContexts } from '../../src/graphql/guards.js';
 import { databaseRunners } from '../../src/graphql/context.js';
@@ -22,6 +23,7 @@ import {
   headerSessions,
   hotCampaignScenario,
   insertCouponScenario,
+  ISSUE_COUPON_QUERY,
   referenceScenario,
   strandedYen,
   type CouponScenario,
@@ -95,6 +97,7 @@ const LABEL = {
   ours: 'conditional updates (ours)',
   oursSlotted: 'conditional + 16 budget slots',
   raw: 'same SQL straight through pg',
+  rawKeyed: 'same SQL straight through pg with Idempotency-Key',
   bare: 'same unit behind bare node:http',
   bareBatched: 'same unit behind bare node:http, batched',
   bareGraphQL: 'same unit executed by graphql-jit behind bare node:http',
@@ -165,7 +168,7 @@ const USAGE = `usage: npm run bench [-- --concurrency 1,8,32,128] [--repeat 3] [
 
 Runs the coupon reference scenario (scaled to --members: 6 requests each) against each strategy
 through the real HTTP endpoint, keyed and through /actions, the same unit of work behind a bare
-node:http server and straight through pg; then one hot campaign (4,000 members, 128 clients) with 1 and with 16 budget slots,
+node:http server and straight through pg (at 32 clients keyed too); then one hot campaign (4,000 members, 128 clients) with 1 and with 16 budget slots,
 with budget leases and at SERIALIZABLE, and the reference campaigns under the same load, behind a
 TCP proxy that adds ${ONE_WAY_DELAY_MS} ms each way. Rows marked batched run a server with issue batching on
 (COUPON_ISSUE_BATCH_MAX=${BATCH_MAX}); every other row issues one statement per request. At 1 client only
@@ -316,7 +319,7 @@ function batchingOf(
  * runner, idempotency and audit code, the same pool size) called in this process straight through
  * pg, without HTTP or GraphQL, with the same number of requests in flight.
  */
-function rawTarget(databaseUrl: string, sql: pg.Pool) {
+function rawTarget(databaseUrl: string, dataDir: string, sql: pg.Pool) {
   const config = loadConfig({
     DATABASE_URL: databaseUrl,
     NODE_ENV: 'production',
@@ -336,7 +339,11 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
   );
   const services = buildServices(config, database, log);
   const retryCount = async () => (await services.metrics.transactionRetries.get()).values.reduce((sum, v) => sum + v.value, 0);
-  const contextFor = (tenantId: string, memberId: string): AccessContexts['member'] => ({
+  const contextFor = (
+    tenantId: string,
+    memberId: string,
+    idempotency: AccessContexts['member']['idempotency'],
+  ): AccessContexts['member'] => ({
     services,
     database: databaseRunners(database.db, services.transactions),
     session: { role: 'user', tenantId, userId: memberId },
@@ -346,24 +353,31 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
     signal: new AbortController().signal,
     databaseQueue: createDatabaseQueue(),
     log,
-    idempotencyKeyHeader: null,
-    idempotency: null,
+    idempotencyKeyHeader: idempotency?.key ?? null,
+    idempotency,
     report: {},
   });
 
   const setUp = (scenario: CouponScenario) => insertCouponScenario(database.db, services.transactions, scenario);
 
-  async function run(scenario: CouponScenario, clients: number): Promise<Figures> {
+  /** `keyed`: every request with a key of its own, as the keyed row sends them. */
+  async function run(scenario: CouponScenario, clients: number, keyed = false): Promise<Figures> {
     // No server of the bench's runs beside the raw row, which has none.
     groups.runOnly([]);
     await setUp(scenario);
     const retriesBefore = await retryCount();
     const started = performance.now();
+    const cpu = measureCpu(() => ({ PostgreSQL: postgresPids(dataDir) }));
     const outcomes = await runReleasedTogether(
-      couponRequests(scenario, 1).map((request) => async () => {
+      couponRequests(scenario, 1).map((request, index) => async () => {
         const begun = performance.now();
+        const input = { campaignId: request.campaignId };
+        // The key as the keyed row sends it, fingerprinted as the endpoint does: the operation's document and its variables.
+        const idempotency = keyed
+          ? { key: `${scenario.tenantId}-${index}`, fingerprint: fingerprint('IssueCoupon', ISSUE_COUPON_QUERY, { input }) }
+          : null;
         try {
-          const result = await issueCouponForSession(contextFor(scenario.tenantId, request.memberId), { campaignId: request.campaignId });
+          const result = await issueCouponForSession(contextFor(scenario.tenantId, request.memberId, idempotency), input);
           return { outcome: result.status, latencyMs: performance.now() - begun };
         } catch (error) {
           return {
@@ -375,6 +389,7 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
       clients,
     );
     const wallMs = performance.now() - started;
+    const used = cpu();
     const counts = countBy(outcomes, (o) => o.outcome);
     const invariants = await checkCouponInvariants(sql, scenario, counts['ISSUED'] ?? 0);
     const standing = await campaignStandings(sql, scenario.tenantId);
@@ -388,7 +403,8 @@ function rawTarget(databaseUrl: string, sql: pg.Pool) {
       strandedAtFirstRefusalYen: null,
       strandedAtEndYen: null,
       lockHoldMs: null,
-      cpuMsPerRequest: {},
+      // PostgreSQL's alone: this process runs the load generator beside the unit.
+      cpuMsPerRequest: { PostgreSQL: (used.parts['PostgreSQL']! * 1000) / outcomes.length },
       machineBusyCores: 0,
       batching: null,
       loadAverage: os.loadavg()[0]!,
@@ -406,7 +422,7 @@ const median = (values: number[]) => {
 /** CPU milliseconds the server process used per request, from its own CPU time over the run; null for a row without one (raw). */
 const serverCpuMs = (figures: Figures) => figures.cpuMsPerRequest['server'] ?? null;
 
-/** CPU milliseconds PostgreSQL (all its processes) used per request over the run; null for a row without it (raw). */
+/** CPU milliseconds PostgreSQL (all its processes) used per request over the run. */
 const postgresCpuMs = (figures: Figures) => figures.cpuMsPerRequest['PostgreSQL'] ?? null;
 
 /** The median of a figure over a row's runs, or '-' where the row has none. */
@@ -569,6 +585,12 @@ function targets(rows: Row[]): string[] {
   if (ours32 && raw32) {
     lines.push(
       `INFO endpoint at 32 clients against the raw pg row (no HTTP, no load generator's client): ${pairedRatio(ours32, raw32).toFixed(2)} of the req/s`,
+    );
+  }
+  const rawKeyed32 = find(LABEL.rawKeyed, 32);
+  if (raw32 && rawKeyed32) {
+    lines.push(
+      `INFO the key at the unit itself (no HTTP, no GraphQL): the raw pg row keyed against unkeyed, ${pairedRatio(rawKeyed32, raw32).toFixed(2)} of the req/s, PostgreSQL CPU ${medianOf(rawKeyed32, postgresCpuMs, 2)} vs ${medianOf(raw32, postgresCpuMs, 2)} ms per request`,
     );
   }
   const traced = find(LABEL.traced, 32);
@@ -829,7 +851,7 @@ async function main() {
       strategy: 'conditional',
       env: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: collector.url, OTEL_TRACES_SAMPLER: 'always_on' },
     });
-    const rawUnit = rawTarget(here.database.databaseUrl, here.sql);
+    const rawUnit = rawTarget(here.database.databaseUrl, here.database.dataDir, here.sql);
     raw = rawUnit;
     here.define('bare', BARE_SERVER(rawUnit.setUp));
     here.define('bare batched', { ...BARE_SERVER(rawUnit.setUp), env: { COUPON_ISSUE_BATCH_MAX: BATCH_MAX } });
@@ -865,6 +887,7 @@ async function main() {
         row(LABEL.traced, clients, async (id) => throughEndpoint(await here.target('traced'), reference(id), clients));
       }
       row(LABEL.raw, clients, (id) => raw!.run(reference(id), clients));
+      if (clients === FEATURE_CLIENTS) row(LABEL.rawKeyed, clients, (id) => raw!.run(reference(id), clients, true));
       for (const peer of PEERS)
         row(peer.label, clients, async (id) => throughEndpoint(await here.target(peer.server), reference(id), clients));
       paired(LABEL.oursSlotted, clients, async (side, id) =>
@@ -887,7 +910,10 @@ async function main() {
     );
 
     // The raw row runs in this process: its code, too, is compiled before it is measured.
-    if (rows.some((r) => r.label === LABEL.raw)) await rawUnit.run(referenceScenario(runId(), WARM_UP_MEMBERS), 32);
+    if (rows.some((r) => r.label === LABEL.raw || r.label === LABEL.rawKeyed)) {
+      await rawUnit.run(referenceScenario(runId(), WARM_UP_MEMBERS), 32);
+      await rawUnit.run(referenceScenario(runId(), WARM_UP_MEMBERS), 32, true);
+    }
     for (let repeat = 1; repeat <= repeats; repeat++) {
       // Every other pass runs backwards, so that a drift of the machine's load favours no row.
       for (const measured of repeat % 2 === 1 ? rows : [...rows].reverse()) {

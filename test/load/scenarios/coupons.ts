@@ -231,7 +231,8 @@ export class RefusalProbe {
   }
 }
 
-const ISSUE_COUPON_QUERY = print(IssueCouponDocument);
+/** The issue's document as the load sends it. */
+export const ISSUE_COUPON_QUERY = print(IssueCouponDocument);
 
 /** How the load sends each issue: to /graphql or as a Hasura action, with or without an Idempotency-Key. */
 export interface SendOptions {
