@@ -9,6 +9,7 @@ import { traceparentOf, tracing } from '../../core/tracing.js';
 import type { BuiltFor, CampaignShapes } from './budget.js';
 import { MAX_BUDGET_SLOTS } from './campaigns.js';
 import type { AdmissionTurn, IssueCoalescer } from './coalescer.js';
+import type { ClaimValues } from '../idempotency/service.js';
 import { ISSUE_REFUSED, statementsFor, type IssueRow, type IssueValues } from './issue-statement.js';
 import type { BudgetLeases } from './leases.js';
 import { couponStatusOf, type CouponStatusColumns, type CouponWithStatus } from './member-coupons.js';
@@ -194,9 +195,7 @@ export class ConditionalIssuer implements CouponIssuer {
     const run = async (shape: BuiltFor): Promise<IssueRow> => {
       const statement = statements[shape];
       try {
-        const row = bookkeeping.claim
-          ? (await statement.keyed.execute(executor, { ...values, ...bookkeeping.claim })).rows[0]!
-          : (await statement.plain.execute(executor, values)).rows[0]!;
+        const row = (await statement[bookkeeping.claim ? 'keyed' : 'plain'].execute(executor, values)).rows[0]!;
         shapes.learnFrom(request, row);
         return row;
       } catch (error) {
@@ -214,11 +213,12 @@ export class ConditionalIssuer implements CouponIssuer {
   }
 
   /**
-   * The values of one issue's statement (and of its member in a batch, issue-batch.ts), made in the request's own context.
+   * The values of one issue's statement (and of its member in a batch, issue-batch.ts), made in the
+   * request's own context; with a key, its claim's values too, for the keyed statement.
    *
    * @example issuer.valuesOf({ tenantId, memberId, campaignId, timeZone }, bookkeeping).couponId
    */
-  valuesOf(request: IssueRequest, bookkeeping: Bookkeeping<IssueResult>): IssueValues {
+  valuesOf(request: IssueRequest, bookkeeping: Bookkeeping<IssueResult>): IssueValues & Partial<ClaimValues> {
     const { tenantId, memberId, campaignId, timeZone } = request;
     const { timeouts, leases } = this.parts;
     return {
@@ -232,6 +232,9 @@ export class ConditionalIssuer implements CouponIssuer {
       leaseHolder: leases.holder,
       spread: Math.floor(Math.random() * MAX_BUDGET_SLOTS),
       traceparent: tracing.enabled ? traceparentOf() : null,
+      // With a key, the claim's values, then the audit row's (both name the mutation as their operation). Spread
+      // in this one literal: spread over the finished object afterwards, they made V8 copy it slowly (5 µs an issue).
+      ...bookkeeping.claim,
       ...bookkeeping.finishInStatement(),
     };
   }

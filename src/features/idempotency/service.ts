@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
 import { prepare, type Slots } from '../../db/prepared.js';
 import type { DB } from '../../db/schema.js';
@@ -51,11 +51,8 @@ function canonical(value: unknown): string {
  * @example const print = fingerprint('IssueCoupon', print(document), variables)
  */
 export function fingerprint(operationName: string | null | undefined, printedDocument: string, variables: unknown): string {
-  return createHash('sha256')
-    .update(`${operationName ?? ''}\n${printedDocument}`)
-    .update('\0')
-    .update(canonical(variables ?? {}))
-    .digest('hex');
+  // One-shot: a Hash object per request cost several µs more. The bytes hashed are those stored keys were fingerprinted with.
+  return hash('sha256', `${operationName ?? ''}\n${printedDocument}\0${canonical(variables ?? {})}`, 'hex');
 }
 
 /** The claim's values as a statement binds them (`key*`: the key and its owner, apart from the work's ids). */
