@@ -24,6 +24,7 @@ import {
   hotCampaignScenario,
   insertCouponScenario,
   ISSUE_COUPON_QUERY,
+  keptAnswerViolations,
   referenceScenario,
   strandedYen,
   type CouponScenario,
@@ -279,7 +280,9 @@ async function throughEndpoint(
     return {
       requestsPerSecond: result.requestsPerSecond,
       p99: result.latency.p99,
-      violations: result.violations?.length ?? 0,
+      violations:
+        (result.violations?.length ?? 0) +
+        (send.idempotencyKeys ? (await keptAnswerViolations(sql, scenario.tenantId, result.outcomes)).length : 0),
       retries: (await scrapeCounter(server.metricsUrl, 'transaction_retries_total')) - retriesBefore,
       tryAgain: result.outcomes['TRY_AGAIN'] ?? 0,
       overspendYen: standing.reduce((sum, c) => sum + Math.max(0, c.coupons_yen - c.budget_yen), 0),
@@ -396,7 +399,7 @@ function rawTarget(databaseUrl: string, dataDir: string, sql: pg.Pool) {
     return {
       requestsPerSecond: (outcomes.length / wallMs) * 1000,
       p99: summarize(outcomes.map((o) => o.latencyMs)).p99,
-      violations: invariants.violations.length,
+      violations: invariants.violations.length + (keyed ? (await keptAnswerViolations(sql, scenario.tenantId, counts)).length : 0),
       retries: (await retryCount()) - retriesBefore,
       tryAgain: counts['TRY_AGAIN'] ?? 0,
       overspendYen: standing.reduce((sum, c) => sum + Math.max(0, c.coupons_yen - c.budget_yen), 0),

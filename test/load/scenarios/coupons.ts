@@ -185,6 +185,31 @@ export interface CampaignStanding {
   coupons_yen: number;
 }
 
+/**
+ * For a load whose every issue had a key of its own: every answer a key keeps (ISSUED,
+ * ALREADY_ISSUED) is stored under its key, and no other; the set-up's own keyed mutations are not
+ * counted. One violation when the tenant's kept issueCoupon keys are more or fewer, none otherwise:
+ * what shows that a keyed row's keys were sent and claimed.
+ *
+ * @example const violations = await keptAnswerViolations(sql, tenantId, outcomes)
+ */
+export async function keptAnswerViolations(
+  sql: pg.Pool | pg.Client,
+  tenantId: string,
+  outcomes: Record<string, number>,
+): Promise<string[]> {
+  const kept = (outcomes['ISSUED'] ?? 0) + (outcomes['ALREADY_ISSUED'] ?? 0);
+  const stored = Number(
+    (
+      await sql.query<{ n: string }>(
+        "select count(*) as n from idempotency_keys where tenant_id = $1 and operation = 'issueCoupon' and response is not null and expires_at > now()",
+        [tenantId],
+      )
+    ).rows[0]!.n,
+  );
+  return stored === kept ? [] : [`${stored} answers kept under their keys for ${kept} ISSUED and ALREADY_ISSUED answers`];
+}
+
 /** The standing of the tenant's campaigns (all, or one), from its coupons. */
 export async function campaignStandings(sql: pg.Pool | pg.Client, tenantId: string, campaignId?: string): Promise<CampaignStanding[]> {
   const { rows } = await sql.query<CampaignStanding>(
