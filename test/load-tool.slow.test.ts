@@ -839,6 +839,27 @@ describe("the bench's server processes", () => {
     }
   };
 
+  it("a request the server takes and never answers fails NO_ANSWER after the bench's limit, and its socket is closed", async () => {
+    const socketsClosed: Promise<void>[] = [];
+    // Accepts and reads, never writes nor closes: a server that stopped answering.
+    const silent = net.createServer((socket) => {
+      socket.resume();
+      socketsClosed.push(new Promise((resolve) => socket.once('close', () => resolve())));
+    });
+    const listening = await listenOnLoopback(silent);
+    const client = new LoadClient(`${listening.origin}/graphql`, 1, { requestTimeoutMs: 300 });
+    try {
+      await expect(client.graphql('mutation { issueCoupon(input: { campaignId: "c" }) { status } }', {}, {})).rejects.toMatchObject({
+        code: 'NO_ANSWER',
+      });
+      expect(socketsClosed).toHaveLength(1);
+      await socketsClosed[0];
+    } finally {
+      client.close();
+      await listening.close();
+    }
+  });
+
   it('a server whose warm-up fails is stopped before the error goes on; one whose warm-up passes is handed over running', async () => {
     const env = benchServerEnv(await createTestDatabaseUrl(), 'conditional');
     let failedPid = 0;

@@ -132,6 +132,8 @@ const DEFAULT_REPEATS = 3;
 /** 600 members send 3 campaigns twice: 3,600 requests per run, twice the reference scenario. */
 const DEFAULT_MEMBERS = 600;
 const WARM_UP_MEMBERS = 150;
+/** A request of a row (or a warm-up) whose server stays silent this long fails (NO_ANSWER) instead of holding the bench for ever: far above any server's request deadline. */
+const NO_ANSWER_MS = 60_000;
 const HOT_CLIENTS = 128;
 const HOT_MEMBERS = 4_000;
 const HOT_SLOTS = 16;
@@ -246,7 +248,7 @@ async function throughEndpoint(
 ): Promise<Figures> {
   const { server, sql } = target;
   groups.runOnly(target.proxyPid ? [server.child.pid!, target.proxyPid] : [server.child.pid!]);
-  const client = new LoadClient(server.url, clients);
+  const client = new LoadClient(server.url, clients, { requestTimeoutMs: NO_ANSWER_MS });
   const total = scenario.members.length * scenario.campaigns.length * scenario.sends;
   const retriesBefore = await scrapeCounter(server.metricsUrl, 'transaction_retries_total');
   const batchesBefore = await batchCounts(server.metricsUrl);
